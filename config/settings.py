@@ -1,0 +1,156 @@
+"""Settings for flowpilot, read from the environment (django-environ).
+
+The embedded default needs nothing: SQLite in the project folder and Celery in
+eager mode. Set ``DATABASE_URL`` for PostgreSQL and ``CELERY_BROKER_URL`` for a
+real broker (Redis) to scale out.
+"""
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+if (BASE_DIR / ".env").exists():
+    environ.Env.read_env(str(BASE_DIR / ".env"))
+
+SECRET_KEY = env("DJANGO_SECRET_KEY", default="insecure-dev-key-change-me-in-production")
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_celery_beat",
+    "tools",
+    "workflows",
+    "runs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets readers (admin) look at a run while the executor writes checkpoints.
+    DATABASES["default"].setdefault("OPTIONS", {})
+    DATABASES["default"]["OPTIONS"].setdefault("timeout", 30)
+    DATABASES["default"]["OPTIONS"].setdefault(
+        "init_command", "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+    )
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.BasicAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+}
+
+# --- Celery ---------------------------------------------------------------
+# With no broker configured, tasks run eagerly in-process (the embedded default).
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="")
+CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", default=CELERY_BROKER_URL or None)
+CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=not CELERY_BROKER_URL)
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TIMEZONE = TIME_ZONE
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+
+# --- flowpilot --------------------------------------------------------------
+# Built-in tool providers, named explicitly (no import-time registries).
+FLOWPILOT_BUILTIN_PROVIDERS = env.list(
+    "FLOWPILOT_BUILTIN_PROVIDERS",
+    default=["tools.builtin.data.DataToolsProvider"],
+)
+# Where built-in tools may write files (reports, exports). Paths outside are refused.
+FLOWPILOT_OUTPUT_DIR = Path(env("FLOWPILOT_OUTPUT_DIR", default=str(BASE_DIR / "out")))
+# Where built-in tools may read files from (besides the output dir).
+FLOWPILOT_DATA_DIRS = [
+    Path(p) for p in env.list("FLOWPILOT_DATA_DIRS", default=[str(BASE_DIR / "examples")])
+]
+# An HTTP response body larger than this is cut off and flagged (memory stays bounded).
+FLOWPILOT_MAX_RESPONSE_BYTES = env.int("FLOWPILOT_MAX_RESPONSE_BYTES", default=10 * 1024 * 1024)
+# A step output larger than this (as JSON) is stored truncated and flagged.
+FLOWPILOT_MAX_STORED_OUTPUT_BYTES = env.int(
+    "FLOWPILOT_MAX_STORED_OUTPUT_BYTES", default=1024 * 1024
+)
+# How many steps of one run execute at once in the in-process engine.
+FLOWPILOT_MAX_PARALLEL_STEPS = env.int("FLOWPILOT_MAX_PARALLEL_STEPS", default=8)
+# Runs older than this many days may be removed by `purgeruns` (0 keeps them forever).
+FLOWPILOT_RUN_RETENTION_DAYS = env.int("FLOWPILOT_RUN_RETENTION_DAYS", default=90)
+
+# LLM (planner and llm steps): any OpenAI-compatible endpoint, OpenRouter by default.
+OPENAI_BASE_URL = env("OPENAI_BASE_URL", default="https://openrouter.ai/api/v1")
+OPENAI_API_KEY = env("OPENAI_API_KEY", default="")
+PLANNER_MODEL = env("PLANNER_MODEL", default="openai/gpt-4o-mini")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+    },
+    "handlers": {
+        "stderr": {
+            "class": "logging.StreamHandler",
+            "formatter": "plain",
+            "stream": "ext://sys.stderr",
+        },
+    },
+    "root": {"handlers": ["stderr"], "level": env("LOG_LEVEL", default="WARNING")},
+    "loggers": {
+        "flowpilot": {"level": env("FLOWPILOT_LOG_LEVEL", default="INFO"), "propagate": True},
+    },
+}

@@ -1,0 +1,128 @@
+"""Runs and their step results. StepResults are the checkpoint: written after every step."""
+
+from django.db import models
+
+from workflows.models import Workflow
+
+
+class RunStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+RUN_TERMINAL = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
+RUN_TRANSITIONS: dict[str, frozenset[str]] = {
+    RunStatus.PENDING: frozenset({RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.FAILED}),
+    RunStatus.RUNNING: frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED}),
+    # Resume takes a failed or cancelled run back to running.
+    RunStatus.FAILED: frozenset({RunStatus.RUNNING}),
+    RunStatus.CANCELLED: frozenset({RunStatus.RUNNING}),
+    RunStatus.SUCCEEDED: frozenset(),
+}
+
+
+class RunTrigger(models.TextChoices):
+    MANUAL = "manual", "Manual (admin)"
+    API = "api", "API"
+    CLI = "cli", "Command line"
+    SCHEDULE = "schedule", "Schedule"
+    VALIDATION = "validation", "Validation run"
+
+
+class StepStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    SKIPPED = "skipped", "Skipped"
+
+
+STEP_TERMINAL = frozenset({StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.SKIPPED})
+
+
+class Run(models.Model):
+    workflow = models.ForeignKey(
+        Workflow,
+        on_delete=models.PROTECT,
+        related_name="runs",
+        help_text="The version this run ran.",
+    )
+    definition_hash = models.CharField(
+        max_length=64, help_text="Hash of the frozen definition run."
+    )
+    trigger = models.CharField(max_length=16, choices=RunTrigger.choices)
+    status = models.CharField(
+        max_length=16, choices=RunStatus.choices, default=RunStatus.PENDING, db_index=True
+    )
+    inputs = models.JSONField(default=dict, blank=True, help_text="Run inputs (secrets redacted).")
+    outputs = models.JSONField(null=True, blank=True, help_text="Run outputs, when it succeeded.")
+    error_summary = models.TextField(blank=True, help_text="Why the run failed, in one paragraph.")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(status__in=[s.value for s in RunStatus]), name="run_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(trigger__in=[t.value for t in RunTrigger]),
+                name="run_trigger_valid",
+            ),
+        ]
+        indexes = [models.Index(fields=["workflow", "status"], name="run_workflow_status_idx")]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} of {self.workflow}"
+
+    @property
+    def duration(self):
+        if self.started_at and self.finished_at:
+            return self.finished_at - self.started_at
+        return None
+
+
+class StepResult(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="step_results")
+    step_id = models.CharField(max_length=64)
+    status = models.CharField(
+        max_length=16, choices=StepStatus.choices, default=StepStatus.PENDING, db_index=True
+    )
+    attempts = models.PositiveIntegerField(default=0, help_text="Tries made so far.")
+    attempt_log = models.JSONField(
+        default=list, blank=True, help_text="One entry per try: timings, error, retry delay."
+    )
+    inputs = models.JSONField(null=True, blank=True, help_text="Resolved inputs, secrets redacted.")
+    output = models.JSONField(null=True, blank=True, help_text="Step output, secrets scrubbed.")
+    output_truncated = models.BooleanField(
+        default=False, help_text="The output or response body was cut at the size limit."
+    )
+    error = models.JSONField(null=True, blank=True, help_text="{type, message, retryable}.")
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["run", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "step_id"], name="one_result_per_run_step"),
+            models.CheckConstraint(
+                condition=models.Q(status__in=[s.value for s in StepStatus]),
+                name="step_status_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.step_id} ({self.status})"
+
+    @property
+    def duration(self):
+        if self.started_at and self.finished_at:
+            return self.finished_at - self.started_at
+        return None

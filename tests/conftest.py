@@ -1,0 +1,1 @@
+"""Shared fixtures. Fakes are real servers on loopback (see tests/fakes/)."""

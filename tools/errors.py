@@ -1,0 +1,107 @@
+"""Typed errors. Retryability lives on the class (DESIGN §5).
+
+Network, timeout, HTTP 429 and 5xx are retryable; other 4xx, schema and
+template errors are fatal. ``as_dict()`` is what a StepResult stores.
+"""
+
+from __future__ import annotations
+
+
+class FlowpilotError(Exception):
+    """Base error of the whole app, with a stable code."""
+
+    code = "error"
+    retryable = False
+
+    def __init__(self, message: str, *, retryable: bool | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if retryable is not None:
+            self.retryable = retryable
+
+    def as_dict(self) -> dict:
+        return {"type": self.code, "message": self.message, "retryable": self.retryable}
+
+
+class ToolError(FlowpilotError):
+    code = "tool_error"
+
+
+class ToolNotFound(ToolError):
+    code = "tool_not_found"
+
+
+class ToolNotAllowed(ToolError):
+    code = "tool_not_allowed"
+
+
+class ToolInputError(ToolError):
+    """The arguments do not match the tool's input schema."""
+
+    code = "tool_input_invalid"
+
+
+class ToolConfigError(ToolError):
+    """A tool definition (YAML) is malformed."""
+
+    code = "tool_config_invalid"
+
+
+class TemplateError(ToolError):
+    code = "template_error"
+
+
+class ToolUnreachable(ToolError):
+    code = "tool_unreachable"
+    retryable = True
+
+
+class ToolTimeout(ToolError):
+    code = "tool_timeout"
+    retryable = True
+
+
+class ToolResponseTooLarge(ToolError):
+    code = "response_too_large"
+
+
+class ToolResponseInvalid(ToolError):
+    code = "response_invalid"
+
+
+class ToolHTTPError(ToolError):
+    """A non-2xx answer. 5xx are retryable; other statuses are fatal."""
+
+    code = "http_error"
+
+    def __init__(self, message: str, *, status: int, retryable: bool | None = None) -> None:
+        if retryable is None:
+            retryable = status >= 500
+        super().__init__(message, retryable=retryable)
+        self.status = status
+
+    def as_dict(self) -> dict:
+        return {**super().as_dict(), "status": self.status}
+
+
+class ToolRateLimited(ToolHTTPError):
+    code = "rate_limited"
+
+    def __init__(
+        self, message: str, *, status: int = 429, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message, status=status, retryable=True)
+        self.retry_after = retry_after
+
+
+class ToolAuthFailed(ToolHTTPError):
+    code = "auth_failed"
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message, status=status, retryable=False)
+
+
+class ToolCallFailed(ToolError):
+    """A built-in or MCP tool reported an error result."""
+
+    code = "tool_call_failed"

@@ -1,0 +1,146 @@
+"""Workflows as versioned, frozen definitions, with their steps and edges as rows.
+
+A version's ``definition`` (canonical JSON) and ``definition_hash`` are what runs
+read; the Step and Edge rows mirror it for the admin and for queries. Active or
+archived versions never change: editing makes a new version.
+"""
+
+from django.conf import settings
+from django.db import models
+
+
+class WorkflowStatus(models.TextChoices):
+    DRAFT = "draft", "Draft"
+    PENDING_REVIEW = "pending_review", "Pending review"
+    VALIDATING = "validating", "Validating"
+    ACTIVE = "active", "Active"
+    REJECTED = "rejected", "Rejected"
+    ARCHIVED = "archived", "Archived"
+
+
+# Allowed lifecycle transitions, enforced by services.
+WORKFLOW_TRANSITIONS: dict[str, frozenset[str]] = {
+    WorkflowStatus.DRAFT: frozenset({WorkflowStatus.PENDING_REVIEW, WorkflowStatus.ARCHIVED}),
+    WorkflowStatus.PENDING_REVIEW: frozenset(
+        {WorkflowStatus.VALIDATING, WorkflowStatus.REJECTED, WorkflowStatus.ARCHIVED}
+    ),
+    WorkflowStatus.VALIDATING: frozenset({WorkflowStatus.ACTIVE, WorkflowStatus.PENDING_REVIEW}),
+    WorkflowStatus.ACTIVE: frozenset({WorkflowStatus.ARCHIVED}),
+    WorkflowStatus.REJECTED: frozenset({WorkflowStatus.ARCHIVED}),
+    WorkflowStatus.ARCHIVED: frozenset(),
+}
+FROZEN_STATUSES = frozenset(
+    {WorkflowStatus.VALIDATING, WorkflowStatus.ACTIVE, WorkflowStatus.ARCHIVED}
+)
+
+
+class Workflow(models.Model):
+    name = models.CharField(max_length=100, db_index=True, help_text="Slug shared by all versions.")
+    version = models.PositiveIntegerField(help_text="1, 2, 3… per name.")
+    status = models.CharField(
+        max_length=20,
+        choices=WorkflowStatus.choices,
+        default=WorkflowStatus.DRAFT,
+        db_index=True,
+        help_text="Lifecycle state of this version.",
+    )
+    description = models.TextField(blank=True)
+    goal = models.TextField(blank=True, help_text="The plain-words goal the workflow serves.")
+    inputs = models.JSONField(default=dict, blank=True, help_text="Declared run inputs.")
+    tools = models.JSONField(default=list, blank=True, help_text="Flow-level tool allowlist.")
+    outputs = models.JSONField(default=dict, blank=True, help_text="Run output -> reference.")
+    schedule = models.CharField(max_length=100, blank=True, help_text="Cron expression, if any.")
+    notifications = models.JSONField(default=dict, blank=True)
+    definition = models.JSONField(help_text="The whole workflow in the file form (frozen).")
+    definition_hash = models.CharField(
+        max_length=64, db_index=True, help_text="sha256 of the canonical JSON."
+    )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="owned_workflows",
+    )
+    approved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="approved_workflows",
+    )
+    approved_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "-version"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["name", "version"], name="workflow_name_version_unique"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(status__in=[s.value for s in WorkflowStatus]),
+                name="workflow_status_valid",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(version__gte=1), name="workflow_version_positive"
+            ),
+        ]
+        permissions = [("approve_workflow", "Can approve a workflow version")]
+
+    def __str__(self) -> str:
+        return f"{self.name} v{self.version}"
+
+
+class Step(models.Model):
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="steps")
+    step_id = models.CharField(max_length=64, help_text="Unique slug within the version.")
+    kind = models.CharField(max_length=16, help_text="tool, llm, decision, transform or foreach.")
+    tool = models.CharField(max_length=64, blank=True, help_text="Tool called, for tool/foreach.")
+    position = models.PositiveIntegerField(help_text="Order in the file.")
+    input_mapping = models.JSONField(default=dict, blank=True)
+    config = models.JSONField(
+        default=dict, blank=True, help_text="The step as written in the file."
+    )
+    on_error = models.CharField(max_length=8, default="fail")
+
+    class Meta:
+        ordering = ["workflow", "position"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workflow", "step_id"], name="step_id_unique_per_version"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(kind__in=["tool", "llm", "decision", "transform", "foreach"]),
+                name="step_kind_valid",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(on_error__in=["fail", "continue"]), name="step_on_error_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.step_id
+
+
+class Edge(models.Model):
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="edges")
+    from_step = models.CharField(max_length=64)
+    to_step = models.CharField(max_length=64)
+    when = models.CharField(max_length=100, blank=True, help_text="Branch label, if any.")
+    inferred = models.BooleanField(default=False, help_text="Inferred from an input mapping.")
+
+    class Meta:
+        ordering = ["workflow", "from_step", "to_step"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workflow", "from_step", "to_step", "when"], name="edge_unique"
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(from_step=models.F("to_step")), name="edge_no_self_loop"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.from_step} -> {self.to_step}" + (f" [{self.when}]" if self.when else "")

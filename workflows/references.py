@@ -1,0 +1,177 @@
+"""Input-mapping references, parsed once into typed values (DESIGN §3).
+
+==================  =====================================  ==========================
+form                meaning                                example
+==================  =====================================  ==========================
+``$input.X``        a run input (deep paths allowed)        ``"$input.email"``
+``STEP_ID.path``    output of an upstream step              ``"geo.results.0.lat"``
+``$env.NAME``       an environment variable                 ``"$env.GITHUB_TOKEN"``
+anything else       a literal constant                      ``"us-east-1"``, ``42``
+==================  =====================================  ==========================
+
+A dotted string is a step reference only when its head is the id of a step of
+the same workflow; otherwise it stays a literal (``"api.example.com"``), and the
+validator warns when such a literal looks like a mistyped reference. Lists and
+dicts are walked: every string leaf is parsed the same way. ``{"$literal": x}``
+passes ``x`` through untouched.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+_SEGMENT = r"[A-Za-z0-9_-]+"
+_DOTTED = re.compile(rf"^([A-Za-z_][A-Za-z0-9_-]*)((?:\.{_SEGMENT})+)$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_MISSING = object()
+
+
+class ReferenceError_(ValueError):
+    """A string starting with ``$`` that is not a valid reference."""
+
+
+@dataclass(frozen=True, slots=True)
+class InputRef:
+    name: str
+    path: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return ".".join(("$input", self.name, *self.path))
+
+
+@dataclass(frozen=True, slots=True)
+class StepRef:
+    step_id: str
+    path: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return ".".join((self.step_id, *self.path))
+
+
+@dataclass(frozen=True, slots=True)
+class EnvRef:
+    name: str
+
+    def __str__(self) -> str:
+        return f"$env.{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class ItemRef:
+    """``$item`` / ``$item.path`` / ``$index`` inside a foreach step's item mapping."""
+
+    path: tuple[str, ...] = ()
+    index: bool = False
+
+    def __str__(self) -> str:
+        return "$index" if self.index else ".".join(("$item", *self.path))
+
+
+@dataclass(frozen=True, slots=True)
+class Literal:
+    value: Any
+
+
+Reference = InputRef | StepRef | EnvRef | ItemRef
+
+
+def parse_value(value: Any, step_ids: frozenset[str] | set[str]) -> Any:
+    """Parse one mapping value into references, literals, and containers of them.
+
+    Returns a ``Reference``, a ``Literal``, or a list/dict whose leaves are those.
+    Raises ``ReferenceError_`` for a malformed ``$`` reference.
+    """
+    if isinstance(value, Mapping):
+        if set(value) == {"$literal"}:
+            return Literal(value["$literal"])
+        return {k: parse_value(v, step_ids) for k, v in value.items()}
+    if isinstance(value, list):
+        return [parse_value(v, step_ids) for v in value]
+    if not isinstance(value, str):
+        return Literal(value)
+    if value.startswith("$"):
+        return _parse_dollar(value)
+    match = _DOTTED.match(value)
+    if match and match.group(1) in step_ids:
+        return StepRef(match.group(1), tuple(match.group(2)[1:].split(".")))
+    return Literal(value)
+
+
+def _parse_dollar(value: str) -> Reference:
+    head, _, rest = value.partition(".")
+    parts = tuple(rest.split(".")) if rest else ()
+    if head == "$input":
+        if not parts or not all(re.fullmatch(_SEGMENT, p) for p in parts):
+            raise ReferenceError_(f"`{value}` must look like `$input.NAME` or `$input.NAME.path`")
+        return InputRef(parts[0], parts[1:])
+    if head == "$env":
+        if len(parts) != 1 or not _ENV_NAME.match(parts[0]):
+            raise ReferenceError_(f"`{value}` must look like `$env.NAME`")
+        return EnvRef(parts[0])
+    if head == "$item":
+        if not all(re.fullmatch(_SEGMENT, p) for p in parts):
+            raise ReferenceError_(f"`{value}` must look like `$item` or `$item.path`")
+        return ItemRef(parts)
+    if value == "$index":
+        return ItemRef(index=True)
+    raise ReferenceError_(
+        f"`{value}` is not a reference: use `$input.NAME`, `$env.NAME` or `STEP_ID.path` "
+        '(write {"$literal": ...} for a string that starts with `$`)'
+    )
+
+
+def iter_refs(parsed: Any) -> Iterator[Reference]:
+    """Every reference inside a parsed value, depth first, in order."""
+    if isinstance(parsed, dict):
+        for v in parsed.values():
+            yield from iter_refs(v)
+    elif isinstance(parsed, list):
+        for v in parsed:
+            yield from iter_refs(v)
+    elif not isinstance(parsed, Literal):
+        yield parsed
+
+
+def looks_like_reference(value: Any) -> tuple[str, tuple[str, ...]] | None:
+    """For a literal string shaped like ``head.path``, return (head, path)."""
+    if isinstance(value, str):
+        match = _DOTTED.match(value)
+        if match:
+            return match.group(1), tuple(match.group(2)[1:].split("."))
+    return None
+
+
+def dig(value: Any, path: tuple[str, ...] | list[str]) -> Any:
+    """Follow a dot-path into dicts and lists; numeric segments index lists.
+
+    Returns ``None`` when any segment is missing (a reference to absent data is null).
+    """
+    found = dig_or_missing(value, path)
+    return None if found is _MISSING else found
+
+
+def dig_or_missing(value: Any, path: tuple[str, ...] | list[str]) -> Any:
+    current = value
+    for segment in path:
+        if isinstance(current, Mapping):
+            if segment not in current:
+                return _MISSING
+            current = current[segment]
+        elif isinstance(current, list | tuple):
+            try:
+                index = int(segment)
+            except ValueError:
+                return _MISSING
+            if not -len(current) <= index < len(current):
+                return _MISSING
+            current = current[index]
+        else:
+            return _MISSING
+    return current
+
+
+def is_missing(value: Any) -> bool:
+    return value is _MISSING

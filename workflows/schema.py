@@ -1,0 +1,208 @@
+"""The workflow format: one contract for files, the database, the validator and the executor.
+
+Pydantic models; step kinds form a discriminated union on ``kind``. A pydantic
+error's ``loc`` is the JSON path of the offending element, which the validator
+reports as-is. ``workflow_json_schema()`` publishes the format (docs/).
+
+Only structural rules live here (types, required fields, slugs, ranges);
+cross-element rules (references, edges, cycles, tools) are the validator's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from tools.policy import RetryPolicy
+
+STEP_ID_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
+TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"
+INPUT_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
+WORKFLOW_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,99}$"
+
+InputType = Literal["string", "integer", "number", "boolean", "object", "array"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class InputSpec(_Model):
+    """A declared run input."""
+
+    type: InputType = "string"
+    description: str = ""
+    default: Any = None
+    required: bool | None = Field(
+        None, description="Defaults to true when there is no default, false otherwise."
+    )
+    enum: list[Any] | None = None
+
+    @property
+    def is_required(self) -> bool:
+        if self.required is not None:
+            return self.required
+        return "default" not in self.model_fields_set
+
+
+class _StepBase(_Model):
+    id: str = Field(pattern=STEP_ID_PATTERN, description="Unique slug of the step.")
+    name: str = Field("", description="Human label for pictures and logs.")
+    description: str = ""
+    input_mapping: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Parameter name -> reference ($input.X, STEP.path, $env.NAME) or literal.",
+    )
+    retry: RetryPolicy | None = Field(
+        None, description="Omitted: the tool's own policy, else a single try."
+    )
+    timeout: float | None = Field(None, gt=0, le=86400, description="Seconds for one attempt.")
+    on_error: Literal["fail", "continue"] = "fail"
+
+    @field_validator("input_mapping")
+    @classmethod
+    def _param_names(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key in value:
+            if not key or len(key) > 128:
+                raise ValueError(f"parameter name {key!r} must be 1 to 128 characters")
+        return value
+
+
+class ToolStep(_StepBase):
+    """Calls one tool with its mapped inputs."""
+
+    kind: Literal["tool"] = "tool"
+    tool: str = Field(pattern=TOOL_NAME_PATTERN)
+
+
+class LLMBudget(_Model):
+    max_tokens: int | None = Field(None, ge=1)
+    max_calls: int | None = Field(None, ge=1)
+    max_tool_calls: int | None = Field(None, ge=0)
+
+
+class LLMStep(_StepBase):
+    """A prompt over mapped values; may call only the tools in its own allowlist."""
+
+    kind: Literal["llm"] = "llm"
+    prompt: str = Field(min_length=1)
+    system: str = ""
+    model: str | None = None
+    tools: list[str] = Field(default_factory=list)
+    max_turns: int = Field(5, ge=1, le=50)
+    output_schema: dict[str, Any] | None = None
+    budget: LLMBudget = Field(default_factory=LLMBudget)
+
+
+class DecisionStep(_StepBase):
+    """Picks one outgoing branch: a safe expression per branch, or an LLM choice."""
+
+    kind: Literal["decision"] = "decision"
+    branches: list[str] = Field(min_length=1, description="Branch labels, matched by edge `when`.")
+    conditions: dict[str, str] = Field(
+        default_factory=dict,
+        description="Branch label -> expression over mapped values; first true wins, in "
+        "`branches` order.",
+    )
+    default: str | None = Field(None, description="Branch taken when no condition holds.")
+    decision_prompt: str | None = Field(None, description="LLM form: the question to answer.")
+    model: str | None = None
+
+
+class TransformStep(_StepBase):
+    """Pure data reshaping with a JMESPath expression over the mapped values."""
+
+    kind: Literal["transform"] = "transform"
+    expression: str = Field(min_length=1)
+
+
+class ForeachStep(_StepBase):
+    """Runs one tool per item of the mapped list ``items``; results keep input order."""
+
+    kind: Literal["foreach"] = "foreach"
+    tool: str = Field(pattern=TOOL_NAME_PATTERN)
+    item_mapping: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Tool parameter -> `$item`, `$item.path`, `$index`, or a mapped parameter.",
+    )
+    concurrency: int = Field(4, ge=1, le=100)
+
+
+Step = Annotated[
+    ToolStep | LLMStep | DecisionStep | TransformStep | ForeachStep,
+    Field(discriminator="kind"),
+]
+
+
+class Edge(_Model):
+    from_: str = Field(alias="from", pattern=STEP_ID_PATTERN)
+    to: str = Field(pattern=STEP_ID_PATTERN)
+    when: str | None = Field(None, description="Branch label of a decision step `from`.")
+
+
+class Notifications(_Model):
+    email: list[str] = Field(default_factory=list)
+    webhook: str | None = None
+    on: list[Literal["failed", "succeeded"]] = Field(default_factory=lambda: ["failed"])
+
+
+class WorkflowSpec(_Model):
+    """A whole workflow: what a file holds and what a version freezes."""
+
+    name: str = Field(pattern=WORKFLOW_NAME_PATTERN)
+    description: str = ""
+    goal: str = ""
+    inputs: dict[str, InputSpec] = Field(default_factory=dict)
+    tools: list[str] | None = Field(
+        None,
+        description="Flow-level tool allowlist. Omitted: the tools its steps name.",
+    )
+    steps: list[Step] = Field(min_length=1)
+    edges: list[Edge] = Field(default_factory=list)
+    outputs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Run output name -> reference. Empty: the outputs of the sink steps.",
+    )
+    schedule: str | None = Field(None, description="Cron expression (5 fields).")
+    notifications: Notifications = Field(default_factory=Notifications)
+
+    @field_validator("inputs")
+    @classmethod
+    def _input_names(cls, value: dict[str, InputSpec]) -> dict[str, InputSpec]:
+        import re
+
+        for key in value:
+            if not re.match(INPUT_NAME_PATTERN, key):
+                raise ValueError(f"input name {key!r} must match {INPUT_NAME_PATTERN}")
+        return value
+
+    def step(self, step_id: str):
+        for step in self.steps:
+            if step.id == step_id:
+                return step
+        raise KeyError(step_id)
+
+    def allowed_tools(self) -> list[str]:
+        if self.tools is not None:
+            return list(self.tools)
+        return sorted({s.tool for s in self.steps if isinstance(s, ToolStep | ForeachStep)})
+
+    def to_data(self) -> dict[str, Any]:
+        """The file form: aliases (``from``), only what was written, in field order."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+    def canonical_json(self) -> str:
+        return json.dumps(self.to_data(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+    def definition_hash(self) -> str:
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+
+
+def workflow_json_schema() -> dict[str, Any]:
+    schema = WorkflowSpec.model_json_schema(by_alias=True, mode="validation")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "flowpilot workflow"
+    return schema
