@@ -1,0 +1,69 @@
+"""The data model conditions see: JSON values, reached only through dict and list lookups.
+
+Nothing here calls ``getattr`` or any method of a value other than mapping and
+sequence access, so a condition can never reach a Python object's attributes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+_INDEX = re.compile(r"-?[0-9]+")
+
+
+def kind_of(value: Any) -> str:
+    """The JSON kind of a value: null, boolean, number, string, list, object — or unsupported."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "list"
+    if isinstance(value, Mapping):
+        return "object"
+    return "unsupported"
+
+
+def resolve(values: Mapping[str, Any], root: str, segments: Sequence[str]) -> Any:
+    """Follow ``root.seg…`` through dicts and lists; anything missing is ``None`` (null).
+
+    Numeric segments index lists (negative from the end), like references do (DESIGN §3).
+    """
+    current = values.get(root)
+    for segment in segments:
+        if isinstance(current, Mapping):
+            current = current.get(segment)
+        elif isinstance(current, list | tuple) and _INDEX.fullmatch(segment):
+            index = int(segment)
+            current = current[index] if -len(current) <= index < len(current) else None
+        else:
+            return None
+    return current
+
+
+def equal(a: Any, b: Any) -> bool:
+    """Equality without Python's coercions: ``1 != true``, ``[1] != [true]``; ``1 == 1.0``."""
+    kind = kind_of(a)
+    if kind != kind_of(b):
+        return False
+    if kind == "list":
+        return len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b, strict=True))
+    if kind == "object":
+        return a.keys() == b.keys() and all(equal(a[key], b[key]) for key in a)
+    return bool(a == b)
+
+
+def show(value: Any) -> str:
+    """A short JSON rendering of a value for error messages."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=lambda v: f"<{type(v).__name__}>")
+    except (ValueError, RecursionError):  # circular or absurdly deep
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= 40 else text[:39] + "…"
