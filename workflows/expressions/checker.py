@@ -13,6 +13,7 @@ from typing import NoReturn
 
 from .errors import located
 from .nodes import BoolOp, Call, Compare, ListExpr, Literal, Node, Not, Path
+from .values import a as _a
 from .values import kind_of
 
 ANY = "any"
@@ -117,9 +118,3 @@ class Checker:
 def _ordered(names: Collection[str]) -> tuple[str, ...]:
     """Mapping order is kept for messages; plain sets are sorted so messages are stable."""
     return tuple(sorted(names)) if isinstance(names, set | frozenset) else tuple(names)
-
-
-def _a(kind: str) -> str:
-    if kind == "null":
-        return "null"
-    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"

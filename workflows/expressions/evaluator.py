@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 from .errors import located
 from .nodes import BoolOp, Call, Compare, ListExpr, Literal, Node, Not, Path
-from .values import equal, kind_of, resolve, show
+from .values import a, equal, kind_of, resolve, show
 
 _ORDER = {
     "<": lambda a, b: a < b,
@@ -57,7 +57,7 @@ class Evaluator:
 
     def truthy(self, node: Node, value: Any) -> bool:
         if kind_of(value) == "unsupported":
-            self.fail(f"a {type(value).__name__} value is not JSON data", node)
+            self.fail(f"a value of type `{type(value).__name__}` is not JSON data", node)
         return bool(value)
 
     def call(self, call: Call, argument: Any) -> Any:
@@ -107,7 +107,7 @@ class Evaluator:
                 return item in container
             what = "a substring" if kind == "string" else "a key"
             self.fail(
-                f"`{node.op}` on a {kind} tests for {what}, so needs a string, "
+                f"`{node.op}` on {a(kind)} tests for {what}, so needs a string, "
                 f"but got the {kind_of(item)} {show(item)}",
                 node,
             )

@@ -35,9 +35,6 @@ class Path:
     segments: tuple[str, ...]
     pos: int
 
-    def __str__(self) -> str:
-        return ".".join((self.root, *self.segments))
-
 
 @dataclass(frozen=True, slots=True)
 class Call:

@@ -59,7 +59,7 @@ class _Parser:
     def expression(self, rbp: int) -> Node:
         self.depth += 1
         try:
-            if self.depth > MAX_DEPTH:
+            if self.depth > MAX_DEPTH + 1:  # the whole condition is level 0
                 self.fail(f"expression nests deeper than {MAX_DEPTH} levels", self.peek())
             left = self.nud(self.advance())
             while rbp < self.lbp():

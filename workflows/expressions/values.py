@@ -60,6 +60,13 @@ def equal(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+def a(kind: str) -> str:
+    """``kind`` with its article, for messages: "a number", "an object", "null"."""
+    if kind == "null":
+        return "null"
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
+
+
 def show(value: Any) -> str:
     """A short JSON rendering of a value for error messages."""
     try:
