@@ -1,0 +1,111 @@
+"""The spec parsed once for all checks: mapping leaves with their paths, tool look-ups.
+
+The validator depends only on this small protocol of a tool registry, which
+``tools.registry.ToolRegistry`` satisfies: ``get(name)`` returns ``None`` or a
+spec with ``name``, ``input_schema`` (JSON Schema) and ``outputs`` (declared
+output field names; empty means undeclared, any path allowed). With no
+registry (``None``) the tool-dependent checks are skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol
+
+from workflows.graph import iter_leaves, parse_leniently, step_mappings
+from workflows.schema import LLMStep, WorkflowSpec
+from workflows.validation.report import format_path
+
+
+class ToolSpecLike(Protocol):
+    name: str
+    input_schema: dict[str, Any]
+    outputs: list[str]
+
+
+class ToolLookup(Protocol):
+    def get(self, name: str) -> ToolSpecLike | None: ...
+
+
+class Leaf(NamedTuple):
+    """One leaf of a mapping: a reference, a literal or a ``BadReference``."""
+
+    path: str  # steps[2].input_mapping.lat, outputs.temperature
+    value: Any
+    where: str  # "input_mapping", "item_mapping" or "outputs"
+    step_index: int | None = None  # None for the workflow outputs
+
+
+@dataclass
+class FlowContext:
+    spec: WorkflowSpec
+    registry: ToolLookup | None
+    step_ids: frozenset[str]
+    first_index: dict[str, int]  # step id -> index of its first occurrence
+    parsed: list[dict[str, dict[str, Any]]]  # per step: mapping field -> param -> parsed
+    step_leaves: list[list[Leaf]]  # per step
+    output_leaves: list[Leaf]
+    _tools: dict[str, Any] = field(default_factory=dict)
+    _labels: dict[str, set[str]] | None = None
+
+    @classmethod
+    def build(cls, spec: WorkflowSpec, registry: ToolLookup | None) -> FlowContext:
+        ids = frozenset(step.id for step in spec.steps)
+        first_index: dict[str, int] = {}
+        parsed, step_leaves = [], []
+        for index, step in enumerate(spec.steps):
+            first_index.setdefault(step.id, index)
+            fields = {
+                name: {param: parse_leniently(value, ids) for param, value in mapping.items()}
+                for name, mapping in step_mappings(step).items()
+            }
+            parsed.append(fields)
+            step_leaves.append(
+                [
+                    Leaf(format_path(path, f"steps[{index}].{name}"), leaf, name, index)
+                    for name, mapping in fields.items()
+                    for path, leaf in iter_leaves(mapping)
+                ]
+            )
+        outputs = {name: parse_leniently(value, ids) for name, value in spec.outputs.items()}
+        output_leaves = [
+            Leaf(format_path(("outputs", *path)), leaf, "outputs")
+            for path, leaf in iter_leaves(outputs)
+        ]
+        return cls(spec, registry, ids, first_index, parsed, step_leaves, output_leaves)
+
+    def step(self, step_id: str) -> Any:
+        """The first step with this id, or ``None``."""
+        index = self.first_index.get(step_id)
+        return None if index is None else self.spec.steps[index]
+
+    def step_path(self, index: int) -> str:
+        return f"steps[{index}]"
+
+    def leaves(self) -> Iterator[Leaf]:
+        for leaves in self.step_leaves:
+            yield from leaves
+        yield from self.output_leaves
+
+    def tool(self, name: str) -> ToolSpecLike | None:
+        """Registry look-up, cached for this validation."""
+        if name not in self._tools:
+            self._tools[name] = None if self.registry is None else self.registry.get(name)
+        return self._tools[name]
+
+    def edge_labels(self, step_id: str) -> set[str]:
+        """The ``when`` labels of the explicit edges leaving ``step_id``."""
+        if self._labels is None:
+            self._labels = {}
+            for edge in self.spec.edges:
+                if edge.when is not None:
+                    self._labels.setdefault(edge.from_, set()).add(edge.when)
+        return self._labels.get(step_id, set())
+
+    def allowed_tools(self) -> frozenset[str]:
+        """The flow allowlist; when omitted, every tool its steps name (llm tools included)."""
+        if self.spec.tools is not None:
+            return frozenset(self.spec.tools)
+        named = {t for s in self.spec.steps if isinstance(s, LLMStep) for t in s.tools}
+        return frozenset(self.spec.allowed_tools()) | named

@@ -1,0 +1,158 @@
+"""Tools exist and are allowed; mapped parameters fit each tool's input schema.
+
+``unknown_param`` policy: a mapped parameter missing from ``properties`` is
+flagged when ``additionalProperties`` is ``false``, or when ``properties`` is
+declared and ``additionalProperties`` is not given at all. JSON Schema would
+accept the extra key in the second case, but a misspelled parameter is the far
+likelier mistake in a planned flow; a tool that takes free-form parameters says
+so with ``additionalProperties: true`` (or a schema), or declares no properties.
+
+``param_type_mismatch`` validates only values that are entirely literal (no
+reference inside) against the property's schema with jsonschema; a reference's
+type is known only at run time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError, best_match
+from jsonschema.validators import validator_for
+from referencing.exceptions import Unresolvable
+
+from workflows.references import Literal
+from workflows.schema import ForeachStep, LLMStep, ToolStep
+from workflows.validation.context import FlowContext, ToolSpecLike
+from workflows.validation.report import ValidationIssue, error, format_path, suggest
+
+_NOT_LITERAL = object()
+
+
+def check_tools(ctx: FlowContext) -> list[ValidationIssue]:
+    if ctx.registry is None:
+        return []
+    allowed = ctx.allowed_tools()
+    validators: dict[tuple[str, str], Any] = {}
+    issues: list[ValidationIssue] = []
+    for index, step in enumerate(ctx.spec.steps):
+        for path, name in _named_tools(index, step):
+            issues += _check_tool_name(ctx, step, path, name, allowed)
+        if isinstance(step, ToolStep | ForeachStep):
+            tool = ctx.tool(step.tool)
+            if tool is not None:
+                issues += _check_params(ctx, index, step, tool, validators)
+    return issues
+
+
+def _named_tools(index: int, step: Any) -> list[tuple[str, str]]:
+    if isinstance(step, ToolStep | ForeachStep):
+        return [(f"steps[{index}].tool", step.tool)]
+    if isinstance(step, LLMStep):
+        return [(f"steps[{index}].tools[{k}]", name) for k, name in enumerate(step.tools)]
+    return []
+
+
+def _check_tool_name(
+    ctx: FlowContext, step: Any, path: str, name: str, allowed: frozenset[str]
+) -> list[ValidationIssue]:
+    issues = []
+    if ctx.tool(name) is None:
+        message = f"step `{step.id}` uses tool `{name}`, which is not registered"
+        issues.append(error("unknown_tool", path, message + suggest(name, allowed), step.id))
+    if name not in allowed:
+        message = f"step `{step.id}` uses tool `{name}`, which the workflow's `tools` do not allow"
+        issues.append(error("tool_not_allowed", path, message, step.id))
+    return issues
+
+
+def _mapped_params(index: int, step: Any, parsed: dict[str, dict]) -> dict[str, tuple]:
+    """Tool parameter → (path, parsed value). A foreach's ``items`` is not a parameter."""
+    mapped = {}
+    for field_name, mapping in parsed.items():
+        for param, value in mapping.items():
+            if isinstance(step, ForeachStep) and (field_name, param) == ("input_mapping", "items"):
+                continue
+            mapped[param] = (format_path((param,), f"steps[{index}].{field_name}"), value)
+    return mapped
+
+
+def _check_params(
+    ctx: FlowContext, index: int, step: Any, tool: ToolSpecLike, validators: dict
+) -> list[ValidationIssue]:
+    schema = tool.input_schema or {}
+    properties = schema.get("properties") or {}
+    mapped = _mapped_params(index, step, ctx.parsed[index])
+    issues = []
+    for name in schema.get("required") or []:
+        if name not in mapped:
+            message = f"step `{step.id}` does not map `{name}`, required by tool `{tool.name}`"
+            issues.append(
+                error("missing_required_param", f"steps[{index}].input_mapping", message, step.id)
+            )
+    closed = schema.get("additionalProperties") is False or (
+        "properties" in schema and "additionalProperties" not in schema
+    )
+    for name, (path, value) in mapped.items():
+        if name not in properties:
+            if closed:
+                hint = suggest(name, properties)
+                message = f"step `{step.id}` maps `{name}`, which tool `{tool.name}` does not take"
+                issues.append(error("unknown_param", path, message + hint, step.id))
+            continue
+        literal = _plain_literal(value)
+        if literal is _NOT_LITERAL:
+            continue
+        validator = _validator(validators, tool, name, schema)
+        problem = _first_error(validator, literal)
+        if problem:
+            message = (
+                f"step `{step.id}` maps `{name}` to {literal!r}, which tool `{tool.name}` "
+                f"does not accept: {problem}"
+            )
+            issues.append(error("param_type_mismatch", path, message, step.id))
+    return issues
+
+
+def _plain_literal(parsed: Any) -> Any:
+    """The plain value when ``parsed`` holds only literals, else ``_NOT_LITERAL``."""
+    if isinstance(parsed, Literal):
+        return parsed.value
+    if isinstance(parsed, dict):
+        values = {k: _plain_literal(v) for k, v in parsed.items()}
+        return _NOT_LITERAL if _NOT_LITERAL in values.values() else values
+    if isinstance(parsed, list):
+        items = [_plain_literal(v) for v in parsed]
+        return _NOT_LITERAL if any(v is _NOT_LITERAL for v in items) else items
+    return _NOT_LITERAL  # a reference or a BadReference
+
+
+def _validator(cache: dict, tool: ToolSpecLike, name: str, schema: dict) -> Any:
+    """A jsonschema validator for one property (root ``$defs`` kept for ``$ref``), cached."""
+    key = (tool.name, name)
+    if key not in cache:
+        prop = schema["properties"][name]
+        if not isinstance(prop, dict):
+            cache[key] = None  # `true` / `false` property schemas: nothing typed to check
+            return None
+        prop = dict(prop)
+        for defs in ("$defs", "definitions"):
+            if defs in schema and defs not in prop:
+                prop[defs] = schema[defs]
+        cls = validator_for(schema, default=Draft202012Validator)
+        try:
+            cls.check_schema(prop)
+            cache[key] = cls(prop)
+        except SchemaError:
+            cache[key] = None  # a broken tool schema is the tool loader's problem
+    return cache[key]
+
+
+def _first_error(validator: Any, value: Any) -> str | None:
+    if validator is None:
+        return None
+    try:
+        found = best_match(validator.iter_errors(value))
+    except Unresolvable:
+        return None
+    return None if found is None else found.message

@@ -1,0 +1,145 @@
+"""Workflow validation (DESIGN §4): every problem at once, each with its location.
+
+``validate_workflow(data, registry=…)`` takes a raw mapping (from a file) or a
+``WorkflowSpec`` and returns a ``ValidationReport``; ``report.raise_for_errors()``
+raises ``WorkflowInvalid`` carrying the report. A raw mapping that fails the
+schema yields ``schema_invalid`` issues only: the cross checks need a spec.
+
+Issue codes (errors unless marked *warning*):
+
+=============================  ===================================================
+structure                      ``duplicate_step_id``, ``edge_unknown_step``,
+                               ``duplicate_edge``, ``self_loop``, ``cycle``,
+                               ``not_ancestor``
+references                     ``invalid_reference``, ``unknown_input``,
+                               ``env_in_prompt``, ``env_in_output``,
+                               ``item_outside_foreach``, ``unknown_output_field``,
+                               ``error_ref_without_continue`` (*warning*),
+                               ``unknown_output_reference``,
+                               ``literal_looks_like_reference`` (*warning*),
+                               ``unused_input`` (*warning*)
+tools                          ``unknown_tool``, ``tool_not_allowed``,
+                               ``missing_required_param``, ``unknown_param``,
+                               ``param_type_mismatch``
+branches                       ``when_on_non_decision``, ``unknown_branch``,
+                               ``branch_without_edge`` (*warning*),
+                               ``decision_default_unknown``,
+                               ``condition_unknown_branch``,
+                               ``unreachable_step`` (*warning*)
+kinds                          ``kind_not_supported``, ``decision_without_edges``,
+                               ``foreach_without_items``
+schema                         ``schema_invalid``
+=============================  ===================================================
+
+The checks live in ``workflows.validation``, one module per concern.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from workflows.schema import WorkflowSpec
+from workflows.validation.branches import check_decisions, check_edge_labels, check_unreachable
+from workflows.validation.context import FlowContext, ToolLookup, ToolSpecLike
+from workflows.validation.kinds import UNSUPPORTED_KINDS, check_kinds
+from workflows.validation.reference_checks import check_references, check_unused_inputs
+from workflows.validation.report import (
+    ValidationIssue,
+    ValidationReport,
+    WorkflowInvalid,
+    sort_issues,
+)
+from workflows.validation.schema_errors import schema_issues
+from workflows.validation.structure import check_structure
+from workflows.validation.tool_checks import check_tools
+
+__all__ = [
+    "ISSUE_CODES",
+    "UNSUPPORTED_KINDS",
+    "ToolLookup",
+    "ToolSpecLike",
+    "ValidationIssue",
+    "ValidationReport",
+    "WorkflowInvalid",
+    "validate_workflow",
+]
+
+# Every code the validator reports (the table above). Each has a golden file
+# under tests/data/flows/invalid/<code>.yaml; a test keeps the two in step.
+ISSUE_CODES = frozenset(
+    {
+        "schema_invalid",
+        # structure
+        "duplicate_step_id",
+        "edge_unknown_step",
+        "duplicate_edge",
+        "self_loop",
+        "cycle",
+        "not_ancestor",
+        # references
+        "invalid_reference",
+        "unknown_input",
+        "env_in_prompt",
+        "env_in_output",
+        "item_outside_foreach",
+        "unknown_output_field",
+        "error_ref_without_continue",
+        "unknown_output_reference",
+        "literal_looks_like_reference",
+        "unused_input",
+        # tools
+        "unknown_tool",
+        "tool_not_allowed",
+        "missing_required_param",
+        "unknown_param",
+        "param_type_mismatch",
+        # branches
+        "when_on_non_decision",
+        "unknown_branch",
+        "branch_without_edge",
+        "decision_default_unknown",
+        "condition_unknown_branch",
+        "unreachable_step",
+        # kinds
+        "kind_not_supported",
+        "decision_without_edges",
+        "foreach_without_items",
+    }
+)
+
+_CHECKS: tuple[Callable[[FlowContext], list[ValidationIssue]], ...] = (
+    check_references,
+    check_unused_inputs,
+    check_tools,
+    check_edge_labels,
+    check_decisions,
+    check_kinds,
+)
+
+
+def validate_workflow(
+    data: Mapping[str, Any] | WorkflowSpec, *, registry: ToolLookup | None
+) -> ValidationReport:
+    """Validate a workflow against a tool registry; never raises for a bad workflow.
+
+    ``registry`` needs only ``get(name) -> tool spec | None`` (see
+    ``workflows.validation.context``). ``None`` skips every tool-dependent
+    check (tools, parameters, output fields) — for schema-only callers.
+    """
+    if isinstance(data, WorkflowSpec):
+        spec = data
+    else:
+        try:
+            spec = WorkflowSpec.model_validate(data)
+        except ValidationError as exc:
+            return ValidationReport(sort_issues(schema_issues(exc, data)))
+    ctx = FlowContext.build(spec, registry)
+    issues, graph = check_structure(ctx)
+    for check in _CHECKS:
+        issues += check(ctx)
+    if graph is not None:
+        issues += check_unreachable(ctx, graph)
+    return ValidationReport(sort_issues(issues), spec, graph)
