@@ -1,0 +1,56 @@
+from tools.redaction import MASK, Redactor, is_sensitive_header, redact_headers
+
+
+def test_scrub_deep_copy_and_longest_first():
+    redactor = Redactor()
+    redactor.add("secret")
+    redactor.add("secret-long-value")
+    data = {"a": "x secret-long-value y", "b": ["secret", 1, None], "secret": True}
+    out = redactor.scrub(data)
+    assert out == {"a": "x *** y", "b": ["***", 1, None], "***": True}
+    assert data["a"] == "x secret-long-value y"  # original untouched
+
+
+def test_short_values_ignored():
+    redactor = Redactor(["abc", "", None])
+    assert len(redactor) == 0
+    assert redactor.scrub_text("abc") == "abc"
+
+
+def test_url_encoded_variants_masked():
+    redactor = Redactor(["p@ss/word+1"])
+    assert redactor.scrub_text("?key=p%40ss%2Fword%2B1") == f"?key={MASK}"
+    assert redactor.scrub_text("?key=p%40ss%2Fword%2B1&x") == f"?key={MASK}&x"
+
+
+def test_basic_auth_token_masked():
+    redactor = Redactor()
+    redactor.add_basic_auth("user", "hunter22")
+    assert redactor.scrub_text("Basic dXNlcjpodW50ZXIyMg==") == f"Basic {MASK}"
+    assert redactor.scrub_text("hunter22") == MASK
+
+
+def test_scrub_without_secrets_and_tuples():
+    assert Redactor().scrub_text("anything") == "anything"
+    redactor = Redactor(["tok3n"])
+    assert redactor.scrub(("tok3n", 2)) == ["***", 2]
+    assert redactor.scrub_text("") == ""
+
+
+def test_redact_headers():
+    headers = {
+        "Authorization": "Bearer x",
+        "Proxy-Authorization": "x",
+        "Cookie": "a=b",
+        "X-API-Key": "k",
+        "X-Custom-Token": "t",
+        "Api-Key": "k",
+        "Accept": "application/json",
+        "Idempotency-Key": "run-1:step",
+    }
+    out = redact_headers(headers)
+    assert out["Accept"] == "application/json"
+    assert out["Idempotency-Key"] == "run-1:step"
+    assert all(out[k] == MASK for k in headers if k not in ("Accept", "Idempotency-Key"))
+    assert is_sensitive_header("x-client-secret")
+    assert not is_sensitive_header("Content-Type")

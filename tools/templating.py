@@ -1,0 +1,221 @@
+"""Templates in tool request configs and prompts (DESIGN §3).
+
+Rules:
+
+* A string that is exactly ``"{{key}}"`` is *type-preserving*: the value is
+  returned as it is (a list stays a list; a missing key gives ``None``).
+* Any other string with placeholders interpolates them as text: ``None`` → ``""``,
+  booleans → ``true``/``false``, dicts and lists → compact JSON.
+* A string without placeholders, and any non-string leaf, is returned unchanged.
+  Dicts and lists are walked.
+* Keys are dotted paths (``{{user.name}}``); numeric segments index lists.
+* ``{{env.NAME}}`` reads the ``env`` mapping (a missing variable renders ``""``);
+  ``{{env.NAME:-default}}`` falls back to ``default`` when the variable is unset
+  or empty.
+* Malformed placeholders (``{{``, ``{{ }}``, unbalanced braces, bad keys) raise
+  :class:`~tools.errors.TemplateError` naming the template.
+
+Secrets: every non-empty value read from ``env`` is added to the caller's
+``secrets`` set (when one is passed), so the caller can register it with a
+:class:`~tools.redaction.Redactor`. Defaults written in the template are not
+secrets (they are in the YAML file) and are not added.
+
+Plain regular expressions only; nothing is evaluated.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from tools.errors import TemplateError
+
+_TOKEN = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
+_ENV = re.compile(r"^env\.([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?$", re.DOTALL)
+_PATH = re.compile(r"^[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*$")
+_MAX_SHOWN = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Placeholder:
+    """One parsed ``{{...}}``: either an env reference or a dotted value path."""
+
+    raw: str
+    env_name: str | None = None
+    default: str | None = None
+    path: tuple[str, ...] = ()
+
+    @property
+    def is_env(self) -> bool:
+        return self.env_name is not None
+
+
+def _shown(template: str) -> str:
+    text = template if len(template) <= _MAX_SHOWN else template[:_MAX_SHOWN] + "…"
+    return repr(text)
+
+
+def _parse(content: str, template: str) -> Placeholder:
+    inner = content.strip()
+    env_match = _ENV.match(inner)
+    if env_match:
+        return Placeholder(raw=inner, env_name=env_match.group(1), default=env_match.group(2))
+    if inner.startswith("env.") or inner == "env" or not _PATH.match(inner):
+        shown = "{{" + content + "}}"
+        raise TemplateError(f"malformed placeholder {shown} in template {_shown(template)}")
+    return Placeholder(raw=inner, path=tuple(inner.split(".")))
+
+
+def placeholders(template: str) -> list[Placeholder]:
+    """Parse and return every placeholder of ``template`` (validating the whole string)."""
+    found = [_parse(m.group(1), template) for m in _TOKEN.finditer(template)]
+    rest = _TOKEN.sub("", template)
+    if "{{" in rest or "}}" in rest:
+        raise TemplateError(f"unbalanced '{{{{' or '}}}}' in template {_shown(template)}")
+    return found
+
+
+def iter_strings(template: Any) -> Iterator[str]:
+    """Every string leaf (and dict key) of a template structure."""
+    if isinstance(template, str):
+        yield template
+    elif isinstance(template, Mapping):
+        for key, value in template.items():
+            if isinstance(key, str):
+                yield key
+            yield from iter_strings(value)
+    elif isinstance(template, list | tuple):
+        for item in template:
+            yield from iter_strings(item)
+
+
+def lookup(value: Any, path: tuple[str, ...] | list[str]) -> Any:
+    """Follow a dotted path: dict keys, or list indexes for numeric segments. Missing → None."""
+    current = value
+    for segment in path:
+        if isinstance(current, Mapping):
+            current = current.get(segment)
+        elif isinstance(current, list | tuple):
+            try:
+                current = current[int(segment)]
+            except (ValueError, IndexError):
+                return None
+        else:
+            return None
+        if current is None:
+            return None
+    return current
+
+
+def to_text(value: Any) -> str:
+    """How a value reads inside interpolated text."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict | list | tuple):
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+    return str(value)
+
+
+def _resolve(
+    ph: Placeholder, values: Mapping[str, Any], env: Mapping[str, str], secrets: set[str] | None
+) -> Any:
+    if not ph.is_env:
+        return lookup(values, ph.path)
+    found = env.get(ph.env_name or "") or ""
+    if found:
+        if secrets is not None:
+            secrets.add(found)
+        return found
+    return ph.default if ph.default is not None else ""
+
+
+def _render_string(
+    template: str,
+    values: Mapping[str, Any],
+    env: Mapping[str, str],
+    secrets: set[str] | None,
+    encode: bool,
+) -> Any:
+    parsed = placeholders(template)
+    if not parsed:
+        return template
+    first = _TOKEN.match(template)
+    if not encode and first is not None and first.end() == len(template):
+        return _resolve(parsed[0], values, env, secrets)
+    resolved = iter(parsed)
+
+    def substitute(_match: re.Match[str]) -> str:
+        text = to_text(_resolve(next(resolved), values, env, secrets))
+        return encode_segment(text) if encode else text
+
+    return _TOKEN.sub(substitute, template)
+
+
+def encode_segment(text: str) -> str:
+    """Percent-encode ``text`` so it stays inside one URL path segment.
+
+    ``/ ? # @ :`` and friends are encoded; a value that is exactly ``.`` or ``..``
+    is fully encoded so it cannot walk the path.
+    """
+    if text in (".", ".."):
+        return "%2E" * len(text)
+    return quote(text, safe="")
+
+
+def render(
+    template: Any,
+    values: Mapping[str, Any],
+    *,
+    env: Mapping[str, str],
+    secrets: set[str] | None = None,
+) -> Any:
+    """Render ``template`` (any JSON-like structure) with ``values`` and ``env``.
+
+    Returns a new structure; the input is not modified. Env values used are
+    added to ``secrets`` when given.
+    """
+    if isinstance(template, str):
+        return _render_string(template, values, env, secrets, encode=False)
+    if isinstance(template, Mapping):
+        return {
+            render(k, values, env=env, secrets=secrets): render(v, values, env=env, secrets=secrets)
+            for k, v in template.items()
+        }
+    if isinstance(template, list | tuple):
+        return [render(item, values, env=env, secrets=secrets) for item in template]
+    return template
+
+
+def render_text(
+    template: str,
+    values: Mapping[str, Any],
+    *,
+    env: Mapping[str, str],
+    secrets: set[str] | None = None,
+) -> str:
+    """Render ``template`` and always return text (``None`` → ``""``)."""
+    return to_text(render(template, values, env=env, secrets=secrets))
+
+
+def render_url_path(
+    template: str,
+    values: Mapping[str, Any],
+    env: Mapping[str, str],
+    *,
+    secrets: set[str] | None = None,
+) -> str:
+    """Render a URL path (and optional query) template, percent-encoding every value.
+
+    The literal text of the template keeps its meaning (``/``, ``?``, ``&``);
+    a substituted value can never add a path segment, a query, a fragment or
+    change the host: ``"../admin"`` → ``..%2Fadmin``, ``"@evil"`` → ``%40evil``.
+    """
+    return str(_render_string(template, values, env, secrets, encode=True))
