@@ -1,0 +1,287 @@
+"""The normalized tool definition (DESIGN §2 "Tool").
+
+Every tool, however it was declared (new YAML form, older flat YAML form,
+built-in provider), becomes one frozen :class:`ToolSpec`. The spec is stored in
+``Tool.spec`` (``spec.stored()``) and read back with ``ToolSpec.model_validate``.
+
+It holds templates, never secret values: credentials are ``{{env.NAME}}``
+references, and a literal credential (a bearer token, API key value or basic
+password without any placeholder) is refused.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from tools.errors import TemplateError
+from tools.policy import RetryPolicy
+from tools.templating import Placeholder, iter_strings, placeholders
+
+TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"
+HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
+IDEMPOTENT_METHODS = frozenset({"GET", "PUT", "DELETE"})
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+def _check_templates(value: Any) -> None:
+    """Raise ``ValueError`` (→ a pydantic error at this field) for a malformed template."""
+    for text in iter_strings(value):
+        try:
+            placeholders(text)
+        except TemplateError as exc:
+            raise ValueError(exc.message) from exc
+
+
+def _has_placeholder(text: str | None) -> bool:
+    return bool(text) and bool(placeholders(text or ""))
+
+
+class HttpAuth(_Frozen):
+    """How a request authenticates. Values are templates (``{{env.NAME}}``).
+
+    ``bearer``: ``Authorization: Bearer <token>``; ``api_key``: ``name: value`` in a
+    header or as a query parameter (``in``); ``basic``: username and password.
+    The credential is skipped when it renders empty.
+    """
+
+    type: Literal["none", "bearer", "api_key", "basic"] = "none"
+    token: str | None = Field(None, description="bearer: the token template.")
+    in_: Literal["header", "query"] = Field("header", alias="in")
+    name: str | None = Field(None, description="api_key: header or query parameter name.")
+    value: str | None = Field(None, description="api_key: the key template.")
+    username: str | None = Field(None, description="basic: user name template.")
+    password: str | None = Field(None, description="basic: password template.")
+
+    @model_validator(mode="after")
+    def _fields_match_type(self) -> HttpAuth:
+        wanted = {
+            "none": (),
+            "bearer": ("token",),
+            "api_key": ("name", "value"),
+            "basic": ("username", "password"),
+        }[self.type]
+        for field in ("token", "name", "value", "username", "password"):
+            present = getattr(self, field) is not None
+            if field in wanted and not present:
+                raise ValueError(f"auth type {self.type!r} needs {field!r}")
+            if field not in wanted and present:
+                raise ValueError(f"{field!r} does not apply to auth type {self.type!r}")
+        _check_templates([self.token, self.value, self.username, self.password, self.name])
+        secret = {"bearer": self.token, "api_key": self.value, "basic": self.password}
+        literal = secret.get(self.type)
+        if literal is not None and literal != "" and not _has_placeholder(literal):
+            raise ValueError(
+                "secrets are never written in tool files: use an {{env.NAME}} reference"
+            )
+        return self
+
+
+class HttpRequest(_Frozen):
+    """The request template. ``url`` is relative to ``HttpConfig.base_url``."""
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, coerce_numbers_to_str=True
+    )
+
+    method: HttpMethod = "GET"
+    url: str = Field("", description="Path (and optional query) template, values encoded.")
+    query: dict[str, Any] = Field(default_factory=dict, description="None-valued params dropped.")
+    headers: dict[str, str] = Field(default_factory=dict, description="Empty values dropped.")
+    body: Any = Field(None, description="JSON body template; None sends no body.")
+    idempotency_header: str | None = Field(
+        None, description="Header carrying the step's idempotency key, e.g. Idempotency-Key."
+    )
+
+    @field_validator("method", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("url", "query", "headers", "body")
+    @classmethod
+    def _templates_parse(cls, value: Any) -> Any:
+        _check_templates(value)
+        return value
+
+
+def split_origin(url: str) -> tuple[str, str]:
+    """Split a URL template into its origin part and the rest (path, query).
+
+    The origin ends at the first ``/``, ``?`` or ``#`` outside a placeholder,
+    after an optional literal ``scheme://``. ``"/repos/{{o}}"`` → ``("", "/repos/{{o}}")``;
+    ``"{{env.B:-https://x.org}}/latest"`` → ``("{{env.B:-https://x.org}}", "/latest")``.
+    """
+    start = 0
+    scheme = _SCHEME.match(url)
+    if scheme:
+        start = scheme.end()
+    elif not url.startswith("{{"):
+        return "", url
+    depth_free = _mask_placeholders(url)
+    for index in range(start, len(url)):
+        if depth_free[index] in "/?#":
+            return url[:index], url[index:]
+    return url, ""
+
+
+def _mask_placeholders(url: str) -> str:
+    """``url`` with the inside of every ``{{...}}`` replaced by spaces (same length)."""
+    return re.sub(r"\{\{.*?\}\}", lambda m: " " * len(m.group(0)), url, flags=re.DOTALL)
+
+
+def _env_only(template: str, what: str) -> list[Placeholder]:
+    found = placeholders(template)
+    bad = [p.raw for p in found if not p.is_env]
+    if bad:
+        raise ValueError(
+            f"{what} may only use {{{{env.NAME}}}} placeholders, found {{{{{bad[0]}}}}}"
+        )
+    return found
+
+
+class HttpConfig(_Frozen):
+    """Where and how an http tool calls. An absolute ``request.url`` is split into
+    ``base_url`` (its origin) and a relative ``url``."""
+
+    base_url: str = Field(
+        "", description="Template; only {{env.NAME}} placeholders.", validate_default=True
+    )
+    request: HttpRequest = Field(default_factory=HttpRequest)
+    auth: HttpAuth = Field(default_factory=HttpAuth)
+    response_extract: dict[str, str] = Field(
+        default_factory=dict, description="Output key -> dot-path in the (wrapped) response."
+    )
+    timeout: float = Field(30.0, gt=0, le=3600, description="Seconds.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _absolute_url(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        request = data.get("request")
+        url = request.get("url") if isinstance(request, dict) else getattr(request, "url", None)
+        if not isinstance(url, str):
+            return data
+        origin, rest = split_origin(url)
+        if not origin:
+            return data
+        if isinstance(request, dict):
+            new_request: Any = {**request, "url": rest}
+        else:
+            new_request = request.model_copy(update={"url": rest})
+        return {**data, "base_url": origin, "request": new_request}
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url_env_only(cls, value: str) -> str:
+        try:
+            found = _env_only(value, "base_url")
+        except TemplateError as exc:
+            raise ValueError(exc.message) from exc
+        if not value:
+            raise ValueError("base_url is required (or an absolute request url)")
+        if not found and not re.match(r"^https?://[^/?#]+", value):
+            raise ValueError(f"base_url must be an http(s) URL, got {value!r}")
+        return value
+
+    @field_validator("response_extract")
+    @classmethod
+    def _extract_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, path in value.items():
+            if not key or not isinstance(path, str) or not path.strip():
+                raise ValueError(f"response_extract {key!r} needs a non-empty dot-path")
+        return value
+
+
+class ToolSpec(_Frozen):
+    """A named, typed capability (DESIGN §2).
+
+    ``outputs`` lists the declared output fields (``[]`` means not declared: any
+    path may be read); for http tools it defaults to the keys of
+    ``response_extract``. ``idempotent`` defaults to true for GET/PUT/DELETE and
+    false for POST/PATCH.
+    """
+
+    name: str = Field(pattern=TOOL_NAME_PATTERN)
+    kind: Literal["http", "builtin", "mcp"] = "http"
+    description: str = ""
+    input_schema: dict[str, Any] = Field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+    outputs: list[str] = Field(default_factory=list)
+    idempotent: bool = True
+    retry: RetryPolicy | None = None
+    timeout: float = Field(30.0, gt=0, le=3600)
+    http: HttpConfig | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _http_defaults(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("http") is None:
+            return data
+        http = data["http"]
+        get = http.get if isinstance(http, dict) else lambda k, d=None: getattr(http, k, d)
+        request = get("request") or {}
+        method = request.get("method") if isinstance(request, dict) else request.method
+        extract = get("response_extract") or {}
+        defaults: dict[str, Any] = {}
+        if "outputs" not in data:
+            defaults["outputs"] = list(extract)
+        if "idempotent" not in data:
+            defaults["idempotent"] = str(method or "GET").upper() in IDEMPOTENT_METHODS
+        return {**defaults, **data}
+
+    @field_validator("input_schema")
+    @classmethod
+    def _valid_json_schema(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            Draft202012Validator.check_schema(value)
+        except SchemaError as exc:
+            path = [str(p) for p in exc.absolute_path]
+            raise PydanticCustomError(
+                "invalid_json_schema",
+                "not a valid JSON Schema at {where}: {detail}",
+                {"where": "/".join(path) or "(root)", "detail": exc.message, "schema_path": path},
+            ) from exc
+        if value.get("type", "object") != "object":
+            raise ValueError("the input schema must describe an object (type: object)")
+        return value
+
+    @model_validator(mode="after")
+    def _kind_matches_config(self) -> ToolSpec:
+        if self.kind == "http" and self.http is None:
+            raise ValueError("an http tool needs its http configuration")
+        if self.kind != "http" and self.http is not None:
+            raise ValueError(f"a {self.kind} tool has no http configuration")
+        if self.http and self.http.response_extract:
+            unknown = [o for o in self.outputs if o not in self.http.response_extract]
+            if unknown:
+                raise ValueError(f"outputs {unknown} are not keys of response_extract")
+        return self
+
+    @property
+    def required_inputs(self) -> list[str]:
+        return list(self.input_schema.get("required", []))
+
+    def stored(self) -> dict[str, Any]:
+        """The JSON form kept in ``Tool.spec`` (templates only, no secret values)."""
+        return self.model_dump(mode="json", by_alias=True)
+
+    def describe(self) -> dict[str, Any]:
+        """The MCP-shaped description the planner and LLM steps see."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+            "outputs": list(self.outputs),
+        }
