@@ -1,1 +1,97 @@
 """Shared fixtures. Fakes are real servers on loopback (see tests/fakes/)."""
+
+# --- Fake public APIs, run output, management commands (tests/fakes) ---------
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES_DIR = REPO_ROOT / "examples"
+EXAMPLE_TOOLS_DIR = EXAMPLES_DIR / "tools"
+
+# The base-URL variables the shipped tool files (examples/tools/*.yaml) read,
+# and the path the fake serves each API under.
+FAKE_API_ENV = {
+    "IPAPI_BASE_URL": "",
+    "OPEN_METEO_BASE_URL": "",
+    "OPEN_METEO_GEOCODING_BASE_URL": "",
+    "RESTCOUNTRIES_BASE_URL": "",
+    "FRANKFURTER_BASE_URL": "",
+    "GITHUB_API_BASE_URL": "",
+    "WEBHOOK_URL": "/post",
+}
+# Credentials the tool files read; unset unless a test sets them.
+FAKE_API_SECRETS = ("GITHUB_TOKEN", "WEBHOOK_API_KEY")
+
+
+@pytest.fixture
+def fake_api(monkeypatch):
+    """The recording fake of the public APIs, with the tool files pointed at it."""
+    from tests.fakes import FakeAPI, install
+
+    fake = FakeAPI().start()
+    install(fake)
+    for name, path in FAKE_API_ENV.items():
+        monkeypatch.setenv(name, fake.url + path)
+    for name in FAKE_API_SECRETS:
+        monkeypatch.delenv(name, raising=False)
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def output_dir(settings, tmp_path):
+    """A fresh ``settings.FLOWPILOT_OUTPUT_DIR`` for the files a run writes."""
+    path = tmp_path / "out"
+    path.mkdir()
+    settings.FLOWPILOT_OUTPUT_DIR = path
+    return path
+
+
+@pytest.fixture
+def example_tools():
+    """The shipped tool files loaded into the database (needs a django_db mark)."""
+    from tools.services import tools_load_dir
+
+    report = tools_load_dir(directory=EXAMPLE_TOOLS_DIR)
+    assert report.ok, report.errors
+    return report
+
+
+@dataclass
+class CommandResult:
+    """What a user sees from a management command: exit code, stdout, stderr."""
+
+    code: int
+    out: str
+    err: str
+
+    @property
+    def lines(self) -> list[str]:
+        return self.out.splitlines()
+
+
+@pytest.fixture
+def cli():
+    """``cli("runflow", "x.yaml", "--input", "a=1")`` → ``CommandResult``.
+
+    A ``CommandError`` becomes its exit code and ``CommandError: message`` on
+    stderr, as ``manage.py`` prints it.
+    """
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    def run(*args: str) -> CommandResult:
+        out, err = io.StringIO(), io.StringIO()
+        code = 0
+        try:
+            call_command(*args, stdout=out, stderr=err)
+        except CommandError as exc:
+            code = exc.returncode
+            err.write(f"CommandError: {exc}\n")
+        return CommandResult(code, out.getvalue(), err.getvalue())
+
+    return run

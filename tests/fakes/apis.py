@@ -253,15 +253,17 @@ def _float(req: RecordedRequest, name: str) -> float | None:
         return None
 
 
+def current_reading(lat: float, lon: float) -> tuple[float, float, int]:
+    """(temperature °C, windspeed km/h, WMO code): stable per place, so tests know them."""
+    return round(20 - abs(lat) / 3, 1), round(5 + abs(lon) / 10, 1), 3 if lat > 45 else 1
+
+
 def _weather(data: FakeData, req: RecordedRequest, match: re.Match) -> FakeResponse:
     lat, lon = _float(req, "latitude"), _float(req, "longitude")
     if lat is None or lon is None or not (-90 <= lat <= 90 and -180 <= lon <= 180):
         reason = "Parameter 'latitude' and 'longitude' must be valid coordinates"
         return FakeResponse.json({"error": True, "reason": reason}, 400)
-    # A stable, location-dependent reading, so a test can compute what to expect.
-    temperature = round(20 - abs(lat) / 3, 1)
-    windspeed = round(5 + abs(lon) / 10, 1)
-    weathercode = 3 if lat > 45 else 1
+    temperature, windspeed, weathercode = current_reading(lat, lon)
     body: dict[str, Any] = {
         "latitude": round(lat, 4), "longitude": round(lon, 4), "generationtime_ms": 0.05,
         "utc_offset_seconds": 0, "timezone": "GMT", "timezone_abbreviation": "GMT",
