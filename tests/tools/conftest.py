@@ -1,0 +1,164 @@
+"""Fixtures for the tools tests: a real HTTP server on loopback, call contexts."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
+
+import httpx
+import pytest
+
+from tools.redaction import Redactor
+from tools.registry import ToolCallContext
+
+
+@dataclass
+class Received:
+    """One request as the server saw it (raw path, not decoded)."""
+
+    method: str
+    raw_path: str
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def path(self) -> str:
+        return urlsplit(self.raw_path).path
+
+    @property
+    def query(self) -> list[tuple[str, str]]:
+        return parse_qsl(urlsplit(self.raw_path).query, keep_blank_values=True)
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name.lower())
+
+    def json(self):
+        return json.loads(self.body)
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: bytes | Iterable[bytes] = b""
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    length: int | None = None  # Content-Length for streamed bodies
+
+    @classmethod
+    def json(cls, data, status: int = 200, **headers: str) -> Reply:
+        return cls(
+            status=status,
+            body=json.dumps(data).encode(),
+            headers={"Content-Type": "application/json", **headers},
+        )
+
+
+class LoopbackServer:
+    """A real ThreadingHTTPServer on 127.0.0.1; ``handler`` decides each reply."""
+
+    def __init__(self) -> None:
+        self.requests: list[Received] = []
+        self.handler: Callable[[Received], Reply] = lambda req: Reply.json({"ok": True})
+        self.bytes_sent = 0
+        self.done = threading.Event()
+        self.stopping = threading.Event()
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        server.daemon_threads = True
+        server.loopback = self  # type: ignore[attr-defined]
+        self._server = server
+        self.url = f"http://127.0.0.1:{server.server_address[1]}"
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+        self._thread.start()
+
+    def reply(self, reply: Reply) -> None:
+        self.handler = lambda req: reply
+
+    def close(self) -> None:
+        self.stopping.set()
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format, *args):  # quiet
+        pass
+
+    def _handle(self) -> None:
+        state: LoopbackServer = self.server.loopback  # type: ignore[attr-defined]
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        received = Received(self.command, self.path, headers, body)
+        state.requests.append(received)
+        reply = state.handler(received)
+        if reply.delay and state.stopping.wait(reply.delay):
+            return
+        self._write(state, reply)
+
+    def _write(self, state: LoopbackServer, reply: Reply) -> None:
+        chunks = [reply.body] if isinstance(reply.body, bytes) else reply.body
+        self.send_response(reply.status)
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
+        size = len(reply.body) if isinstance(reply.body, bytes) else reply.length
+        self.send_header("Content-Length", str(size or 0))
+        self.end_headers()
+        try:
+            for chunk in chunks:
+                self.wfile.write(chunk)
+                state.bytes_sent += len(chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        finally:
+            state.done.set()
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
+
+
+@pytest.fixture
+def server() -> Iterator[LoopbackServer]:
+    srv = LoopbackServer()
+    yield srv
+    srv.close()
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A loopback port nothing listens on (connection refused)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def http_client() -> Iterator[httpx.Client]:
+    with httpx.Client() as client:
+        yield client
+
+
+@pytest.fixture
+def make_ctx(http_client: httpx.Client, tmp_path: Path) -> Callable[..., ToolCallContext]:
+    """Build a ToolCallContext: ``make_ctx(env={...}, max_response_bytes=...)``."""
+
+    def build(**overrides) -> ToolCallContext:
+        values = {
+            "env": {},
+            "redactor": Redactor(),
+            "http": http_client,
+            "output_dir": tmp_path / "out",
+            "data_dirs": (tmp_path / "data",),
+        }
+        values.update(overrides)
+        return ToolCallContext(**values)
+
+    return build

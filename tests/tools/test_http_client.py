@@ -1,0 +1,349 @@
+"""call_http_tool against a real HTTP server on loopback; asserts what the server received."""
+
+import base64
+
+import httpx
+import pytest
+
+from tests.tools.conftest import Reply
+from tools.errors import (
+    ToolAuthFailed,
+    ToolConfigError,
+    ToolHTTPError,
+    ToolRateLimited,
+    ToolResponseInvalid,
+    ToolResponseTooLarge,
+    ToolTimeout,
+    ToolUnreachable,
+)
+from tools.http_client import call_http_tool, parse_body, retry_after_seconds
+from tools.spec import ToolSpec
+
+SECRET = "sk-live-0123456789abcdef"
+
+
+def make_spec(url="/x", *, method="GET", extract=None, auth=None, **request) -> ToolSpec:
+    http = {
+        "base_url": "{{env.BASE}}",
+        "request": {"method": method, "url": url, **request},
+        "response_extract": extract or {},
+    }
+    if auth:
+        http["auth"] = auth
+    return ToolSpec(name="t", http=http)
+
+
+@pytest.fixture
+def ctx_for(server, make_ctx):
+    def build(**env_and_overrides):
+        overrides = {k: v for k, v in env_and_overrides.items() if k.islower()}
+        env = {"BASE": server.url, **{k: v for k, v in env_and_overrides.items() if k.isupper()}}
+        return make_ctx(env=env, **overrides)
+
+    return build
+
+
+@pytest.mark.parametrize(
+    ("owner", "expected_path"),
+    [
+        ("../admin", "/repos/..%2Fadmin/info"),
+        ("evil.com/x", "/repos/evil.com%2Fx/info"),
+        ("a?b#c", "/repos/a%3Fb%23c/info"),
+        ("@evil", "/repos/%40evil/info"),
+        ("..", "/repos/%2E%2E/info"),
+        ("octo cat", "/repos/octo%20cat/info"),
+    ],
+)
+def test_hostile_path_values_stay_in_one_segment(server, ctx_for, owner, expected_path):
+    result = call_http_tool(make_spec("/repos/{{owner}}/info"), {"owner": owner}, ctx_for())
+    assert server.requests[-1].raw_path == expected_path
+    assert result.request["status"] == 200
+    assert result.request["url"].startswith(server.url)
+
+
+def test_query_rendering_drops_none_and_repeats_lists(server, ctx_for):
+    spec = make_spec(
+        "/search",
+        query={"q": "{{q}}", "opt": "{{missing}}", "tag": "{{tags}}", "flag": True, "n": 5},
+    )
+    call_http_tool(spec, {"q": "a b&c", "tags": ["x", "y"]}, ctx_for())
+    assert server.requests[-1].query == [
+        ("q", "a b&c"), ("tag", "x"), ("tag", "y"), ("flag", "true"), ("n", "5"),
+    ]  # fmt: skip
+
+
+def test_headers_body_and_idempotency_key(server, ctx_for):
+    spec = make_spec(
+        "/hook",
+        method="POST",
+        headers={"X-Trace": "{{trace}}", "X-Empty": "{{nothing}}"},
+        body="{{payload}}",
+        idempotency_header="Idempotency-Key",
+    )
+    payload = {"items": [1, 2], "nested": {"ok": True}}
+    ctx = ctx_for(idempotency_key="run-7:notify")
+    call_http_tool(spec, {"payload": payload, "trace": "t-1"}, ctx)
+    received = server.requests[-1]
+    assert received.method == "POST"
+    assert received.json() == payload
+    assert received.header("content-type") == "application/json"
+    assert received.header("x-trace") == "t-1"
+    assert received.header("x-empty") is None
+    assert received.header("idempotency-key") == "run-7:notify"
+
+
+def test_no_idempotency_header_without_key_and_no_body_when_none(server, ctx_for):
+    spec = make_spec(method="POST", body="{{payload}}", idempotency_header="Idempotency-Key")
+    call_http_tool(spec, {}, ctx_for())
+    received = server.requests[-1]
+    assert received.header("idempotency-key") is None
+    assert received.body == b""
+
+
+def test_bearer_auth_sent_and_redacted(server, ctx_for):
+    spec = make_spec(auth={"type": "bearer", "token": "{{env.TOKEN}}"})
+    ctx = ctx_for(TOKEN=SECRET)
+    result = call_http_tool(spec, {}, ctx)
+    assert server.requests[-1].header("authorization") == f"Bearer {SECRET}"
+    assert result.request["headers"]["Authorization"] == "***"
+    assert SECRET not in repr(result)
+
+
+def test_bearer_skipped_when_token_empty(server, ctx_for):
+    spec = make_spec(auth={"type": "bearer", "token": "{{env.TOKEN}}"})
+    call_http_tool(spec, {}, ctx_for())
+    assert server.requests[-1].header("authorization") is None
+
+
+def test_api_key_in_header_and_skipped_when_empty(server, ctx_for):
+    spec = make_spec(auth={"type": "api_key", "name": "X-API-Key", "value": "{{env.KEY}}"})
+    call_http_tool(spec, {}, ctx_for(KEY=SECRET))
+    assert server.requests[-1].header("x-api-key") == SECRET
+    call_http_tool(spec, {}, ctx_for(KEY=""))
+    assert server.requests[-1].header("x-api-key") is None
+
+
+def test_api_key_in_query_is_redacted_from_recorded_url(server, ctx_for):
+    spec = make_spec(
+        "/data", auth={"type": "api_key", "in": "query", "name": "apikey", "value": "{{env.KEY}}"}
+    )
+    secret = "p@ss/with+chars"
+    result = call_http_tool(spec, {}, ctx_for(KEY=secret))
+    assert ("apikey", secret) in server.requests[-1].query
+    assert result.request["url"] == f"{server.url}/data?apikey=***"
+
+
+def test_basic_auth(server, ctx_for):
+    spec = make_spec(auth={"type": "basic", "username": "me", "password": "{{env.PW}}"})
+    result = call_http_tool(spec, {}, ctx_for(PW=SECRET))
+    expected = base64.b64encode(f"me:{SECRET}".encode()).decode()
+    assert server.requests[-1].header("authorization") == f"Basic {expected}"
+    assert result.request["headers"]["Authorization"] == "***"
+    call_http_tool(spec, {}, ctx_for(PW=""))
+    assert (
+        server.requests[-1].header("authorization") == "Basic " + base64.b64encode(b"me:").decode()
+    )
+
+
+def test_list_response_wrapped_and_extracted(server, ctx_for):
+    server.reply(Reply.json([{"name": {"common": "Peru"}, "capital": ["Lima"]}]))
+    spec = make_spec(
+        extract={
+            "name": "items.0.name.common",
+            "capital": "items.0.capital.0",
+            "n": "count",
+            "missing": "items.3.name",
+        }
+    )
+    result = call_http_tool(spec, {}, ctx_for())
+    assert result.output == {"name": "Peru", "capital": "Lima", "n": 1, "missing": None}
+    server.reply(Reply.json([1, 2]))
+    assert call_http_tool(make_spec(), {}, ctx_for()).output == {"items": [1, 2], "count": 2}
+
+
+def test_non_json_empty_and_scalar_bodies(server, ctx_for):
+    server.reply(Reply(body=b"plain words", headers={"Content-Type": "text/plain"}))
+    assert call_http_tool(make_spec(), {}, ctx_for()).output == {"text": "plain words"}
+    server.reply(Reply(status=204))
+    assert call_http_tool(make_spec(), {}, ctx_for()).output == {}
+    server.reply(Reply.json(42))
+    assert call_http_tool(make_spec(), {}, ctx_for()).output == {"value": 42}
+
+
+def test_invalid_json_with_extraction_is_an_error(server, ctx_for):
+    server.reply(Reply(body=b"{broken", headers={"Content-Type": "application/json"}))
+    assert call_http_tool(make_spec(), {}, ctx_for()).output == {"text": "{broken"}
+    with pytest.raises(ToolResponseInvalid):
+        call_http_tool(make_spec(extract={"a": "a"}), {}, ctx_for())
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "retryable"),
+    [
+        (400, ToolHTTPError, False),
+        (401, ToolAuthFailed, False),
+        (403, ToolAuthFailed, False),
+        (404, ToolHTTPError, False),
+        (429, ToolRateLimited, True),
+        (500, ToolHTTPError, True),
+        (503, ToolHTTPError, True),
+    ],
+)
+def test_status_classification(server, ctx_for, status, error, retryable):
+    server.reply(Reply.json({"message": f"status {status}"}, status=status, **{"Retry-After": "7"}))
+    with pytest.raises(error) as info:
+        call_http_tool(make_spec("/things/{{id}}"), {"id": 5}, ctx_for())
+    exc = info.value
+    assert type(exc) is error
+    assert exc.retryable is retryable
+    assert exc.status == status
+    assert f"GET {server.url}/things/5 returned HTTP {status}" in exc.message
+    assert f"status {status}" in exc.message
+    assert exc.request["status"] == status
+    if status == 429:
+        assert exc.retry_after == 7.0
+
+
+def test_connection_refused_is_unreachable(closed_port, make_ctx):
+    ctx = make_ctx(env={"BASE": f"http://127.0.0.1:{closed_port}"})
+    with pytest.raises(ToolUnreachable) as info:
+        call_http_tool(make_spec(), {}, ctx)
+    assert info.value.retryable is True
+    assert isinstance(info.value.__cause__, httpx.ConnectError)
+    assert info.value.request["status"] is None
+
+
+def test_slow_server_times_out(server, ctx_for):
+    server.reply(Reply(delay=3.0))
+    with pytest.raises(ToolTimeout) as info:
+        call_http_tool(make_spec(), {}, ctx_for(timeout=0.2))
+    assert info.value.retryable is True
+    assert "0.2s" in info.value.message
+    assert isinstance(info.value.__cause__, httpx.TimeoutException)
+
+
+def test_spec_timeout_used_without_ctx_override(server, ctx_for):
+    server.reply(Reply(delay=3.0))
+    spec = ToolSpec(
+        name="t", http={"base_url": "{{env.BASE}}", "request": {"url": "/"}, "timeout": 0.2}
+    )
+    with pytest.raises(ToolTimeout):
+        call_http_tool(spec, {}, ctx_for())
+
+
+FIFTY_MB = 50 * 1024 * 1024
+CHUNK = b"x" * 65536
+
+
+def _huge_reply() -> Reply:
+    return Reply(
+        body=(CHUNK for _ in range(FIFTY_MB // len(CHUNK))),
+        length=FIFTY_MB,
+        headers={"Content-Type": "text/plain"},
+    )
+
+
+def test_huge_response_is_cut_at_the_limit(server, ctx_for):
+    server.reply(_huge_reply())
+    result = call_http_tool(make_spec(), {}, ctx_for(max_response_bytes=100_000))
+    assert result.truncated is True
+    assert result.output["truncated"] is True
+    assert result.output["limit_bytes"] == 100_000
+    assert len(result.output["text"]) == 100_000
+    assert server.done.wait(10)
+    assert server.bytes_sent < FIFTY_MB  # the client stopped reading: memory stayed bounded
+
+
+def test_huge_response_with_extraction_is_an_error(server, ctx_for):
+    server.reply(_huge_reply())
+    with pytest.raises(ToolResponseTooLarge, match="100000 byte limit"):
+        call_http_tool(make_spec(extract={"a": "a"}), {}, ctx_for(max_response_bytes=100_000))
+
+
+def test_response_exactly_at_limit_is_not_truncated(server, ctx_for):
+    server.reply(Reply(body=b"y" * 1000, headers={"Content-Type": "text/plain"}))
+    result = call_http_tool(make_spec(), {}, ctx_for(max_response_bytes=1000))
+    assert result.truncated is False
+    assert result.output == {"text": "y" * 1000}
+
+
+def test_secret_never_in_error_message_or_request_info(server, ctx_for):
+    server.handler = lambda req: Reply.json(
+        {"error": f"bad token {req.header('authorization')} for key {dict(req.query)}"},
+        status=401,
+    )
+    spec = make_spec(
+        "/p/{{env.PATH_SECRET}}",
+        auth={"type": "bearer", "token": "{{env.TOKEN}}"},
+        query={"k": "{{env.QKEY}}"},
+    )
+    ctx = ctx_for(TOKEN=SECRET, QKEY="query-secret-42", PATH_SECRET="path-secret-99")
+    with pytest.raises(ToolAuthFailed) as info:
+        call_http_tool(spec, {}, ctx)
+    text = info.value.message + repr(info.value.request) + repr(info.value.as_dict())
+    for secret in (SECRET, "query-secret-42", "path-secret-99"):
+        assert secret not in text
+    assert "bad token Bearer ***" in info.value.message
+    assert info.value.request["url"] == f"{server.url}/p/***?k=***"
+
+
+def test_error_body_is_capped(server, ctx_for):
+    server.reply(Reply(status=500, body=b"e" * 5000))
+    with pytest.raises(ToolHTTPError) as info:
+        call_http_tool(make_spec(), {}, ctx_for())
+    assert info.value.message.count("e" * 500) == 1
+    assert "e" * 501 not in info.value.message
+
+
+def test_echoed_secret_scrubbed_from_output(server, ctx_for):
+    server.handler = lambda req: Reply.json({"seen": req.header("x-api-key")})
+    spec = make_spec(auth={"type": "api_key", "name": "X-API-Key", "value": "{{env.KEY}}"})
+    result = call_http_tool(spec, {}, ctx_for(KEY=SECRET))
+    assert result.output == {"seen": "***"}
+
+
+def test_base_url_origin_not_treated_as_secret_but_paths_are(server, ctx_for):
+    ctx = ctx_for()
+    call_http_tool(make_spec(), {}, ctx)
+    assert len(ctx.redactor) == 0
+    spec = ToolSpec(name="hook", http={"base_url": "{{env.HOOK}}", "request": {"url": ""}})
+    ctx = ctx_for(HOOK=f"{server.url}/hooks/T0/secret-hook-path")
+    result = call_http_tool(spec, {}, ctx)
+    assert server.requests[-1].raw_path == "/hooks/T0/secret-hook-path"
+    assert result.request["url"] == "***"
+
+
+def test_unset_base_url_is_a_config_error(make_ctx):
+    with pytest.raises(ToolConfigError, match="not an http"):
+        call_http_tool(make_spec(), {}, make_ctx(env={}))
+    with pytest.raises(ToolConfigError, match="not an http"):
+        call_http_tool(make_spec(), {}, make_ctx(env={"BASE": "relative-host"}))
+
+
+def test_non_http_spec_rejected(make_ctx):
+    with pytest.raises(ToolConfigError):
+        call_http_tool(ToolSpec(name="b", kind="builtin"), {}, make_ctx())
+
+
+def test_query_only_url_and_absolute_url(server, ctx_for):
+    spec = make_spec("?a={{a}}")
+    call_http_tool(spec, {"a": "1/2"}, ctx_for())
+    assert server.requests[-1].raw_path == "/?a=1%2F2"
+    absolute = ToolSpec(name="abs", http={"request": {"url": "{{env.BASE}}/v1/{{x}}"}})
+    call_http_tool(absolute, {"x": "y"}, ctx_for())
+    assert server.requests[-1].raw_path == "/v1/y"
+
+
+def test_retry_after_parsing():
+    assert retry_after_seconds(httpx.Headers({"Retry-After": "3"})) == 3.0
+    assert retry_after_seconds(httpx.Headers({})) is None
+    assert retry_after_seconds(httpx.Headers({"Retry-After": "soon"})) is None
+    date = "Wed, 21 Oct 2015 07:28:00 GMT"
+    assert retry_after_seconds(httpx.Headers({"Retry-After": date}), now=1445412470) == 10.0
+
+
+def test_parse_body_rules():
+    assert parse_body("[1]", "") == {"items": [1], "count": 1}
+    assert parse_body("  ", "application/json") == {}
+    assert parse_body("nope", "application/json") == {"text": "nope"}
+    assert parse_body("3", "text/plain") == {"text": "3"}
