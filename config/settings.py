@@ -35,6 +35,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -151,6 +152,6 @@ LOGGING = {
     },
     "root": {"handlers": ["stderr"], "level": env("LOG_LEVEL", default="WARNING")},
     "loggers": {
-        "flowpilot": {"level": env("FLOWPILOT_LOG_LEVEL", default="INFO"), "propagate": True},
+        "flowpilot": {"level": env("FLOWPILOT_LOG_LEVEL", default="WARNING"), "propagate": True},
     },
 }

@@ -16,10 +16,13 @@ class RunStatus(models.TextChoices):
 RUN_TERMINAL = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
 RUN_TRANSITIONS: dict[str, frozenset[str]] = {
     RunStatus.PENDING: frozenset({RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.FAILED}),
-    RunStatus.RUNNING: frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED}),
-    # Resume takes a failed or cancelled run back to running.
-    RunStatus.FAILED: frozenset({RunStatus.RUNNING}),
-    RunStatus.CANCELLED: frozenset({RunStatus.RUNNING}),
+    # Back to pending: resuming a run whose process died (operator --force).
+    RunStatus.RUNNING: frozenset(
+        {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.PENDING}
+    ),
+    # Resume takes a failed or cancelled run back to pending, then running.
+    RunStatus.FAILED: frozenset({RunStatus.PENDING}),
+    RunStatus.CANCELLED: frozenset({RunStatus.PENDING}),
     RunStatus.SUCCEEDED: frozenset(),
 }
 

@@ -107,6 +107,9 @@ ISSUE_CODES = frozenset(
         "kind_not_supported",
         "decision_without_edges",
         "foreach_without_items",
+        "condition_invalid",
+        "decision_without_conditions",
+        "transform_invalid",
     }
 )
 

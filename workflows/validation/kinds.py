@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from workflows.schema import DecisionStep, ForeachStep
+from workflows.expressions import ExpressionError, compile_condition
+from workflows.schema import DecisionStep, ForeachStep, TransformStep
+from workflows.transform import TransformError, compile_transform
 from workflows.validation.context import FlowContext
 from workflows.validation.report import ValidationIssue, error
 
@@ -30,20 +32,20 @@ def check_kinds(ctx: FlowContext) -> list[ValidationIssue]:
     return issues
 
 
-# --- HOOK: kind-specific rules ------------------------------------------------
-# Owned by the step-kinds work (workflows/expressions.py). Extend here: compile
-# decision `conditions` with `compile_condition(text, names)` (ExpressionError ->
-# an issue at `steps[i].conditions.<label>`), compile transform expressions, and
-# so on. For now only the structure checkable without those modules is checked.
+# --- kind-specific rules -------------------------------------------------------
+# Conditions and JMESPath expressions are compiled here, so a typo is a validation
+# error, never a run-time surprise.
 
 
 def _check_step_kind_specifics(step: Any, *, index: int, ctx: FlowContext) -> list[ValidationIssue]:
     """Issues specific to one step's kind (``index`` is its position in ``steps``)."""
     path = ctx.step_path(index)
     if isinstance(step, DecisionStep):
-        return _decision_structure(step, path, ctx)
+        return _decision_structure(step, path, ctx) + _decision_conditions(step, path)
     if isinstance(step, ForeachStep):
         return _foreach_structure(step, path)
+    if isinstance(step, TransformStep):
+        return _transform_expression(step, path)
     return []
 
 
@@ -55,6 +57,39 @@ def _decision_structure(step: DecisionStep, path: str, ctx: FlowContext) -> list
         f"add edges labelled with its branches"
     )
     return [error("decision_without_edges", path, message, step.id)]
+
+
+def _decision_conditions(step: DecisionStep, path: str) -> list[ValidationIssue]:
+    if step.decision_prompt:
+        reason = "LLM decisions (`decision_prompt`) need the llm runtime, which is not built yet"
+        message = f"decision `{step.id}` cannot run: {reason}"
+        return [error("kind_not_supported", f"{path}.decision_prompt", message, step.id)]
+    if not step.conditions and not step.default:
+        message = (
+            f"decision `{step.id}` has neither `conditions` nor a `default` branch, so it can "
+            "never choose; give each branch a condition over its mapped values"
+        )
+        return [error("decision_without_conditions", path, message, step.id)]
+    issues = []
+    names = list(step.input_mapping)
+    for label, text in step.conditions.items():
+        try:
+            compile_condition(text, names=names)
+        except ExpressionError as exc:
+            message = f"decision `{step.id}`, branch `{label}`: {exc.message}"
+            issues.append(
+                error("condition_invalid", f"{path}.conditions.{label}", message, step.id)
+            )
+    return issues
+
+
+def _transform_expression(step: TransformStep, path: str) -> list[ValidationIssue]:
+    try:
+        compile_transform(step.expression)
+    except TransformError as exc:
+        message = f"transform `{step.id}`: {exc.message}"
+        return [error("transform_invalid", f"{path}.expression", message, step.id)]
+    return []
 
 
 def _foreach_structure(step: ForeachStep, path: str) -> list[ValidationIssue]:

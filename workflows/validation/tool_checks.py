@@ -59,7 +59,11 @@ def _check_tool_name(
     issues = []
     if ctx.tool(name) is None:
         message = f"step `{step.id}` uses tool `{name}`, which is not registered"
-        issues.append(error("unknown_tool", path, message + suggest(name, allowed), step.id))
+        names = getattr(ctx.registry, "names", None)
+        hint = suggest(name, names()) if callable(names) else ""
+        if not hint:
+            hint = " (load its definition with `loadtools DIR`, or `--tools DIR`)"
+        issues.append(error("unknown_tool", path, message + hint, step.id))
     if name not in allowed:
         message = f"step `{step.id}` uses tool `{name}`, which the workflow's `tools` do not allow"
         issues.append(error("tool_not_allowed", path, message, step.id))

@@ -1,0 +1,55 @@
+"""Progress output of the run commands: one line per step on stdout."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from runs.models import Run, StepResult
+
+_MARKS = {
+    "started": "..",
+    "succeeded": "ok",
+    "failed": "FAILED",
+    "skipped": "skipped",
+}
+
+
+class ProgressPrinter:
+    """An engine observer printing a line per finished (or skipped/failed) step."""
+
+    def __init__(self, out, *, show_started: bool = False) -> None:
+        self.out = out
+        self.show_started = show_started
+
+    def __call__(self, event: str, result: StepResult) -> None:
+        if event == "started" and not self.show_started:
+            return
+        line = f"  {_MARKS.get(event, event):<8} {result.step_id:<24}"
+        if event in {"succeeded", "failed"} and result.duration is not None:
+            line += f" {result.duration.total_seconds() * 1000:8.0f} ms"
+            if result.attempts > 1:
+                line += f"  ({result.attempts} attempts)"
+        if event == "failed" and result.error:
+            line += f"  {result.error.get('type')}: {result.error.get('message', '')[:300]}"
+        if result.output_truncated:
+            line += "  [output truncated]"
+        self.out.write(line)
+
+
+def summary_line(run: Run) -> str:
+    took = f" in {run.duration.total_seconds():.2f} s" if run.duration else ""
+    return f"run {run.pk} {run.status}{took}"
+
+
+def configure_logging(level: str | None) -> None:
+    """Debug logs go to stderr; user-facing progress stays on stdout."""
+    if not level:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    for name in ("flowpilot", "httpx"):
+        log = logging.getLogger(name)
+        log.setLevel(level.upper())
+        log.addHandler(handler)
+        log.propagate = False

@@ -1,0 +1,86 @@
+"""`runflow --dry-run`: the plan of a run, without a call or a stored row.
+
+Levels in execution order; per step its kind and tool, the inputs known before the
+run (run inputs and literals, resolved) and the references it will read; the
+branches of decisions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from workflows.references import EnvRef, InputRef, ItemRef, Literal, StepRef, dig, parse_value
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _describe(parsed: Any, inputs: Mapping[str, Any]) -> str:
+    """A known value as JSON, or the reference it will read."""
+    if isinstance(parsed, Literal):
+        return _show(parsed.value)
+    if isinstance(parsed, InputRef):
+        return f"{_show(dig(inputs.get(parsed.name), parsed.path))}  ({parsed})"
+    if isinstance(parsed, EnvRef):
+        return f"<{parsed}>"  # never the value
+    if isinstance(parsed, StepRef | ItemRef):
+        return f"<- {parsed}"
+    if isinstance(parsed, dict):
+        return "{" + ", ".join(f"{k}: {_describe(v, inputs)}" for k, v in parsed.items()) + "}"
+    if isinstance(parsed, list):
+        return "[" + ", ".join(_describe(v, inputs) for v in parsed) + "]"
+    return repr(parsed)
+
+
+def _kind_line(step, graph) -> str:
+    line = f"    {step.id:<22} {step.kind}"
+    if getattr(step, "tool", None):
+        line += f" {step.tool}"
+    parents = graph.parents[step.id]
+    if parents:
+        line += "   after: " + ", ".join(parents)
+    if step.on_error == "continue":
+        line += "   (on_error: continue)"
+    return line
+
+
+def _step_lines(step, graph, inputs, step_ids) -> list[str]:
+    lines = [_kind_line(step, graph)]
+    for name, value in step.input_mapping.items():
+        lines.append(f"        {name} = {_describe(parse_value(value, step_ids), inputs)}")
+    if step.kind == "foreach":
+        lines.append(f"        per item (concurrency {step.concurrency}):")
+        for name, value in step.item_mapping.items():
+            lines.append(f"          {name} = {_describe(parse_value(value, step_ids), inputs)}")
+    if step.kind == "transform":
+        lines.append(f"        expression: {step.expression}")
+    if step.kind == "decision":
+        for label in step.branches:
+            targets = [e.target for e in graph.outgoing(step.id) if e.when == label]
+            condition = step.conditions.get(label) or (
+                "(default)" if step.default == label else "(no condition)"
+            )
+            lines.append(f"        branch {label}: {condition} -> {', '.join(targets) or '-'}")
+    return lines
+
+
+def plan_lines(spec, graph, inputs: Mapping[str, Any]) -> list[str]:
+    step_ids = frozenset(graph.step_ids)
+    lines = [
+        f"dry run of {spec.name}: {len(spec.steps)} steps in {len(graph.levels)} levels "
+        "(no calls made, no run stored)",
+    ]
+    if inputs:
+        lines.append("inputs: " + ", ".join(f"{k}={_show(v)}" for k, v in inputs.items()))
+    for number, level in enumerate(graph.levels, start=1):
+        parallel = " (in parallel)" if len(level) > 1 else ""
+        lines.append(f"  level {number}{parallel}")
+        for step_id in level:
+            lines.extend(_step_lines(spec.step(step_id), graph, inputs, step_ids))
+    if spec.outputs:
+        lines.append("outputs: " + ", ".join(f"{k} <- {v}" for k, v in spec.outputs.items()))
+    return lines

@@ -1,0 +1,123 @@
+"""Executing one step: one attempt, and the in-process retry loop around it.
+
+``execute_attempt`` is the single entry point every driver uses (the in-process
+thread pool here, Celery tasks for scale-out): it dispatches on the step kind and
+either returns an ``Attempt`` or raises a typed ``FlowpilotError``. Errors carry
+their retryability on the class (DESIGN §5); anything else a tool raises is an
+``internal_error`` (fatal) whose message, never its stack locals, is recorded.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from runs.engine.kinds import EXECUTORS
+from runs.engine.kinds.base import Attempt
+from tools.errors import FlowpilotError, ToolRateLimited
+from tools.policy import RetryPolicy
+
+__all__ = ["Attempt", "StepOutcome", "effective_retry", "execute_attempt", "run_with_retries"]
+
+
+@dataclass
+class StepOutcome:
+    status: str  # succeeded | failed
+    output: Any = None
+    error: dict | None = None
+    truncated: bool = False
+    branch: str | None = None
+    attempts: list[dict] = field(default_factory=list)
+
+
+def effective_retry(ctx, step) -> RetryPolicy:
+    """The step's own policy, else its tool's, else a single try.
+
+    A foreach step retries per item (inside the step), so the step itself is tried once.
+    """
+    if step.kind == "foreach":
+        return RetryPolicy()
+    if step.retry is not None:
+        return step.retry
+    tool_name = getattr(step, "tool", None)
+    spec = ctx.registry.get(tool_name) if tool_name else None
+    if spec is not None and spec.retry is not None:
+        return spec.retry
+    return RetryPolicy()
+
+
+def execute_attempt(ctx, step, args: dict[str, Any]) -> Attempt:
+    """One try of ``step`` with resolved ``args``. Raises FlowpilotError on failure."""
+    try:
+        return EXECUTORS[step.kind](ctx, step, args)
+    except FlowpilotError:
+        raise
+    except Exception as exc:
+        raise FlowpilotError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def error_record(ctx, exc: FlowpilotError) -> dict:
+    record = exc.as_dict()
+    if record["type"] == "error":
+        record["type"] = "internal_error"
+    return ctx.redactor.scrub(record)
+
+
+def retry_delay(ctx, policy: RetryPolicy, attempt: int, exc: FlowpilotError) -> float:
+    delay = policy.delay(attempt, ctx.rand.random())
+    if isinstance(exc, ToolRateLimited) and exc.retry_after:
+        delay = max(delay, min(exc.retry_after, policy.max_delay))
+    return delay
+
+
+def run_with_retries(
+    ctx,
+    step,
+    args: dict[str, Any],
+    *,
+    first_attempt: int = 1,
+    on_attempt: Callable[[dict], None] | None = None,
+) -> StepOutcome:
+    """Try ``step`` until it succeeds, fails fatally or runs out of attempts.
+
+    Waits between tries with ``ctx.sleep`` (injectable). Every try is logged.
+    """
+    policy = effective_retry(ctx, step)
+    log: list[dict] = []
+    attempt = first_attempt
+    last_allowed = first_attempt - 1 + policy.max_attempts
+    while True:
+        started = ctx.now()
+        t0 = time.perf_counter()
+        entry: dict[str, Any] = {"attempt": attempt, "started_at": started.isoformat()}
+        try:
+            result = execute_attempt(ctx, step, args)
+        except FlowpilotError as exc:
+            entry.update(_timing(t0), status="failed", error=error_record(ctx, exc))
+            if exc.retryable and attempt < last_allowed:
+                entry["retry_in"] = round(
+                    retry_delay(ctx, policy, attempt - first_attempt + 1, exc), 3
+                )
+                log.append(entry)
+                if on_attempt:
+                    on_attempt(entry)
+                ctx.sleep(entry["retry_in"])
+                attempt += 1
+                continue
+            log.append(entry)
+            return StepOutcome("failed", error=entry["error"], attempts=log)
+        entry.update(_timing(t0), status="succeeded")
+        log.append(entry)
+        return StepOutcome(
+            "succeeded",
+            output=result.output,
+            truncated=result.truncated,
+            branch=result.branch,
+            attempts=log,
+        )
+
+
+def _timing(t0: float) -> dict[str, Any]:
+    return {"duration_ms": round((time.perf_counter() - t0) * 1000, 2)}

@@ -1,0 +1,102 @@
+"""Reading and writing the checkpoint: StepResult rows.
+
+Every driver (in-process or Celery) uses these, so a run's history looks the same
+whichever way it ran. Outputs are scrubbed of secret values and capped in size
+before they are stored.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from runs.engine.readiness import FAILED, StepState
+from runs.engine.resolve import step_view_value
+from runs.models import Run, StepResult, StepStatus
+
+
+def stored_output(ctx, output: Any) -> tuple[Any, bool]:
+    """The scrubbed output, or a flagged preview when it is over the stored-size cap."""
+    scrubbed = ctx.redactor.scrub(output)
+    text = json.dumps(scrubbed, ensure_ascii=False, default=str)
+    limit = ctx.limits.max_stored_output_bytes
+    if len(text.encode()) <= limit:
+        return scrubbed, False
+    preview = text.encode()[: min(limit, 4096)].decode(errors="ignore")
+    return {"_truncated": True, "_stored_limit_bytes": limit, "preview": preview}, True
+
+
+def load_results(run: Run) -> dict[str, StepResult]:
+    return {r.step_id: r for r in run.step_results.order_by("step_id")}
+
+
+def state_of(result: StepResult, step) -> StepState:
+    branch = None
+    if step.kind == "decision" and isinstance(result.output, dict):
+        branch = result.output.get("branch")
+    return StepState(
+        status=result.status,
+        branch=branch,
+        continued=result.status == FAILED and step.on_error == "continue",
+    )
+
+
+def view_of(result: StepResult) -> Any:
+    return step_view_value(result.status, result.output, result.error)
+
+
+def mark_running(ctx, result: StepResult, *, inputs_record: dict) -> None:
+    result.status = StepStatus.RUNNING
+    result.inputs = inputs_record
+    result.started_at = ctx.now()
+    result.finished_at = None
+    result.error = None
+    result.save(
+        update_fields=["status", "inputs", "started_at", "finished_at", "error", "updated_at"]
+    )
+
+
+def mark_skipped(results: list[StepResult], now) -> None:
+    for result in results:
+        result.status = StepStatus.SKIPPED
+        result.finished_at = now
+    StepResult.objects.bulk_update(results, ["status", "finished_at"])
+
+
+def mark_finished(ctx, result: StepResult, outcome) -> None:
+    """Write the outcome of a step (its checkpoint)."""
+    output, capped = (None, False)
+    if outcome.status == StepStatus.SUCCEEDED:
+        output, capped = stored_output(ctx, outcome.output)
+    result.status = outcome.status
+    result.output = output
+    result.output_truncated = capped or outcome.truncated
+    result.error = outcome.error
+    result.attempts = (result.attempts or 0) + len(outcome.attempts)
+    result.attempt_log = [*(result.attempt_log or []), *outcome.attempts]
+    result.finished_at = ctx.now()
+    result.save(
+        update_fields=[
+            "status",
+            "output",
+            "output_truncated",
+            "error",
+            "attempts",
+            "attempt_log",
+            "finished_at",
+            "updated_at",
+        ]
+    )
+
+
+def mark_failed_before_call(ctx, result: StepResult, error: dict, inputs_record=None) -> None:
+    """A step that failed before its tool was called (a reference or template error)."""
+    now = ctx.now()
+    result.status = StepStatus.FAILED
+    result.error = ctx.redactor.scrub(error)
+    result.inputs = inputs_record
+    result.started_at = result.started_at or now
+    result.finished_at = now
+    result.save(
+        update_fields=["status", "error", "inputs", "started_at", "finished_at", "updated_at"]
+    )

@@ -1,0 +1,135 @@
+"""Per-run objects, built once per run and passed explicitly (no module state).
+
+A ``RunContext`` holds everything a step needs that is not its own mapped inputs:
+the frozen spec and graph, a registry view, the environment snapshot, the
+redactor, the HTTP client, the limits, and the injected clock/sleep/random so
+tests can pin them.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+from django.conf import settings
+from django.utils import timezone
+from workflows.transform import compile_transform
+
+from tools.redaction import Redactor
+from tools.registry import ToolRegistry
+from workflows.expressions import compile_condition
+from workflows.graph import FlowGraph, build_graph
+from workflows.references import parse_value
+from workflows.schema import WorkflowSpec
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_response_bytes: int
+    max_stored_output_bytes: int
+    max_parallel_steps: int
+
+    @classmethod
+    def from_settings(cls) -> Limits:
+        return cls(
+            max_response_bytes=settings.FLOWPILOT_MAX_RESPONSE_BYTES,
+            max_stored_output_bytes=settings.FLOWPILOT_MAX_STORED_OUTPUT_BYTES,
+            max_parallel_steps=settings.FLOWPILOT_MAX_PARALLEL_STEPS,
+        )
+
+
+@dataclass
+class RunContext:
+    run_id: int
+    spec: WorkflowSpec
+    graph: FlowGraph
+    registry: ToolRegistry
+    env: Mapping[str, str]
+    redactor: Redactor
+    http: httpx.Client
+    limits: Limits
+    output_dir: Path
+    data_dirs: tuple[Path, ...]
+    parsed: Mapping[str, dict[str, Any]]  # step id -> parsed input mapping
+    parsed_items: Mapping[str, dict[str, Any]]  # foreach step id -> parsed item mapping
+    allowed_tools: frozenset[str]
+    compiled: Mapping[tuple[str, str], Any]  # (step id, branch label | "expression") -> compiled
+    now: Callable[[], datetime] = timezone.now
+    sleep: Callable[[float], None] = time.sleep
+    rand: random.Random = field(default_factory=random.Random)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> RunContext:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def build_run_context(
+    *,
+    run_id: int,
+    spec: WorkflowSpec,
+    registry: ToolRegistry | None = None,
+    env: Mapping[str, str] | None = None,
+    limits: Limits | None = None,
+    sleep: Callable[[float], None] | None = None,
+    rand: random.Random | None = None,
+) -> RunContext:
+    """A fresh context for one run: its own registry view, client and redactor."""
+    limits = limits or Limits.from_settings()
+    step_ids = frozenset(s.id for s in spec.steps)
+    context = RunContext(
+        run_id=run_id,
+        spec=spec,
+        graph=build_graph(spec),
+        registry=registry if registry is not None else ToolRegistry.from_db(),
+        env=dict(os.environ if env is None else env),
+        redactor=Redactor(),
+        http=httpx.Client(
+            follow_redirects=False,
+            limits=httpx.Limits(max_connections=max(10, limits.max_parallel_steps * 4)),
+        ),
+        limits=limits,
+        output_dir=Path(settings.FLOWPILOT_OUTPUT_DIR),
+        data_dirs=tuple(Path(p) for p in settings.FLOWPILOT_DATA_DIRS),
+        parsed={s.id: _parse_mapping(s.input_mapping, step_ids) for s in spec.steps},
+        parsed_items={
+            s.id: _parse_mapping(s.item_mapping, step_ids)
+            for s in spec.steps
+            if s.kind == "foreach"
+        },
+        allowed_tools=frozenset(spec.allowed_tools()),
+        compiled=compile_expressions(spec),
+    )
+    if sleep is not None:
+        context.sleep = sleep
+    if rand is not None:
+        context.rand = rand
+    return context
+
+
+def _parse_mapping(mapping: Mapping[str, Any], step_ids: frozenset[str]) -> dict[str, Any]:
+    return {name: parse_value(value, step_ids) for name, value in mapping.items()}
+
+
+def compile_expressions(spec: WorkflowSpec) -> dict[tuple[str, str], Any]:
+    """Decision conditions and transform expressions, compiled once per run."""
+    compiled: dict[tuple[str, str], Any] = {}
+    for step in spec.steps:
+        if step.kind == "decision":
+            names = list(step.input_mapping)
+            for label, text in step.conditions.items():
+                compiled[(step.id, label)] = compile_condition(text, names=names)
+        elif step.kind == "transform":
+            compiled[(step.id, "expression")] = compile_transform(step.expression)
+    return compiled

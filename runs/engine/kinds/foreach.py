@@ -1,0 +1,87 @@
+"""`foreach` steps: one tool call per item of the mapped list ``items``.
+
+Parameters mapped in ``input_mapping`` (other than ``items``) go to every call;
+``item_mapping`` gives per-item parameters from ``$item``, ``$item.path`` and
+``$index``. At most ``concurrency`` calls are in flight; each item retries under
+the step's (else the tool's) policy. The output keeps input order:
+``{"items": [result or null, …], "count": N, "errors": [{"index", "error"}, …]}``.
+With ``on_error: continue`` failed items are collected in ``errors``; otherwise
+any failed item fails the step.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from runs.engine.kinds.base import Attempt, call_tool
+from runs.engine.resolve import resolve
+from tools.errors import FlowpilotError, ToolInputError, ToolRateLimited
+from tools.policy import RetryPolicy
+
+MAX_ITEMS = 10_000
+
+
+class ForeachItemsFailed(FlowpilotError):
+    code = "foreach_items_failed"
+
+
+def item_policy(ctx, step) -> RetryPolicy:
+    if step.retry is not None:
+        return step.retry
+    spec = ctx.registry.get(step.tool)
+    return spec.retry if spec is not None and spec.retry is not None else RetryPolicy()
+
+
+def _call_item(ctx, step, args: dict[str, Any], policy: RetryPolicy) -> Any:
+    attempt = 1
+    while True:
+        try:
+            return call_tool(ctx, step, step.tool, args).output
+        except FlowpilotError as exc:
+            if not exc.retryable or attempt >= policy.max_attempts:
+                raise
+            delay = policy.delay(attempt, ctx.rand.random())
+            if isinstance(exc, ToolRateLimited) and exc.retry_after:
+                delay = max(delay, min(exc.retry_after, policy.max_delay))
+            ctx.sleep(delay)
+            attempt += 1
+
+
+def execute_foreach_step(ctx, step, args: dict[str, Any]) -> Attempt:
+    items = args.get("items")
+    if not isinstance(items, list):
+        raise ToolInputError(
+            f"step `{step.id}`: `items` must be a list, got {type(items).__name__}"
+        )
+    if len(items) > MAX_ITEMS:
+        raise ToolInputError(f"step `{step.id}`: {len(items)} items is over the {MAX_ITEMS} limit")
+    shared = {k: v for k, v in args.items() if k != "items"}
+    policy = item_policy(ctx, step)
+
+    def one(index: int) -> tuple[Any, dict | None]:
+        item_args, _ = resolve(
+            ctx.parsed_items[step.id],
+            inputs={},
+            step_value=lambda _sid: None,
+            env=ctx.env,
+            redactor=ctx.redactor,
+            item=items[index],
+            index=index,
+        )
+        try:
+            return _call_item(ctx, step, {**shared, **item_args}, policy), None
+        except FlowpilotError as exc:
+            return None, ctx.redactor.scrub(exc.as_dict())
+
+    with ThreadPoolExecutor(max_workers=step.concurrency, thread_name_prefix=step.id) as pool:
+        outcomes = list(pool.map(one, range(len(items))))
+    errors = [{"index": i, "error": err} for i, (_, err) in enumerate(outcomes) if err]
+    if errors and step.on_error != "continue":
+        first = errors[0]
+        raise ForeachItemsFailed(
+            f"step `{step.id}`: {len(errors)} of {len(items)} items failed; first, item "
+            f"{first['index']}: {first['error']['type']}: {first['error']['message']}"
+        )
+    results = [result for result, _ in outcomes]
+    return Attempt(output={"items": results, "count": len(results), "errors": errors})

@@ -1,0 +1,96 @@
+"""The in-process driver: ready steps run in parallel on a thread pool.
+
+Only this coordinating thread touches the database (SQLite-friendly); worker
+threads make the tool calls. After every finished step its StepResult is written
+(the checkpoint) before anything new starts, so a crash loses at most the steps
+that were in flight.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Any
+
+from runs.engine import checkpoint
+from runs.engine.attempt import StepOutcome, run_with_retries
+from runs.engine.readiness import SKIPPED, StepState, next_actions
+from runs.engine.resolve import resolve_mapping
+from runs.models import Run, RunStatus, StepResult
+from tools.errors import FlowpilotError
+
+logger = logging.getLogger("flowpilot.engine")
+
+Observer = Callable[[str, StepResult], None]
+
+
+def drive_local(ctx, run: Run, *, observer: Observer | None = None) -> bool:
+    """Run every runnable step of ``run``. Returns False when the run was cancelled."""
+    spec = ctx.spec
+    results = checkpoint.load_results(run)
+    states = {sid: checkpoint.state_of(r, spec.step(sid)) for sid, r in results.items()}
+    views: dict[str, Any] = {sid: checkpoint.view_of(r) for sid, r in results.items()}
+    notify = observer or (lambda event, result: None)
+    futures: dict[Future, str] = {}
+    with ThreadPoolExecutor(
+        max_workers=ctx.limits.max_parallel_steps, thread_name_prefix=f"run{run.pk}"
+    ) as pool:
+        while True:
+            if _cancelled(run):
+                for future in futures:
+                    future.cancel()
+                return False
+            actions = next_actions(ctx.graph, states)
+            skipped = [results[sid] for sid in actions.skip]
+            if skipped:
+                checkpoint.mark_skipped(skipped, ctx.now())
+                for result in skipped:
+                    states[result.step_id] = StepState(SKIPPED)
+                    notify("skipped", result)
+            for step_id in actions.start:
+                future = _start(ctx, run, results[step_id], views, states, pool, notify)
+                if future is not None:
+                    futures[future] = step_id
+            if not futures:
+                if actions.done or not (actions.start or actions.skip):
+                    return True
+                continue
+            finished, _ = wait(futures, return_when=FIRST_COMPLETED)
+            for future in sorted(finished, key=lambda f: futures[f]):
+                step_id = futures.pop(future)
+                outcome: StepOutcome = future.result()
+                result = results[step_id]
+                checkpoint.mark_finished(ctx, result, outcome)
+                states[step_id] = checkpoint.state_of(result, spec.step(step_id))
+                views[step_id] = (
+                    outcome.output if outcome.status == "succeeded" else {"error": outcome.error}
+                )
+                notify(outcome.status, result)
+
+
+def _start(ctx, run, result: StepResult, views, states, pool, notify) -> Future | None:
+    step = ctx.spec.step(result.step_id)
+    try:
+        args, record = resolve_mapping(
+            ctx.parsed[step.id],
+            inputs=run.inputs,
+            step_value=views.get,
+            env=ctx.env,
+            redactor=ctx.redactor,
+        )
+    except FlowpilotError as exc:
+        checkpoint.mark_failed_before_call(ctx, result, exc.as_dict())
+        states[step.id] = checkpoint.state_of(result, step)
+        views[step.id] = {"error": result.error}
+        notify("failed", result)
+        return None
+    checkpoint.mark_running(ctx, result, inputs_record=record)
+    states[step.id] = StepState("running")
+    notify("started", result)
+    logger.debug("run %s: step %s started", run.pk, step.id)
+    return pool.submit(run_with_retries, ctx, step, args, first_attempt=(result.attempts or 0) + 1)
+
+
+def _cancelled(run: Run) -> bool:
+    return Run.objects.filter(pk=run.pk, status=RunStatus.CANCELLED).exists()

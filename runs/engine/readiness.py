@@ -1,0 +1,78 @@
+"""The pure readiness core: given the graph and every step's state, what happens next.
+
+No I/O, no clock. Steps are visited in the graph's Kahn order (ties sorted), so the
+same states always give the same answer. The services around it lock the run,
+persist what it decides and start the steps (in threads or as Celery tasks).
+
+Rules (DESIGN §5):
+- a step runs when every parent is finished and at least one incoming edge is
+  active; it is skipped when all incoming edges are inactive;
+- an edge is active when its source succeeded (or failed under ``on_error:
+  continue``) and, for a ``when`` edge, the source decision chose that branch;
+- once a step has failed under ``on_error: fail``, nothing new starts; the run
+  is finished when nothing is still in flight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+PENDING = "pending"
+QUEUED = "queued"
+RUNNING = "running"
+SUCCEEDED = "succeeded"
+FAILED = "failed"
+SKIPPED = "skipped"
+IN_FLIGHT = frozenset({QUEUED, RUNNING})
+FINISHED = frozenset({SUCCEEDED, FAILED, SKIPPED})
+
+
+@dataclass(frozen=True, slots=True)
+class StepState:
+    status: str = PENDING
+    branch: str | None = None  # the label a decision step chose
+    continued: bool = False  # failed, but under on_error: continue
+
+
+@dataclass(frozen=True, slots=True)
+class Actions:
+    start: tuple[str, ...]  # ready steps, in execution order
+    skip: tuple[str, ...]  # steps that can never run now
+    in_flight: tuple[str, ...]
+    fatal: tuple[str, ...]  # steps that failed the run
+    done: bool  # nothing is in flight and nothing more will start
+
+    @property
+    def succeeded(self) -> bool:
+        return self.done and not self.fatal
+
+
+def _edge_active(edge, parent: StepState) -> bool:
+    if parent.status == SUCCEEDED or (parent.status == FAILED and parent.continued):
+        return edge.when is None or edge.when == parent.branch
+    return False
+
+
+def next_actions(graph, states: Mapping[str, StepState]) -> Actions:
+    """Decide what starts and what is skipped. ``graph`` is a ``workflows.graph.FlowGraph``."""
+    current = dict(states)
+    start: list[str] = []
+    skip: list[str] = []
+    fatal = tuple(
+        s for s in graph.order if current[s].status == FAILED and not current[s].continued
+    )
+    in_flight = tuple(s for s in graph.order if current[s].status in IN_FLIGHT)
+    for step_id in graph.order:
+        if current[step_id].status != PENDING:
+            continue
+        incoming = graph.incoming(step_id)
+        if any(current[e.source].status not in FINISHED for e in incoming):
+            continue
+        if incoming and not any(_edge_active(e, current[e.source]) for e in incoming):
+            current[step_id] = StepState(SKIPPED)
+            skip.append(step_id)
+        elif not fatal:
+            start.append(step_id)
+    done = not in_flight and not start
+    return Actions(tuple(start), tuple(skip), in_flight, fatal, done)

@@ -1,0 +1,103 @@
+"""Resolving a step's parsed input mapping into values (DESIGN §3, context scoping).
+
+A step sees exactly the values its mapping names. Each resolution gives two
+things: the values the call receives, and the record stored in the checkpoint,
+where ``$env`` references keep their *name* (never the value) and every other
+value is scrubbed of secrets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tools.redaction import Redactor
+from workflows.references import EnvRef, InputRef, ItemRef, Literal, StepRef, dig
+
+StepView = Callable[[str], Any]
+
+
+def step_view_value(status: str, output: Any, error: Any) -> Any:
+    """What ``STEP_ID.path`` reads: the output, or ``{"error": …}`` for a failed step.
+
+    A skipped or unfinished step reads as null.
+    """
+    if status == "succeeded":
+        return output
+    if status == "failed":
+        return {"error": error}
+    return None
+
+
+def resolve(
+    parsed: Any,
+    *,
+    inputs: Mapping[str, Any],
+    step_value: StepView,
+    env: Mapping[str, str],
+    redactor: Redactor,
+    item: Any = None,
+    index: int | None = None,
+) -> tuple[Any, Any]:
+    """Return ``(value, record)`` for one parsed mapping value."""
+    if isinstance(parsed, dict):
+        pairs = {
+            k: resolve(
+                v,
+                inputs=inputs,
+                step_value=step_value,
+                env=env,
+                redactor=redactor,
+                item=item,
+                index=index,
+            )
+            for k, v in parsed.items()
+        }
+        return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
+    if isinstance(parsed, list):
+        pairs = [
+            resolve(
+                v,
+                inputs=inputs,
+                step_value=step_value,
+                env=env,
+                redactor=redactor,
+                item=item,
+                index=index,
+            )
+            for v in parsed
+        ]
+        return [p[0] for p in pairs], [p[1] for p in pairs]
+    if isinstance(parsed, Literal):
+        return parsed.value, redactor.scrub(parsed.value)
+    if isinstance(parsed, EnvRef):
+        value = env.get(parsed.name)
+        if value:
+            redactor.add(value)
+        return value, str(parsed)
+    if isinstance(parsed, InputRef):
+        value = dig(inputs.get(parsed.name), parsed.path)
+    elif isinstance(parsed, StepRef):
+        value = dig(step_value(parsed.step_id), parsed.path)
+    elif isinstance(parsed, ItemRef):
+        value = index if parsed.index else dig(item, parsed.path)
+    else:  # pragma: no cover - the parser returns only the kinds above
+        raise TypeError(f"unexpected parsed value {parsed!r}")
+    return value, redactor.scrub(value)
+
+
+def resolve_mapping(
+    mapping: Mapping[str, Any],
+    *,
+    inputs: Mapping[str, Any],
+    step_value: StepView,
+    env: Mapping[str, str],
+    redactor: Redactor,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    values: dict[str, Any] = {}
+    record: dict[str, Any] = {}
+    for name, parsed in mapping.items():
+        values[name], record[name] = resolve(
+            parsed, inputs=inputs, step_value=step_value, env=env, redactor=redactor
+        )
+    return values, record

@@ -1,0 +1,42 @@
+"""resumeflow RUN_ID: continue a failed or cancelled run from its checkpoint."""
+
+from django.core.management.base import BaseCommand, CommandError
+
+from runs.cli import ProgressPrinter, configure_logging, summary_line
+from runs.models import Run, RunStatus
+from runs.services import run_execute, run_prepare_resume
+from tools.errors import FlowpilotError
+from workflows.cli import dumps
+
+
+class Command(BaseCommand):
+    help = "Resume a failed or cancelled run; steps that succeeded are never run again."
+
+    def add_arguments(self, parser):
+        parser.add_argument("run_id", type=int)
+        parser.add_argument(
+            "--force",
+            action="store_true",
+            help="Also resume a run left 'running' by a process that died.",
+        )
+        parser.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+
+    def handle(self, run_id, force=False, **options):
+        configure_logging(options["log_level"])
+        run = Run.objects.filter(pk=run_id).select_related("workflow").first()
+        if run is None:
+            raise CommandError(f"no run {run_id}")
+        try:
+            run = run_prepare_resume(run=run, force=force)
+        except FlowpilotError as exc:
+            raise CommandError(exc.message, returncode=1) from exc
+        kept = run.step_results.filter(status="succeeded").count()
+        self.stdout.write(f"run {run.pk}: resuming {run.workflow}; {kept} succeeded step(s) kept")
+        run = run_execute(run=run, observer=ProgressPrinter(self.stdout))
+        self.stdout.write(summary_line(run))
+        if run.status == RunStatus.SUCCEEDED:
+            self.stdout.write("outputs: " + dumps(run.outputs))
+            return
+        if run.error_summary:
+            self.stdout.write(f"error: {run.error_summary}")
+        raise CommandError(f"run {run.pk} {run.status}", returncode=1)

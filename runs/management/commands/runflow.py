@@ -1,0 +1,125 @@
+"""runflow FILE|NAME: run a workflow and print one progress line per step."""
+
+from django.core.management.base import BaseCommand, CommandError
+
+from runs.cli import ProgressPrinter, configure_logging, summary_line
+from runs.dryrun import plan_lines
+from runs.models import RunStatus, RunTrigger
+from runs.services import run_create, run_execute
+from tools.errors import FlowpilotError
+from tools.registry import ToolRegistry
+from workflows.cli import (
+    dumps,
+    format_issue,
+    is_file_target,
+    load_tool_dirs,
+    parse_input_pairs,
+    read_inputs_file,
+)
+from workflows.files import read_workflow_file
+from workflows.inputs import resolve_inputs
+from workflows.selectors import workflow_get_runnable
+from workflows.services import workflow_import, workflow_parse, workflow_spec
+from workflows.validator import WorkflowInvalid, validate_workflow
+
+
+class Command(BaseCommand):
+    help = (
+        "Run a workflow file (stored as a draft version of its name) or the active version "
+        "of a stored workflow. Exit status 1 when the run fails."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "target", help="A workflow file (.yaml/.json) or a stored workflow name."
+        )
+        parser.add_argument(
+            "--input",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="A run input; repeat for more. Typed by the declared input.",
+        )
+        parser.add_argument("--inputs-file", help="YAML or JSON file of inputs (--input wins).")
+        parser.add_argument(
+            "--flow-version", type=int, help="Run this version of a stored workflow."
+        )
+        parser.add_argument(
+            "--tools",
+            action="append",
+            default=[],
+            metavar="DIR",
+            help="Load tool YAML files from DIR first (like loadtools).",
+        )
+        parser.add_argument(
+            "--dry-run",
+            action="store_true",
+            help="Validate and print the plan; make no call, store nothing.",
+        )
+        parser.add_argument(
+            "--log-level",
+            choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+            help="Log to stderr at this level.",
+        )
+
+    def handle(self, target, **options):
+        configure_logging(options["log_level"])
+        load_tool_dirs(options["tools"])
+        if options["dry_run"]:
+            return self._dry_run(target, options)
+        try:
+            workflow = self._workflow(target, options)
+            spec = workflow_spec(workflow)
+            inputs = read_inputs_file(options["inputs_file"]) if options["inputs_file"] else {}
+            inputs.update(parse_input_pairs(options["input"], dict(spec.inputs)))
+            run = run_create(workflow=workflow, trigger=RunTrigger.CLI, inputs=inputs)
+        except WorkflowInvalid as exc:
+            for issue in exc.report.errors:
+                self.stdout.write(format_issue(issue))
+            raise CommandError(
+                f"{target}: {len(exc.report.errors)} validation error(s); not run", returncode=1
+            ) from exc
+        except FlowpilotError as exc:
+            raise CommandError(exc.message, returncode=1) from exc
+        self.stdout.write(
+            f"run {run.pk}: {workflow.name} v{workflow.version}, {len(spec.steps)} steps"
+        )
+        run = run_execute(run=run, observer=ProgressPrinter(self.stdout))
+        self.stdout.write(summary_line(run))
+        if run.status == RunStatus.SUCCEEDED:
+            self.stdout.write("outputs: " + dumps(run.outputs))
+            return
+        if run.error_summary:
+            self.stdout.write(f"error: {run.error_summary}")
+        self.stdout.write(f"resume with: manage.py resumeflow {run.pk}")
+        raise CommandError(f"run {run.pk} {run.status}", returncode=1)
+
+    def _workflow(self, target, options):
+        if is_file_target(target):
+            workflow, _ = workflow_import(data=read_workflow_file(target))
+            return workflow
+        return workflow_get_runnable(name=target, version=options["flow_version"])
+
+    def _dry_run(self, target, options):
+        try:
+            if is_file_target(target):
+                spec = workflow_parse(read_workflow_file(target))
+            else:
+                spec = workflow_spec(
+                    workflow_get_runnable(name=target, version=options["flow_version"])
+                )
+            report = validate_workflow(spec, registry=ToolRegistry.from_db())
+            for issue in report.issues:
+                self.stdout.write(format_issue(issue))
+            report.raise_for_errors()
+            given = read_inputs_file(options["inputs_file"]) if options["inputs_file"] else {}
+            given.update(parse_input_pairs(options["input"], dict(spec.inputs)))
+            inputs = resolve_inputs(spec.inputs, given)
+        except WorkflowInvalid as exc:
+            raise CommandError(
+                f"{target}: {len(exc.report.errors)} validation error(s)", returncode=1
+            ) from exc
+        except FlowpilotError as exc:
+            raise CommandError(exc.message, returncode=1) from exc
+        for line in plan_lines(spec, report.graph, inputs):
+            self.stdout.write(line)

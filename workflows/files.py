@@ -1,0 +1,60 @@
+"""Reading and writing workflow files (JSON or YAML), with errors that say where."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tools.errors import FlowpilotError
+
+MAX_FILE_BYTES = 5 * 1024 * 1024
+
+
+class WorkflowFileError(FlowpilotError):
+    code = "workflow_file_invalid"
+
+
+def parse_workflow_text(text: str, *, source: str, fmt: str | None = None) -> dict[str, Any]:
+    """Parse JSON or YAML text into a dict. ``fmt`` is "json", "yaml" or None (guess)."""
+    if fmt is None:
+        fmt = "json" if text.lstrip().startswith(("{", "[")) else "yaml"
+    try:
+        data = json.loads(text) if fmt == "json" else yaml.safe_load(text)
+    except json.JSONDecodeError as exc:
+        raise WorkflowFileError(
+            f"{source}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise WorkflowFileError(f"{source}: invalid YAML{where}: {problem}") from exc
+    if not isinstance(data, dict):
+        kind = type(data).__name__ if data is not None else "nothing"
+        raise WorkflowFileError(f"{source}: a workflow file must hold a mapping, found {kind}")
+    return data
+
+
+def read_workflow_file(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise WorkflowFileError(f"{path}: cannot read: {exc.strerror}") from exc
+    if size > MAX_FILE_BYTES:
+        raise WorkflowFileError(f"{path}: {size} bytes is over the {MAX_FILE_BYTES} byte limit")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise WorkflowFileError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
+    fmt = "json" if path.suffix.lower() == ".json" else "yaml"
+    return parse_workflow_text(text, source=str(path), fmt=fmt)
+
+
+def dump_workflow(data: dict[str, Any], *, fmt: str = "yaml") -> str:
+    if fmt == "json":
+        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)

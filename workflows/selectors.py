@@ -1,0 +1,42 @@
+"""Workflow selectors (reads)."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+
+from workflows.models import Workflow, WorkflowStatus
+
+
+def workflow_list() -> QuerySet[Workflow]:
+    return Workflow.objects.order_by("name", "-version")
+
+
+def workflow_get_runnable(*, name: str, version: int | None = None) -> Workflow:
+    """The version a trigger runs: the given one, else the newest active one.
+
+    Raises ``WorkflowNotFound`` with a message that says what exists instead.
+    """
+    from workflows.services import WorkflowNotFound
+
+    versions = Workflow.objects.filter(name=name).order_by("-version")
+    if not versions.exists():
+        raise WorkflowNotFound(f"no stored workflow named `{name}`")
+    if version is not None:
+        found = versions.filter(version=version).first()
+        if found is None:
+            have = ", ".join(f"v{v}" for v in versions.values_list("version", flat=True)[:10])
+            raise WorkflowNotFound(f"workflow `{name}` has no v{version} (has {have})")
+        if found.status != WorkflowStatus.ACTIVE:
+            raise WorkflowNotFound(
+                f"workflow `{name}` v{version} is {found.status}, not active; only approved "
+                "versions run by name (run the file directly while you work on it)"
+            )
+        return found
+    active = versions.filter(status=WorkflowStatus.ACTIVE).first()
+    if active is None:
+        latest = versions.first()
+        raise WorkflowNotFound(
+            f"workflow `{name}` has no active version (newest is v{latest.version}, "
+            f"{latest.status}); approve it, or run the file directly"
+        )
+    return active

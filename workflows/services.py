@@ -1,0 +1,174 @@
+"""Workflow services (writes): import a definition as a version, change lifecycle state.
+
+A version's ``definition`` is the file form of the validated pydantic model; runs
+read only that frozen JSON. Step and Edge rows mirror it for the admin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from pydantic import ValidationError
+
+from tools.errors import FlowpilotError
+from workflows.graph import GraphCycleError, build_graph
+from workflows.models import (
+    FROZEN_STATUSES,
+    WORKFLOW_TRANSITIONS,
+    Edge,
+    Step,
+    Workflow,
+    WorkflowStatus,
+)
+from workflows.schema import WorkflowSpec
+
+
+class WorkflowError(FlowpilotError):
+    code = "workflow_error"
+
+
+class WorkflowTransitionError(WorkflowError):
+    code = "workflow_transition_invalid"
+
+
+class WorkflowNotFound(WorkflowError):
+    code = "workflow_not_found"
+
+
+def workflow_parse(data: Mapping[str, Any] | WorkflowSpec) -> WorkflowSpec:
+    """Schema-check a definition. Cross-element checks are the validator's job."""
+    if isinstance(data, WorkflowSpec):
+        return data
+    try:
+        return WorkflowSpec.model_validate(dict(data))
+    except ValidationError as exc:
+        from workflows.validator import validate_workflow
+
+        report = validate_workflow(dict(data), registry=None)
+        lines = "; ".join(f"{i.path}: {i.message}" for i in report.errors) or str(exc)
+        raise WorkflowError(f"workflow definition is invalid: {lines}") from exc
+
+
+def workflow_spec(workflow: Workflow) -> WorkflowSpec:
+    """The frozen definition of a version as a model."""
+    return WorkflowSpec.model_validate(workflow.definition)
+
+
+@transaction.atomic
+def workflow_import(
+    *,
+    data: Mapping[str, Any] | WorkflowSpec,
+    owner=None,
+    status: str = WorkflowStatus.DRAFT,
+) -> tuple[Workflow, bool]:
+    """Store a definition as the next version of its name.
+
+    Returns ``(workflow, created)``. When the newest version already holds the same
+    definition (same hash) that version is returned unchanged, so importing a file
+    twice never makes a new version.
+    """
+    spec = workflow_parse(data)
+    digest = spec.definition_hash()
+    latest = (
+        Workflow.objects.select_for_update().filter(name=spec.name).order_by("-version").first()
+    )
+    if latest is not None and latest.definition_hash == digest:
+        return latest, False
+    version = (latest.version + 1) if latest else 1
+    try:
+        workflow = Workflow.objects.create(
+            name=spec.name,
+            version=version,
+            status=status,
+            description=spec.description,
+            goal=spec.goal,
+            inputs={
+                k: v.model_dump(mode="json", exclude_unset=True) for k, v in spec.inputs.items()
+            },
+            tools=spec.allowed_tools(),
+            outputs=spec.outputs,
+            schedule=spec.schedule or "",
+            notifications=spec.notifications.model_dump(mode="json"),
+            definition=spec.to_data(),
+            definition_hash=digest,
+            owner=owner,
+        )
+    except IntegrityError as exc:  # a concurrent import took this version number
+        raise WorkflowError(f"workflow `{spec.name}` v{version} was created concurrently") from exc
+    _write_rows(workflow, spec)
+    return workflow, True
+
+
+def _write_rows(workflow: Workflow, spec: WorkflowSpec) -> None:
+    step_data = spec.to_data()["steps"]
+    Step.objects.bulk_create(
+        Step(
+            workflow=workflow,
+            step_id=step.id,
+            kind=step.kind,
+            tool=getattr(step, "tool", "") or "",
+            position=index,
+            input_mapping=step_data[index].get("input_mapping", {}),
+            config=step_data[index],
+            on_error=step.on_error,
+        )
+        for index, step in enumerate(spec.steps)
+    )
+    try:
+        edges = [(e.source, e.target, e.when or "", e.inferred) for e in build_graph(spec).edges]
+    except (GraphCycleError, KeyError, ValueError):
+        # An invalid graph is still stored (the validator reports it before any run).
+        edges = sorted({(e.from_, e.to, e.when or "", False) for e in spec.edges})
+    Edge.objects.bulk_create(
+        Edge(workflow=workflow, from_step=s, to_step=t, when=w, inferred=inf)
+        for s, t, w, inf in edges
+        if s != t
+    )
+
+
+def workflow_export(*, workflow: Workflow) -> dict[str, Any]:
+    """The file form of a stored version (import → export → import is identical)."""
+    return workflow_spec(workflow).to_data()
+
+
+def workflow_transition(*, workflow: Workflow, to: str, actor=None) -> Workflow:
+    """Move a version along its lifecycle, enforcing the declared transitions."""
+    allowed = WORKFLOW_TRANSITIONS[WorkflowStatus(workflow.status)]
+    if to not in allowed:
+        raise WorkflowTransitionError(
+            f"`{workflow}` is {workflow.status}; it cannot become {to} "
+            f"(allowed: {', '.join(sorted(allowed)) or 'none'})"
+        )
+    workflow.status = to
+    fields = ["status", "updated_at"]
+    if to == WorkflowStatus.ACTIVE:
+        workflow.approved_by = actor
+        workflow.approved_at = timezone.now()
+        fields += ["approved_by", "approved_at"]
+    workflow.save(update_fields=fields)
+    return workflow
+
+
+def workflow_activate_trusted(*, workflow: Workflow, actor=None) -> Workflow:
+    """Operator shortcut (``importflow --activate``): draft → active without review.
+
+    For flows written and checked by an operator with shell access; the version is
+    frozen exactly as an approved one is, and ``approved_by`` records who did it.
+    """
+    if workflow.status == WorkflowStatus.ACTIVE:
+        return workflow
+    if workflow.status != WorkflowStatus.DRAFT:
+        raise WorkflowTransitionError(f"`{workflow}` is {workflow.status}, not draft")
+    with transaction.atomic():
+        workflow.status = WorkflowStatus.ACTIVE
+        workflow.approved_by = actor
+        workflow.approved_at = timezone.now()
+        workflow.save(update_fields=["status", "approved_by", "approved_at", "updated_at"])
+    return workflow
+
+
+def is_frozen(workflow: Workflow) -> bool:
+    return workflow.status in FROZEN_STATUSES
