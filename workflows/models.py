@@ -144,3 +144,67 @@ class Edge(models.Model):
 
     def __str__(self) -> str:
         return f"{self.from_step} -> {self.to_step}" + (f" [{self.when}]" if self.when else "")
+
+
+class PlanAttemptStatus(models.TextChoices):
+    VALID = "valid", "Valid plan"
+    INVALID = "invalid", "Invalid plan (validator errors)"
+    ERROR = "error", "LLM or transport error"
+
+
+class PlanAttempt(models.Model):
+    """One call of the planner: the audit trail from a goal to a proposed version.
+
+    Repair rounds (validator messages fed back) and revisions (reviewer feedback)
+    each add a row; ``workflow`` is the version the attempt produced, if any.
+    """
+
+    goal = models.TextField(help_text="The plain-words goal planned for.")
+    workflow = models.ForeignKey(
+        Workflow,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="plan_attempts",
+        help_text="The version this attempt produced (none when it failed).",
+    )
+    based_on = models.ForeignKey(
+        Workflow,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="revisions",
+        help_text="The version a revision started from.",
+    )
+    revision = models.PositiveIntegerField(default=1, help_text="1 = first plan; 2.. = revisions.")
+    repair_round = models.PositiveIntegerField(
+        default=0, help_text="0 = first try; 1.. = repairs from validator messages."
+    )
+    feedback = models.TextField(blank=True, help_text="Reviewer feedback this revision answers.")
+    model = models.CharField(max_length=200, help_text="LLM model asked.")
+    prompt = models.JSONField(default=list, help_text="Messages sent (no secrets).")
+    raw_reply = models.TextField(blank=True, help_text="The model's reply as received.")
+    usage = models.JSONField(default=dict, blank=True, help_text="Token usage reported.")
+    validator_report = models.JSONField(default=list, blank=True, help_text="Validator issues.")
+    status = models.CharField(max_length=10, choices=PlanAttemptStatus.choices)
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="plan_attempts",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(status__in=["valid", "invalid", "error"]),
+                name="plan_attempt_status_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"plan attempt {self.pk} ({self.status})"
