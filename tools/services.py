@@ -1,0 +1,221 @@
+"""Tool services (writes) and selectors (reads). Commands and admin call these.
+
+``tools_load_dir`` upserts ``Tool`` rows from YAML files. The stored spec holds
+templates only (``{{env.NAME}}`` references), never resolved secret values. One
+bad file never stops the others: every error is collected in the report.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.db import transaction
+from django.db.models import QuerySet
+
+from tools.builtin import BuiltinProvider, load_providers
+from tools.errors import ToolConfigError
+from tools.loader import load_tool_file
+from tools.models import Tool
+from tools.spec import ToolSpec
+
+logger = logging.getLogger("flowpilot.tools")
+
+TOOL_FILE_SUFFIXES = (".yaml", ".yml")
+
+
+@dataclass(frozen=True)
+class LoadedTool:
+    name: str
+    kind: str
+    action: str  # "created" | "updated" | "unchanged"
+    source: str
+
+
+@dataclass(frozen=True)
+class LoadError:
+    """One file's problems; ``message`` names the file (one line per problem)."""
+
+    source: str
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass
+class LoadReport:
+    """What a load did: one entry per tool, and every file error."""
+
+    tools: list[LoadedTool] = field(default_factory=list)
+    errors: list[LoadError] = field(default_factory=list)
+
+    def _count(self, action: str) -> int:
+        return sum(1 for t in self.tools if t.action == action)
+
+    @property
+    def created(self) -> int:
+        return self._count("created")
+
+    @property
+    def updated(self) -> int:
+        return self._count("updated")
+
+    @property
+    def unchanged(self) -> int:
+        return self._count("unchanged")
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def tool_load_file(*, path: str | Path) -> list[ToolSpec]:
+    """Parse one tool file (no database writes). Raises ``ToolConfigError``."""
+    return load_tool_file(path)
+
+
+def _tool_files(directory: Path) -> list[Path]:
+    if directory.is_file():
+        return [directory]
+    return sorted(p for p in directory.rglob("*") if p.suffix in TOOL_FILE_SUFFIXES)
+
+
+def tool_upsert(*, spec: ToolSpec, source: str) -> str:
+    """Create or update the row for ``spec``; returns created/updated/unchanged.
+
+    ``enabled`` is left as an operator set it on existing rows.
+    """
+    values = {
+        "kind": spec.kind,
+        "description": spec.description,
+        "input_schema": spec.input_schema,
+        "outputs": list(spec.outputs),
+        "spec": spec.stored(),
+        "source": source[:500],
+    }
+    with transaction.atomic():
+        row = Tool.objects.select_for_update().filter(name=spec.name).first()
+        if row is None:
+            Tool.objects.create(name=spec.name, **values)
+            return "created"
+        if all(getattr(row, k) == v for k, v in values.items()):
+            return "unchanged"
+        for key, value in values.items():
+            setattr(row, key, value)
+        row.save()
+        return "updated"
+
+
+def tools_load_dir(
+    *,
+    directory: str | Path,
+    sync_builtin: bool = True,
+    providers: Iterable[BuiltinProvider] | None = None,
+) -> LoadReport:
+    """Load every ``*.yaml``/``*.yml`` under ``directory`` (or one file) into ``Tool`` rows.
+
+    With ``sync_builtin`` the built-in providers' tools (default: the setting)
+    are upserted too, so admin and ``listtools`` show them. A file tool whose
+    name is already taken — by a built-in tool or another file of this load —
+    is an error for that file.
+    """
+    report = LoadReport()
+    root = Path(directory)
+    chosen = list(load_providers() if providers is None else providers)
+    builtin = {s.name: (s, type(p)) for p in chosen for s in p.specs()}
+    if not root.exists():
+        report.errors.append(LoadError(str(root), f"{root}: no such file or directory"))
+    files = _tool_files(root) if root.exists() else []
+    seen: dict[str, str] = {}
+    for path in files:
+        _load_one(path, report, seen, builtin)
+    if sync_builtin:
+        for name in sorted(builtin):
+            spec, cls = builtin[name]
+            action = tool_upsert(spec=spec, source=f"{cls.__module__}.{cls.__qualname__}")
+            report.tools.append(LoadedTool(name, spec.kind, action, cls.__qualname__))
+    return report
+
+
+def _load_one(
+    path: Path, report: LoadReport, seen: dict[str, str], builtin: dict[str, Any]
+) -> None:
+    try:
+        specs = load_tool_file(path)
+    except ToolConfigError as exc:
+        report.errors.append(LoadError(str(path), exc.message))
+        return
+    clashes = [
+        f"{path}: tool {s.name!r} is already defined by "
+        + ("a built-in provider" if s.name in builtin else seen[s.name])
+        for s in specs
+        if s.name in builtin or s.name in seen
+    ]
+    if clashes:
+        report.errors.append(LoadError(str(path), "\n".join(clashes)))
+        return
+    for spec in specs:
+        seen[spec.name] = str(path)
+        action = tool_upsert(spec=spec, source=str(path))
+        report.tools.append(LoadedTool(spec.name, spec.kind, action, str(path)))
+
+
+def tools_set_enabled(*, tools: QuerySet[Tool], enabled: bool) -> int:
+    """Enable or disable tools; returns how many rows changed."""
+    return tools.exclude(enabled=enabled).update(enabled=enabled)
+
+
+@dataclass(frozen=True)
+class ToolEntry:
+    """One line of ``listtools``: a tool as people see it."""
+
+    name: str
+    kind: str
+    description: str
+    inputs: list[str]  # required ones end with "*"
+    outputs: list[str]
+    enabled: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "description": self.description,
+            "inputs": self.inputs,
+            "outputs": self.outputs,
+            "enabled": self.enabled,
+        }
+
+
+def _entry(spec: ToolSpec, enabled: bool) -> ToolEntry:
+    required = set(spec.required_inputs)
+    names = list(spec.input_schema.get("properties", {}))
+    names += [n for n in spec.required_inputs if n not in names]
+    return ToolEntry(
+        name=spec.name,
+        kind=spec.kind,
+        description=(spec.description.strip().splitlines() or [""])[0],
+        inputs=[f"{n}*" if n in required else n for n in names],
+        outputs=list(spec.outputs),
+        enabled=enabled,
+    )
+
+
+def tool_entries(*, providers: Iterable[BuiltinProvider] | None = None) -> list[ToolEntry]:
+    """Every stored tool (enabled or not) plus built-in tools not stored yet, by name."""
+    entries: dict[str, ToolEntry] = {}
+    for row in Tool.objects.order_by("name"):
+        try:
+            spec = ToolSpec.model_validate(row.spec)
+        except ValueError as exc:
+            logger.warning("tool %s has an invalid stored spec: %s", row.name, exc)
+            continue
+        entries[row.name] = _entry(spec, row.enabled)
+    for provider in load_providers() if providers is None else providers:
+        for spec in provider.specs():
+            entries.setdefault(spec.name, _entry(spec, True))
+    return [entries[name] for name in sorted(entries)]
