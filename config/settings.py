@@ -84,7 +84,10 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+# Set DJANGO_STATIC_ROOT where `collectstatic` writes (the web container does);
+# without it WhiteNoise serves files straight from the apps (no collectstatic needed).
+STATIC_ROOT = env("DJANGO_STATIC_ROOT", default=None)
+WHITENOISE_USE_FINDERS = STATIC_ROOT is None
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -153,5 +156,8 @@ LOGGING = {
     "root": {"handlers": ["stderr"], "level": env("LOG_LEVEL", default="WARNING")},
     "loggers": {
         "flowpilot": {"level": env("FLOWPILOT_LOG_LEVEL", default="WARNING"), "propagate": True},
+        # httpx logs full URLs (query-string credentials) at INFO: keep it quiet.
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
     },
 }

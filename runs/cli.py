@@ -43,13 +43,16 @@ def summary_line(run: Run) -> str:
 
 
 def configure_logging(level: str | None) -> None:
-    """Debug logs go to stderr; user-facing progress stays on stdout."""
+    """Debug logs go to stderr; user-facing progress stays on stdout.
+
+    Only flowpilot's own loggers are raised: they log requests with secrets redacted.
+    httpx's loggers stay quiet, because they print URLs (query-string keys) verbatim.
+    """
     if not level:
         return
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    for name in ("flowpilot", "httpx"):
-        log = logging.getLogger(name)
-        log.setLevel(level.upper())
-        log.addHandler(handler)
-        log.propagate = False
+    log = logging.getLogger("flowpilot")
+    log.setLevel(level.upper())
+    log.addHandler(handler)
+    log.propagate = False

@@ -600,11 +600,6 @@ response_extract: {city: city}
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runs/cli.py:51 configure_logging turns on the `httpx` logger, whose "
-    "'HTTP Request: GET <url>' line prints query-string credentials unredacted",
-)
 def test_a_secret_in_the_query_string_stays_out_of_debug_logs(
     fake_api, cli, monkeypatch, tmp_path, capsys, restore_loggers
 ):
