@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import re
+import threading
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, quote_plus
@@ -35,6 +36,7 @@ class Redactor:
     def __init__(self, secrets: list[str] | tuple[str, ...] = ()) -> None:
         self._secrets: set[str] = set()
         self._pattern: re.Pattern[str] | None = None
+        self._lock = threading.Lock()
         for secret in secrets:
             self.add(secret)
 
@@ -43,10 +45,10 @@ class Redactor:
         if not isinstance(value, str) or len(value) < MIN_SECRET_LENGTH:
             return
         variants = {value, quote(value, safe=""), quote_plus(value), quote(value)}
-        new = variants - self._secrets
-        if new:
-            self._secrets |= new
-            self._pattern = None
+        with self._lock:
+            if variants - self._secrets:
+                self._secrets |= variants
+                self._pattern = None
 
     def add_basic_auth(self, username: str, password: str) -> None:
         """Register a password and the base64 ``user:password`` token sent for it."""
@@ -59,10 +61,11 @@ class Redactor:
         return len(self._secrets)
 
     def _compiled(self) -> re.Pattern[str] | None:
-        if self._pattern is None and self._secrets:
-            ordered = sorted(self._secrets, key=lambda s: (-len(s), s))
-            self._pattern = re.compile("|".join(re.escape(s) for s in ordered))
-        return self._pattern
+        with self._lock:
+            if self._pattern is None and self._secrets:
+                ordered = sorted(self._secrets, key=lambda s: (-len(s), s))
+                self._pattern = re.compile("|".join(re.escape(s) for s in ordered))
+            return self._pattern
 
     def scrub_text(self, text: str) -> str:
         """``text`` with every registered secret replaced by ``***`` (longest first)."""

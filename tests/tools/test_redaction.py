@@ -54,3 +54,25 @@ def test_redact_headers():
     assert all(out[k] == MASK for k in headers if k not in ("Accept", "Idempotency-Key"))
     assert is_sensitive_header("x-client-secret")
     assert not is_sensitive_header("Content-Type")
+
+
+def test_concurrent_add_and_scrub():
+    import threading
+
+    redactor = Redactor()
+    errors = []
+
+    def worker(n):
+        try:
+            for i in range(40):
+                redactor.add(f"secret-{n}-{i}")
+                assert redactor.scrub_text(f"x secret-{n}-{i} y") == "x *** y"
+        except Exception as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
