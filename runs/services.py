@@ -202,3 +202,35 @@ def run_cancel(*, run: Run) -> bool:
         status=StepStatus.SKIPPED, finished_at=timezone.now()
     )
     return True
+
+
+def run_purge(*, now, default_days: int, dry_run: bool = False) -> dict[str, int]:
+    """Delete finished runs past their workflow's retention period (DESIGN §8).
+
+    A workflow's ``retention_days`` (newest version) wins over ``default_days``;
+    0 keeps runs forever. Returns the number of runs removed (or that would be) per
+    workflow name. Runs that are still pending or running are never touched, nor is
+    a validation run an approval points to.
+    """
+    from datetime import timedelta
+
+    from runs.models import RUN_TERMINAL
+
+    removed: dict[str, int] = {}
+    names = Workflow.objects.order_by("name").values_list("name", flat=True).distinct()
+    for name in names:
+        newest = Workflow.objects.filter(name=name).order_by("-version").first()
+        days = workflow_spec(newest).retention_days
+        days = default_days if days is None else days
+        if days <= 0:
+            continue
+        runs = Run.objects.filter(
+            workflow__name=name, status__in=list(RUN_TERMINAL),
+            finished_at__lt=now - timedelta(days=days), approval__isnull=True,
+        )
+        count = runs.count()
+        if count and not dry_run:
+            runs.delete()
+        if count:
+            removed[name] = count
+    return removed

@@ -167,6 +167,10 @@ class WorkflowSpec(_Model):
         description="Run output name -> reference. Empty: the outputs of the sink steps.",
     )
     schedule: str | None = Field(None, description="Cron expression (5 fields).")
+    retention_days: int | None = Field(
+        None, ge=0, le=36500,
+        description="Days finished runs are kept (0 = forever). Omitted: the site default.",
+    )
     notifications: Notifications = Field(default_factory=Notifications)
 
     @field_validator("inputs")

@@ -1,0 +1,26 @@
+"""purgeruns: delete finished runs older than their workflow's retention period."""
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+from django.utils import timezone
+
+from runs.services import run_purge
+
+
+class Command(BaseCommand):
+    help = (
+        "Delete finished runs past retention: the workflow's `retention_days`, else "
+        "FLOWPILOT_RUN_RETENTION_DAYS (0 keeps runs forever)."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--days", type=int, help="Default retention for this call.")
+        parser.add_argument("--dry-run", action="store_true", help="Count, delete nothing.")
+
+    def handle(self, *args, days=None, dry_run=False, **options):
+        default = settings.FLOWPILOT_RUN_RETENTION_DAYS if days is None else days
+        removed = run_purge(now=timezone.now(), default_days=default, dry_run=dry_run)
+        verb = "would delete" if dry_run else "deleted"
+        for name, count in removed.items():
+            self.stdout.write(f"{verb} {count} run(s) of {name}")
+        self.stdout.write(f"{verb} {sum(removed.values())} run(s) in all")
