@@ -39,7 +39,7 @@ from tools.errors import (
     ToolTimeout,
     ToolUnreachable,
 )
-from tools.redaction import redact_headers
+from tools.redaction import Redactor, redact_headers
 from tools.registry import ToolCallContext, ToolResult
 from tools.spec import HttpConfig, ToolSpec
 from tools.templating import lookup, render, render_text, render_url_path, to_text
@@ -250,7 +250,9 @@ def _request_info(
     }
 
 
-def _raise_for_status(info: dict[str, Any], received: _Received, text: str, redactor: Any) -> None:
+def _raise_for_status(
+    info: dict[str, Any], received: _Received, text: str, redactor: Redactor
+) -> None:
     """Non-2xx → a typed error with method, redacted URL, status and ≤500 chars of body."""
     status = received.status
     if 200 <= status < 300:
