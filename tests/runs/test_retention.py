@@ -53,4 +53,4 @@ def test_purge_respects_default_and_per_workflow_retention(capsys):
     assert "deleted 1 run(s) of short_lived" in out
     remaining = set(Run.objects.values_list("pk", flat=True))
     assert remaining == {young_default.pk, running_short.pk, old_forever.pk, approved.pk}
-    assert old_default.pk not in remaining and old_short.pk not in remaining
+    assert not Run.objects.filter(pk__in=[old_default.pk, old_short.pk]).exists()
