@@ -42,6 +42,23 @@ def summary_line(run: Run) -> str:
     return f"run {run.pk} {run.status}{took}"
 
 
+def report_end(out, run: Run) -> None:
+    """Print how a run ended; raise ``CommandError`` (exit 1) unless it succeeded."""
+    from django.core.management.base import CommandError
+
+    from workflows.cli import dumps
+
+    out.write(summary_line(run))
+    if run.status == "succeeded":
+        out.write("outputs: " + dumps(run.outputs))
+        return
+    if run.error_summary:
+        out.write(f"error: {run.error_summary}")
+    if run.status == "failed":
+        out.write(f"resume with: manage.py resumeflow {run.pk}")
+    raise CommandError(f"run {run.pk} {run.status}", returncode=1)
+
+
 def configure_logging(level: str | None) -> None:
     """Debug logs go to stderr; user-facing progress stays on stdout.
 

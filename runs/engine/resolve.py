@@ -40,34 +40,16 @@ def resolve(
     index: int | None = None,
 ) -> tuple[Any, Any]:
     """Return ``(value, record)`` for one parsed mapping value."""
-    if isinstance(parsed, dict):
+    if isinstance(parsed, dict | list):
+        keys = parsed.keys() if isinstance(parsed, dict) else range(len(parsed))
         pairs = {
-            k: resolve(
-                v,
-                inputs=inputs,
-                step_value=step_value,
-                env=env,
-                redactor=redactor,
-                item=item,
-                index=index,
-            )
-            for k, v in parsed.items()
-        }
-        return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
-    if isinstance(parsed, list):
-        pairs = [
-            resolve(
-                v,
-                inputs=inputs,
-                step_value=step_value,
-                env=env,
-                redactor=redactor,
-                item=item,
-                index=index,
-            )
-            for v in parsed
-        ]
-        return [p[0] for p in pairs], [p[1] for p in pairs]
+            k: resolve(parsed[k], inputs=inputs, step_value=step_value, env=env,
+                       redactor=redactor, item=item, index=index)
+            for k in keys
+        }  # fmt: skip
+        if isinstance(parsed, dict):
+            return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
+        return [p[0] for p in pairs.values()], [p[1] for p in pairs.values()]
     if isinstance(parsed, Literal):
         return parsed.value, redactor.scrub(parsed.value)
     if isinstance(parsed, EnvRef):

@@ -2,11 +2,10 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.cli import ProgressPrinter, configure_logging, summary_line
-from runs.models import Run, RunStatus
+from runs.cli import ProgressPrinter, configure_logging, report_end
+from runs.models import Run
 from runs.services import run_execute, run_prepare_resume
 from tools.errors import FlowpilotError
-from workflows.cli import dumps
 
 
 class Command(BaseCommand):
@@ -33,10 +32,4 @@ class Command(BaseCommand):
         kept = run.step_results.filter(status="succeeded").count()
         self.stdout.write(f"run {run.pk}: resuming {run.workflow}; {kept} succeeded step(s) kept")
         run = run_execute(run=run, observer=ProgressPrinter(self.stdout))
-        self.stdout.write(summary_line(run))
-        if run.status == RunStatus.SUCCEEDED:
-            self.stdout.write("outputs: " + dumps(run.outputs))
-            return
-        if run.error_summary:
-            self.stdout.write(f"error: {run.error_summary}")
-        raise CommandError(f"run {run.pk} {run.status}", returncode=1)
+        report_end(self.stdout, run)

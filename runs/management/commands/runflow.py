@@ -2,14 +2,13 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.cli import ProgressPrinter, configure_logging, summary_line
+from runs.cli import ProgressPrinter, configure_logging, report_end
 from runs.dryrun import plan_lines
-from runs.models import RunStatus, RunTrigger
+from runs.models import RunTrigger
 from runs.services import run_create, run_execute
 from tools.errors import FlowpilotError
 from tools.registry import ToolRegistry
 from workflows.cli import (
-    dumps,
     format_issue,
     is_file_target,
     load_tool_dirs,
@@ -85,14 +84,7 @@ class Command(BaseCommand):
             f"run {run.pk}: {workflow.name} v{workflow.version}, {len(spec.steps)} steps"
         )
         run = run_execute(run=run, observer=ProgressPrinter(self.stdout))
-        self.stdout.write(summary_line(run))
-        if run.status == RunStatus.SUCCEEDED:
-            self.stdout.write("outputs: " + dumps(run.outputs))
-            return
-        if run.error_summary:
-            self.stdout.write(f"error: {run.error_summary}")
-        self.stdout.write(f"resume with: manage.py resumeflow {run.pk}")
-        raise CommandError(f"run {run.pk} {run.status}", returncode=1)
+        report_end(self.stdout, run)
 
     def _workflow(self, target, options):
         if is_file_target(target):
