@@ -90,9 +90,9 @@ def run_execute(
     spec = workflow_spec(run.workflow)
     ctx = context or build_run_context(run_id=run.pk, spec=spec)
     try:
-        completed = drive_local(ctx, run, observer=observer)
-        if completed:
-            _finish(ctx, run)
+        views = drive_local(ctx, run, observer=observer)
+        if views is not None:
+            _finish(ctx, run, views)
     except BaseException as exc:
         _transition(
             run,
@@ -108,7 +108,7 @@ def run_execute(
     return run
 
 
-def _finish(ctx: RunContext, run: Run) -> None:
+def _finish(ctx: RunContext, run: Run, views: Mapping[str, Any] | None = None) -> None:
     results = checkpoint.load_results(run)
     fatal = [
         r
@@ -124,13 +124,23 @@ def _finish(ctx: RunContext, run: Run) -> None:
         )
         _transition(run, RunStatus.FAILED, finished_at=now, error_summary=summary[:5000])
         return
-    outputs, _ = checkpoint.stored_output(ctx, run_outputs(ctx, run, results))
+    outputs, _ = checkpoint.stored_output(ctx, run_outputs(ctx, run, results, views))
     _transition(run, RunStatus.SUCCEEDED, finished_at=now, outputs=outputs, error_summary="")
 
 
-def run_outputs(ctx: RunContext, run: Run, results: Mapping[str, StepResult]) -> dict[str, Any]:
-    """The workflow's declared outputs, or else the outputs of its sink steps."""
-    views = {sid: checkpoint.view_of(r) for sid, r in results.items()}
+def run_outputs(
+    ctx: RunContext,
+    run: Run,
+    results: Mapping[str, StepResult],
+    views: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The workflow's declared outputs, or else the outputs of its sink steps.
+
+    ``views`` are the values steps produced in this process (full, not the capped
+    stored previews); without them, the stored outputs are read.
+    """
+    if views is None:
+        views = {sid: checkpoint.view_of(r) for sid, r in results.items()}
     if not ctx.spec.outputs:
         sinks = [s for s in ctx.graph.order if not ctx.graph.children[s]]
         return {s: views[s] for s in sinks if results[s].status == StepStatus.SUCCEEDED}
@@ -225,8 +235,10 @@ def run_purge(*, now, default_days: int, dry_run: bool = False) -> dict[str, int
         if days <= 0:
             continue
         runs = Run.objects.filter(
-            workflow__name=name, status__in=list(RUN_TERMINAL),
-            finished_at__lt=now - timedelta(days=days), approval__isnull=True,
+            workflow__name=name,
+            status__in=list(RUN_TERMINAL),
+            finished_at__lt=now - timedelta(days=days),
+            approval__isnull=True,
         )
         count = runs.count()
         if count and not dry_run:

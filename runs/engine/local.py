@@ -25,8 +25,12 @@ logger = logging.getLogger("flowpilot.engine")
 Observer = Callable[[str, StepResult], None]
 
 
-def drive_local(ctx, run: Run, *, observer: Observer | None = None) -> bool:
-    """Run every runnable step of ``run``. Returns False when the run was cancelled."""
+def drive_local(ctx, run: Run, *, observer: Observer | None = None) -> dict[str, Any] | None:
+    """Run every runnable step of ``run``.
+
+    Returns what each step's references read (full outputs, not the capped stored
+    previews), or None when the run was cancelled.
+    """
     spec = ctx.spec
     results = checkpoint.load_results(run)
     states = {sid: checkpoint.state_of(r, spec.step(sid)) for sid, r in results.items()}
@@ -40,7 +44,7 @@ def drive_local(ctx, run: Run, *, observer: Observer | None = None) -> bool:
             if _cancelled(run):
                 for future in futures:
                     future.cancel()
-                return False
+                return None
             actions = next_actions(ctx.graph, states)
             skipped = [results[sid] for sid in actions.skip]
             if skipped:
@@ -54,7 +58,7 @@ def drive_local(ctx, run: Run, *, observer: Observer | None = None) -> bool:
                     futures[future] = step_id
             if not futures:
                 if actions.done or not (actions.start or actions.skip):
-                    return True
+                    return views
                 continue
             finished, _ = wait(futures, return_when=FIRST_COMPLETED)
             for future in sorted(finished, key=lambda f: futures[f]):

@@ -169,12 +169,6 @@ def test_an_output_over_the_stored_cap_is_kept_as_a_flagged_preview(fake_api, se
     assert country.output["preview"].startswith('{"name": "United States"')
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runs/services.py:127/133 resolves the run outputs from the stored (capped) "
-    "step outputs, so a reference into a step whose output was over the stored cap is "
-    "null, although downstream steps of the same run received the full value",
-)
 def test_run_outputs_read_the_values_downstream_steps_saw_not_the_stored_preview(
     fake_api, settings
 ):
