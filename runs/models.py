@@ -81,6 +81,7 @@ class Run(models.Model):
             ),
         ]
         indexes = [models.Index(fields=["workflow", "status"], name="run_workflow_status_idx")]
+        permissions = [("operate_run", "Can run again, resume and cancel runs")]
 
     def __str__(self) -> str:
         return f"run {self.pk} of {self.workflow}"
@@ -111,9 +112,38 @@ class StepResult(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # Distributed runs only (runs/engine/distributed.py); the in-process engine leaves these empty.
+    lease_expires_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Celery runs: when this queued or running step counts as lost and the sweeper "
+        "re-queues it, unless its worker's heartbeat extends the lease first.",
+    )
+    claim_token = models.CharField(
+        max_length=32,
+        blank=True,
+        default="",
+        help_text="The claim of the task executing this step; a result written under an older "
+        "claim is ignored.",
+    )
+    worker = models.CharField(
+        max_length=255, blank=True, default="", help_text="The Celery worker that last claimed it."
+    )
+    attempt_limit = models.PositiveIntegerField(
+        default=0,
+        help_text="Celery runs: the last try number the step's retry policy allows since it was "
+        "queued (a try lost with its worker does not count).",
+    )
 
     class Meta:
         ordering = ["run", "id"]
+        indexes = [
+            models.Index(
+                fields=["lease_expires_at"],
+                condition=models.Q(lease_expires_at__isnull=False),
+                name="step_lease_idx",
+            )
+        ]
         constraints = [
             models.UniqueConstraint(fields=["run", "step_id"], name="one_result_per_run_step"),
             models.CheckConstraint(
