@@ -95,3 +95,31 @@ def cli():
         return CommandResult(code, out.getvalue(), err.getvalue())
 
     return run
+
+
+# --- The ops API for control-flow tests (tests/fakes/control.py) --------------
+
+CONTROL_TOOLS_DIR = REPO_ROOT / "tests" / "data" / "tools" / "control"
+
+
+@pytest.fixture
+def control_api(monkeypatch):
+    """The fake ops API on loopback, with the control tool files pointed at it."""
+    from tests.fakes import FakeAPI
+    from tests.fakes.control import install_control
+
+    fake = FakeAPI().start()
+    install_control(fake)
+    monkeypatch.setenv("CONTROL_API_BASE_URL", fake.url)
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def control_tools():
+    """``tests/data/tools/control`` loaded into the database (needs a django_db mark)."""
+    from tools.services import tools_load_dir
+
+    report = tools_load_dir(directory=CONTROL_TOOLS_DIR)
+    assert report.ok, report.errors
+    return report

@@ -9,6 +9,12 @@ Rules (DESIGN §5):
   active; it is skipped when all incoming edges are inactive;
 - an edge is active when its source succeeded (or failed under ``on_error:
   continue``) and, for a ``when`` edge, the source decision chose that branch;
+- branches gate: a step with incoming ``when`` edges is skipped unless one of
+  them is active, whatever else it reads;
+- an edge from a parent that is also an ancestor of another parent (a value read
+  from before the branch point, ``check.x`` beside ``page.id``) does not by itself
+  keep a step running: otherwise every branch step reading upstream data would run
+  on every branch, and a skip could never cascade;
 - once a step has failed under ``on_error: fail``, nothing new starts; the run
   is finished when nothing is still in flight.
 """
@@ -54,6 +60,21 @@ def _edge_active(edge, parent: StepState) -> bool:
     return False
 
 
+def _runs(graph, incoming, current: Mapping[str, StepState]) -> bool:
+    """Whether a step whose parents all finished runs (else it is skipped)."""
+    active = [e for e in incoming if _edge_active(e, current[e.source])]
+    if len(active) == len(incoming):
+        return True
+    if any(e.when is not None for e in incoming) and all(e.when is None for e in active):
+        return False  # none of the branches leading here was taken
+    parents = {e.source for e in incoming}
+    return any(
+        e.when is not None
+        or not any(e.source in graph.ancestors(p) for p in parents if p != e.source)
+        for e in active
+    )
+
+
 def next_actions(graph, states: Mapping[str, StepState]) -> Actions:
     """Decide what starts and what is skipped. ``graph`` is a ``workflows.graph.FlowGraph``."""
     current = dict(states)
@@ -69,7 +90,7 @@ def next_actions(graph, states: Mapping[str, StepState]) -> Actions:
         incoming = graph.incoming(step_id)
         if any(current[e.source].status not in FINISHED for e in incoming):
             continue
-        if incoming and not any(_edge_active(e, current[e.source]) for e in incoming):
+        if incoming and not _runs(graph, incoming, current):
             current[step_id] = StepState(SKIPPED)
             skip.append(step_id)
         elif not fatal:
