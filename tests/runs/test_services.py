@@ -330,3 +330,15 @@ def test_resume_keeps_a_failure_under_on_error_continue(fake_api):
     prepared = run_prepare_resume(run=run)
 
     assert statuses(prepared)["country"] == "failed"
+
+
+def test_a_cancelled_run_can_be_resumed_and_completes(output_dir):
+    run = run_create(workflow=import_example("sales_report"), trigger="api")
+    run_cancel(run=run)
+
+    prepared = run_prepare_resume(run=Run.objects.get(pk=run.pk))
+    done = run_execute(run=prepared)
+
+    assert done.status == "succeeded"
+    assert set(statuses(done).values()) == {"succeeded"}
+    assert (output_dir / "sales_report.html").is_file()
