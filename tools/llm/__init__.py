@@ -1,0 +1,31 @@
+"""The LLM client shared by the planner and the ``llm``/decision steps (bottom layer).
+
+``LLMClient(base_url, api_key, model, timeout, max_retries)`` or
+``LLMClient.from_settings()``; ``chat(messages, tools=…, response_format=…)``
+returns an ``LLMReply``. Errors are typed and carry their retryability.
+"""
+
+from tools.llm.client import LLMClient, LLMReply, ToolCall, Usage
+from tools.llm.content import parse_json_reply
+from tools.llm.errors import (
+    LLMAuthFailed,
+    LLMError,
+    LLMRateLimited,
+    LLMReplyInvalid,
+    LLMTimeout,
+    LLMUnavailable,
+)
+
+__all__ = [
+    "LLMAuthFailed",
+    "LLMClient",
+    "LLMError",
+    "LLMRateLimited",
+    "LLMReply",
+    "LLMReplyInvalid",
+    "LLMTimeout",
+    "LLMUnavailable",
+    "ToolCall",
+    "Usage",
+    "parse_json_reply",
+]

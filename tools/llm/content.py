@@ -1,0 +1,47 @@
+"""Reading JSON out of a model's text reply.
+
+Models asked for JSON answer with plain JSON, JSON inside a Markdown fence
+(```` ```json … ``` ````), or JSON wrapped in a sentence. ``parse_json_reply``
+accepts all three, in that order, and raises ``LLMReplyInvalid`` saying what was
+wrong (with the parser's line and column) otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from tools.llm.errors import LLMReplyInvalid
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\r?\n(.*?)```", re.DOTALL)
+_SHOWN = 200
+
+
+def parse_json_reply(text: str | None) -> Any:
+    """The JSON value in ``text``: plain, fenced, or the outermost ``{…}``."""
+    if text is None or not text.strip():
+        raise LLMReplyInvalid("the reply is empty; a JSON document was expected")
+    stripped = text.strip()
+    try:
+        return json.loads(stripped)
+    except json.JSONDecodeError as exc:
+        first_error = exc
+    for candidate in _candidates(stripped):
+        try:
+            return json.loads(candidate)
+        except json.JSONDecodeError as exc:
+            first_error = exc
+    shown = stripped if len(stripped) <= _SHOWN else stripped[:_SHOWN] + "…"
+    raise LLMReplyInvalid(
+        f"the reply is not valid JSON ({first_error.msg} at line {first_error.lineno} "
+        f"column {first_error.colno}): {shown!r}"
+    ) from first_error
+
+
+def _candidates(text: str) -> list[str]:
+    found = [m.group(2).strip() for m in _FENCE.finditer(text) if m.group(1) in ("", "json")]
+    start, end = text.find("{"), text.rfind("}")
+    if 0 <= start < end:
+        found.append(text[start : end + 1])
+    return found
