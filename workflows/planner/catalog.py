@@ -1,0 +1,161 @@
+"""The tool catalog the planner shows the model: compact, bounded, relevant, secret-free.
+
+Each entry is the MCP description of a tool (``ToolRegistry.describe()``) made
+compact: name, the first line of the description, the input schema cut down to
+types/enums/required/short descriptions, and the output fields. Tool specs are
+never rendered, so no ``{{env.…}}`` value can reach a catalog.
+
+A registry of up to ``CATALOG_ALL_UP_TO`` tools is shown whole. A larger one is
+ranked with BM25 (``rank-bm25``) over each tool's name, description and
+parameter names against the goal (and feedback), and only the ``CATALOG_TOP_K``
+best, plus tools pinned by the caller or named literally in the query, are
+shown — so the prompt stays bounded however large the registry grows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from rank_bm25 import BM25Okapi
+
+from tools.errors import TemplateError
+from tools.registry import ToolRegistry
+from tools.templating import iter_strings, placeholders
+
+CATALOG_ALL_UP_TO = 50
+CATALOG_TOP_K = 25
+MAX_PINNED = 25
+MAX_DESCRIPTION_CHARS = 200
+MAX_PARAM_DESCRIPTION_CHARS = 100
+MAX_PARAMS = 30
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_WORD = re.compile(r"[a-z0-9]+")
+_STOPWORD_TEXT = (
+    "a an and are as at be by for from get give i in into is it its me my of on or our "
+    "please that the their then this to use using want we what when with you your"
+)
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-case words of ``text``: camelCase and snake_case split, plurals folded."""
+    words = _WORD.findall(_CAMEL.sub(" ", text).lower())
+    return [_fold(w) for w in words if w not in _STOPWORDS]
+
+
+def _fold(word: str) -> str:
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
+
+
+def _tool_text(description: Mapping[str, Any]) -> list[str]:
+    params = list((description.get("inputSchema") or {}).get("properties") or {})
+    name = description["name"]
+    # The name counts twice: it is the most deliberate summary a tool has.
+    return tokenize(" ".join([name, name, description.get("description", ""), *params]))
+
+
+def select_tools(
+    registry: ToolRegistry,
+    query: str,
+    *,
+    pinned: Iterable[str] = (),
+    limit: int = CATALOG_TOP_K,
+    all_up_to: int = CATALOG_ALL_UP_TO,
+) -> list[str]:
+    """The tool names the planner sees for ``query``, sorted by name.
+
+    Every tool when there are at most ``all_up_to``; otherwise the ``limit`` best
+    BM25 matches (ties by name), plus ``pinned`` tools and tools whose exact
+    name appears in ``query``.
+    """
+    names = registry.names()
+    if len(names) <= all_up_to:
+        return names
+    described = registry.describe()
+    wanted = [n for n in pinned if n in registry][:MAX_PINNED]
+    words = set(re.findall(r"[A-Za-z0-9_-]+", query))
+    wanted += [n for n in names if n in words][:MAX_PINNED]
+    terms = tokenize(query)
+    if terms:
+        scores = BM25Okapi([_tool_text(d) for d in described]).get_scores(terms)
+        ranked = sorted(
+            ((score, d["name"]) for score, d in zip(scores, described, strict=True)),
+            key=lambda pair: (-pair[0], pair[1]),
+        )
+        wanted += [name for score, name in ranked if score > 0][:limit]
+    return sorted(set(wanted))
+
+
+def compact_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """An input schema with only what a planner needs: types, enums, required, short notes."""
+    properties = schema.get("properties") or {}
+    compact: dict[str, Any] = {}
+    for name in list(properties)[:MAX_PARAMS]:
+        prop = properties[name]
+        compact[name] = _compact_property(prop) if isinstance(prop, Mapping) else prop
+    out: dict[str, Any] = {"type": "object", "properties": compact}
+    if schema.get("required"):
+        out["required"] = list(schema["required"])
+    if schema.get("additionalProperties") is True:
+        out["additionalProperties"] = True
+    return out
+
+
+def _compact_property(prop: Mapping[str, Any]) -> dict[str, Any]:
+    kept = {k: prop[k] for k in ("type", "enum", "default", "format") if k in prop}
+    if isinstance(prop.get("items"), Mapping) and "type" in prop["items"]:
+        kept["items"] = {"type": prop["items"]["type"]}
+    note = _one_line(str(prop.get("description", "")), MAX_PARAM_DESCRIPTION_CHARS)
+    if note:
+        kept["description"] = note
+    return kept
+
+
+def _one_line(text: str, limit: int) -> str:
+    line = text.strip().splitlines()[0].strip() if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def catalog_entries(registry: ToolRegistry, names: Iterable[str]) -> list[dict[str, Any]]:
+    """Compact descriptions of ``names`` (unknown names left out), sorted by name."""
+    return [
+        {
+            "name": d["name"],
+            "description": _one_line(d.get("description", ""), MAX_DESCRIPTION_CHARS),
+            "input": compact_schema(d.get("inputSchema") or {}),
+            "outputs": list(d.get("outputs") or []),
+        }
+        for d in registry.describe(names)
+    ]
+
+
+def catalog_text(entries: Iterable[Mapping[str, Any]]) -> str:
+    """One JSON object per line: compact for the model, readable in the audit trail."""
+    lines = [json.dumps(e, ensure_ascii=False, separators=(",", ":")) for e in entries]
+    return "\n".join(lines) if lines else "(no tools are registered)"
+
+
+def secret_values(registry: ToolRegistry, env: Mapping[str, str] | None = None) -> list[str]:
+    """Values of every ``{{env.NAME}}`` the registry's tools read (what a prompt must never hold).
+
+    The catalog never renders templates, so these cannot enter it; the planner
+    still scrubs every prompt with them, so a secret pasted anywhere is masked.
+    """
+    env = os.environ if env is None else env
+    names: set[str] = set()
+    for name in registry.names():
+        spec = registry.get(name)
+        for text in iter_strings(spec.stored() if spec is not None else {}):
+            try:
+                found = placeholders(text)
+            except TemplateError:  # a malformed template holds no usable env name
+                continue
+            names.update(p.env_name for p in found if p.env_name)
+    return sorted({env[n] for n in names if env.get(n)})

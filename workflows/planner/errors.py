@@ -1,0 +1,36 @@
+"""Planner errors. None is retryable by the engine: a person decides what happens next."""
+
+from __future__ import annotations
+
+from tools.errors import FlowpilotError
+
+
+class PlanError(FlowpilotError):
+    code = "plan_error"
+
+
+class PlanFailed(PlanError):
+    """No valid plan came out of a session (after its repair rounds), or the LLM failed.
+
+    ``attempts`` are the stored ``PlanAttempt`` rows of the session; ``issues`` the
+    validator's problems with the last plan, when there was one.
+    """
+
+    code = "plan_failed"
+
+    def __init__(self, message: str, *, attempts=(), issues=()) -> None:
+        super().__init__(message)
+        self.attempts = list(attempts)
+        self.issues = list(issues)
+
+
+class PlanRoundsExhausted(PlanFailed):
+    """A goal lineage has had its ``MAX_REVISION_ROUNDS`` revisions."""
+
+    code = "plan_rounds_exhausted"
+
+
+class PlanNotRevisable(PlanError):
+    """Only a version pending review (or already rejected) can be revised."""
+
+    code = "plan_not_revisable"
