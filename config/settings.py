@@ -5,6 +5,7 @@ eager mode. Set ``DATABASE_URL`` for PostgreSQL and ``CELERY_BROKER_URL`` for a
 real broker (Redis) to scale out.
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -111,6 +112,31 @@ CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_DEFAULT_QUEUE = env("CELERY_TASK_DEFAULT_QUEUE", default="celery")
+CELERY_RESULT_EXPIRES = env.int("CELERY_RESULT_EXPIRES", default=24 * 3600)
+# An unacknowledged message (its worker died) goes back to the queue after this many
+# seconds; keep it above the longest retry countdown (RetryPolicy.max_delay <= 3600).
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3900),
+}
+# The sweeper re-queues steps lost with their worker (runs/engine/distributed.py).
+FLOWPILOT_SWEEP_INTERVAL = env.int("FLOWPILOT_SWEEP_INTERVAL", default=30)
+CELERY_BEAT_SCHEDULE = {
+    "flowpilot-sweep-steps": {
+        "task": "runs.sweep_steps",
+        "schedule": timedelta(seconds=FLOWPILOT_SWEEP_INTERVAL),
+        "options": {"expires": FLOWPILOT_SWEEP_INTERVAL},
+    },
+}
+# Celery runs: a running step's claim lasts this many seconds unless its worker's
+# heartbeat (every third of it) renews it; then the sweeper takes it back.
+FLOWPILOT_STEP_LEASE = env.float("FLOWPILOT_STEP_LEASE", default=60.0)
+# Celery runs: a queued step whose task has not started this many seconds after it
+# was due is published again (its message was lost); duplicates lose the claim.
+FLOWPILOT_QUEUED_LEASE = env.float("FLOWPILOT_QUEUED_LEASE", default=600.0)
+# Celery runs: a step whose worker died this many times is failed (a poison step).
+FLOWPILOT_MAX_LOST_ATTEMPTS = env.int("FLOWPILOT_MAX_LOST_ATTEMPTS", default=3)
 
 # --- flowpilot --------------------------------------------------------------
 # Built-in tool providers, named explicitly (no import-time registries).

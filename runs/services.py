@@ -18,7 +18,7 @@ from runs.engine import checkpoint
 from runs.engine.context import RunContext, build_run_context
 from runs.engine.local import Observer, drive_local
 from runs.engine.resolve import resolve
-from runs.models import RUN_TRANSITIONS, Run, RunStatus, StepResult, StepStatus
+from runs.models import RUN_TRANSITIONS, Run, RunStatus, RunTrigger, StepResult, StepStatus
 from tools.errors import FlowpilotError
 from tools.registry import ToolRegistry
 from workflows.inputs import resolve_inputs
@@ -205,13 +205,44 @@ def _idempotent(registry: ToolRegistry, step) -> bool:
 
 
 def run_cancel(*, run: Run) -> bool:
-    """Cancel a pending or running run. Steps in flight finish; nothing new starts."""
-    if not _transition(run, RunStatus.CANCELLED, finished_at=timezone.now()):
-        return False
-    StepResult.objects.filter(run=run, status__in=[StepStatus.PENDING, StepStatus.QUEUED]).update(
-        status=StepStatus.SKIPPED, finished_at=timezone.now()
-    )
+    """Cancel a pending or running run. Steps in flight finish; nothing new starts.
+
+    Under the run's row lock, so a Celery coordinator cannot queue a step after it;
+    queued steps are skipped, so their tasks lose the claim and never start.
+    """
+    with transaction.atomic():
+        Run.objects.select_for_update(of=("self",)).filter(pk=run.pk).first()
+        if not _transition(run, RunStatus.CANCELLED, finished_at=timezone.now()):
+            return False
+        StepResult.objects.filter(
+            run=run, status__in=[StepStatus.PENDING, StepStatus.QUEUED]
+        ).update(status=StepStatus.SKIPPED, finished_at=timezone.now(), lease_expires_at=None)
     return True
+
+
+def run_enqueue(*, run: Run, observer: Observer | None = None) -> Run:
+    """Start a pending (or resumed) run on the Celery workers and return at once.
+
+    A coordinator queues the ready steps as separate tasks (``runs.engine.distributed``).
+    With no broker configured (the embedded default: Celery eager) the run executes in
+    this process instead, exactly like ``run_execute``, and comes back finished.
+    """
+    from runs.engine import distributed  # it builds on this module's state rules
+
+    if distributed.in_process():
+        return run_execute(run=run, observer=observer)
+    return distributed.run_start(run=run)
+
+
+def run_resume(*, run: Run, force: bool = False, observer: Observer | None = None) -> Run:
+    """Reset a failed or cancelled run from its checkpoint and enqueue it again."""
+    return run_enqueue(run=run_prepare_resume(run=run, force=force), observer=observer)
+
+
+def run_repeat(*, run: Run, trigger: str = RunTrigger.MANUAL) -> Run:
+    """Enqueue a new run of the same workflow version with the same inputs."""
+    again = run_create(workflow=run.workflow, trigger=trigger, inputs=run.inputs)
+    return run_enqueue(run=again)
 
 
 def run_purge(*, now, default_days: int, dry_run: bool = False) -> dict[str, int]:

@@ -1,0 +1,409 @@
+"""The Celery driver: every step is its own task, so a run's branches spread over workers.
+
+The contract (DESIGN §5-§6, STYLE §2 and §5):
+
+- ``run_start`` moves a pending run to running and queues its first ready steps in one
+  transaction; the step tasks are published when it commits.
+- ``run_advance`` is the coordinator. Under the run's row lock (``select_for_update``)
+  it asks the pure ``next_actions`` what starts and what is skipped, persists that,
+  publishes the newly queued steps on commit and finishes the run when nothing is left.
+  Every completion advances under the same lock, so two steps finishing at once never
+  queue a step twice or lose one.
+- ``step_execute`` (the step task) first *claims* its StepResult with a conditional
+  ``UPDATE … SET status='running' WHERE status='queued'``; a duplicate or late message
+  loses the claim and does nothing, so a succeeded step never runs again. It resolves
+  the step's inputs from the stored upstream outputs, makes **one** attempt (the Celery
+  soft time limit becomes a ``tool_timeout`` error) and settles it under the run lock:
+  a retryable failure with tries left goes back to ``queued`` and the task re-publishes
+  itself with the policy's countdown (no worker sleeps); anything else is written and
+  the run advances. Every attempt is logged with the worker that made it.
+- ``runs.engine.sweep`` (Celery beat) takes back steps whose lease ran out: lost
+  messages are published again, steps of a dead worker are queued again (or failed for
+  review when their tool is not idempotent).
+
+Leases: a running step's lease is ``FLOWPILOT_STEP_LEASE`` seconds, renewed by a
+heartbeat thread every third of it; a queued step's lease is its due time plus
+``FLOWPILOT_QUEUED_LEASE``. Steps of in-process runs have no lease and are never swept.
+A result written under an older claim (``claim_token``) is ignored.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from celery import current_app
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+from django.db import DatabaseError, connection, transaction
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from runs.engine import checkpoint
+from runs.engine.attempt import (
+    StepOutcome,
+    effective_retry,
+    error_record,
+    execute_attempt,
+    retry_delay,
+)
+from runs.engine.context import RunContext, build_run_context
+from runs.engine.readiness import next_actions
+from runs.engine.resolve import resolve_mapping
+from runs.models import Run, RunStatus, StepResult, StepStatus
+from runs.services import RunStateError, _finish, _transition
+from tools.errors import FlowpilotError, ToolTimeout
+from workflows.references import StepRef, iter_refs
+from workflows.services import workflow_spec
+
+logger = logging.getLogger("flowpilot.engine")
+
+STEP_TASK = "runs.execute_step"
+HARD_LIMIT_GRACE = 10.0  # seconds between a step's soft and hard time limit
+
+
+# How a queued step reaches a worker: ``publish(step_result_id, countdown=, time_limit=)``.
+Publish = Callable[..., None]
+
+
+def publish_step(
+    step_result_id: int, *, countdown: float = 0.0, time_limit: float | None = None
+) -> None:
+    """Send the step task to the broker (tests inject a recorder instead).
+
+    ``time_limit`` becomes the task's soft time limit; the hard limit follows it.
+    """
+    options: dict[str, Any] = {"countdown": countdown} if countdown else {}
+    if time_limit:
+        options.update(soft_time_limit=time_limit, time_limit=time_limit + HARD_LIMIT_GRACE)
+    current_app.send_task(STEP_TASK, args=[step_result_id], **options)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a step task did: ``claimed`` is False when it lost the claim (a duplicate).
+
+    ``retry_in`` is set when the step went back to ``queued`` for a policy retry: the
+    task must re-publish itself with that countdown.
+    """
+
+    claimed: bool
+    status: str | None = None
+    retry_in: float | None = None
+
+
+def in_process() -> bool:
+    """No broker configured (Celery eager): runs execute in this process, as before."""
+    return bool(current_app.conf.task_always_eager)
+
+
+def lease_until(seconds: float, now: datetime) -> datetime:
+    return now + timedelta(seconds=seconds)
+
+
+def time_limit_of(step) -> float | None:
+    """The per-attempt limit enforced as the task's soft time limit.
+
+    A foreach step applies its ``timeout`` to every item call instead.
+    """
+    return None if step.kind == "foreach" else step.timeout
+
+
+def run_context(run: Run) -> RunContext:
+    return build_run_context(run_id=run.pk, spec=workflow_spec(run.workflow))
+
+
+def lock_run(run_id: int) -> Run:
+    """The run, row-locked until the transaction ends (its workflow row is not locked)."""
+    return Run.objects.select_for_update(of=("self",)).select_related("workflow").get(pk=run_id)
+
+
+# --- the coordinator -----------------------------------------------------------
+
+
+def run_start(*, run: Run, publish: Publish = publish_step) -> Run:
+    """Move a pending run to running and queue its first steps (published on commit)."""
+    with transaction.atomic():
+        locked = lock_run(run.pk)
+        now = timezone.now()
+        if not _transition(locked, RunStatus.RUNNING, started_at=locked.started_at or now):
+            raise RunStateError(f"run {locked.pk} is {locked.status}; it cannot start")
+        with run_context(locked) as ctx:
+            advance_locked(ctx, locked, publish=publish, now=now)
+    logger.info("run %s started on the Celery workers", run.pk)
+    return locked
+
+
+def run_advance(*, run_id: int, publish: Publish = publish_step) -> None:
+    """Lock the run and start whatever became ready (the sweeper's and tests' entry)."""
+    with transaction.atomic():
+        run = lock_run(run_id)
+        if run.status != RunStatus.RUNNING:
+            return
+        with run_context(run) as ctx:
+            advance_locked(ctx, run, publish=publish, now=timezone.now())
+
+
+def advance_locked(ctx: RunContext, run: Run, *, publish: Publish, now: datetime) -> None:
+    """Persist what ``next_actions`` decides; the caller holds the run's row lock."""
+    results = checkpoint.load_results(run)
+    states = {sid: checkpoint.state_of(r, ctx.spec.step(sid)) for sid, r in results.items()}
+    actions = next_actions(ctx.graph, states)
+    if actions.skip:
+        checkpoint.mark_skipped([results[sid] for sid in actions.skip], now)
+    queued = [results[sid] for sid in actions.start]
+    for result in queued:
+        step = ctx.spec.step(result.step_id)
+        result.status = StepStatus.QUEUED
+        result.attempt_limit = result.attempts + effective_retry(ctx, step).max_attempts
+        result.lease_expires_at = lease_until(settings.FLOWPILOT_QUEUED_LEASE, now)
+        result.claim_token = ""
+        result.started_at = result.finished_at = result.error = None
+    if queued:
+        StepResult.objects.bulk_update(
+            queued,
+            [
+                "status",
+                "attempt_limit",
+                "lease_expires_at",
+                "claim_token",
+                "started_at",
+                "finished_at",
+                "error",
+            ],
+        )
+        jobs = [(r.pk, time_limit_of(ctx.spec.step(r.step_id))) for r in queued]
+        transaction.on_commit(lambda: [publish(pk, time_limit=limit) for pk, limit in jobs])
+    if actions.done:
+        _finish(ctx, run)
+        logger.info("run %s %s", run.pk, run.status)
+
+
+# --- one step ---------------------------------------------------------------------
+
+
+def claim_step(step_result_id: int, *, worker: str) -> str | None:
+    """Take a queued step for this task. Returns the claim token, or None if it lost."""
+    token = uuid.uuid4().hex
+    now = timezone.now()
+    won = StepResult.objects.filter(pk=step_result_id, status=StepStatus.QUEUED).update(
+        status=StepStatus.RUNNING,
+        claim_token=token,
+        worker=worker[:255],
+        lease_expires_at=lease_until(settings.FLOWPILOT_STEP_LEASE, now),
+        started_at=Coalesce(F("started_at"), Value(now)),
+        updated_at=now,
+    )
+    return token if won else None
+
+
+@contextmanager
+def heartbeat(step_result_id: int, token: str, *, lease: float | None = None) -> Iterator[None]:
+    """Renew the step's lease every third of it while the body runs.
+
+    The renewal is conditional on the claim, so a step the sweeper took back is left
+    alone. The thread opens its own database connection only once it first beats.
+    """
+    seconds = lease or settings.FLOWPILOT_STEP_LEASE
+    stop = threading.Event()
+
+    def beat() -> None:
+        try:
+            while not stop.wait(seconds / 3):
+                try:
+                    StepResult.objects.filter(
+                        pk=step_result_id, claim_token=token, status=StepStatus.RUNNING
+                    ).update(lease_expires_at=lease_until(seconds, timezone.now()))
+                except DatabaseError:
+                    logger.warning("heartbeat of step result %s failed", step_result_id)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=beat, name=f"heartbeat-{step_result_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=seconds)
+
+
+def step_execute(*, step_result_id: int, worker: str, publish: Publish = publish_step) -> Verdict:
+    """Claim, run one attempt of, and settle one step (the body of the step task)."""
+    token = claim_step(step_result_id, worker=worker)
+    if token is None:
+        logger.debug("step result %s: claim lost (duplicate or stale message)", step_result_id)
+        return Verdict(claimed=False)
+    result = StepResult.objects.select_related("run__workflow").get(pk=step_result_id)
+    run = result.run
+    if run.status != RunStatus.RUNNING:
+        return _settle_not_started(result, token)
+    with run_context(run) as ctx:
+        step = ctx.spec.step(result.step_id)
+        try:
+            args, record = _resolve(ctx, run, step)
+        except FlowpilotError as exc:
+            return _settle_failed_before_call(ctx, result, token, exc, publish=publish)
+        StepResult.objects.filter(pk=result.pk, claim_token=token).update(inputs=record)
+        number = result.attempts + 1
+        with heartbeat(result.pk, token):
+            entry, attempt, error = _attempt(ctx, step, args, number=number, worker=worker)
+        return _settle(ctx, result, token, entry, attempt, error, publish=publish)
+
+
+def _resolve(ctx: RunContext, run: Run, step) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The step's inputs, read from the stored outputs of the steps it references."""
+    parsed = ctx.parsed[step.id]
+    names = {ref.step_id for ref in iter_refs(parsed) if isinstance(ref, StepRef)}
+    rows = StepResult.objects.filter(run=run, step_id__in=names).only(
+        "step_id", "status", "output", "error"
+    )
+    views = {r.step_id: checkpoint.view_of(r) for r in rows}
+    return resolve_mapping(
+        parsed, inputs=run.inputs, step_value=views.get, env=ctx.env, redactor=ctx.redactor
+    )
+
+
+def _attempt(ctx, step, args, *, number: int, worker: str):
+    """One try. Returns ``(log entry, Attempt or None, FlowpilotError or None)``."""
+    entry: dict[str, Any] = {
+        "attempt": number,
+        "started_at": ctx.now().isoformat(),
+        "worker": worker,
+    }
+    t0 = time.perf_counter()
+    try:
+        attempt = execute_attempt(ctx, step, args)
+    except (FlowpilotError, SoftTimeLimitExceeded) as exc:
+        error = _as_timeout(step, exc) if _hit_time_limit(exc) else exc
+        entry.update(duration_ms=_ms(t0), status=StepStatus.FAILED, error=error_record(ctx, error))
+        return entry, None, error
+    entry.update(duration_ms=_ms(t0), status=StepStatus.SUCCEEDED)
+    return entry, attempt, None
+
+
+def _hit_time_limit(exc: BaseException | None) -> bool:
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, SoftTimeLimitExceeded):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+def _as_timeout(step, exc: BaseException) -> ToolTimeout:
+    error = ToolTimeout(f"step `{step.id}` ran past its {step.timeout:g} s timeout")
+    error.__cause__ = exc
+    return error
+
+
+def _ms(t0: float) -> float:
+    return round((time.perf_counter() - t0) * 1000, 2)
+
+
+def _locked_claim(result: StepResult, token: str) -> tuple[Run, StepResult] | None:
+    """Lock the run, then re-read the step; None when the claim is no longer ours."""
+    run = Run.objects.select_for_update().get(pk=result.run_id)
+    current = StepResult.objects.get(pk=result.pk)
+    if current.claim_token != token or current.status != StepStatus.RUNNING:
+        logger.warning("step `%s` of run %s: stale claim, result ignored", result.step_id, run.pk)
+        return None
+    return run, current
+
+
+def _settle(ctx, result, token, entry, attempt, error, *, publish: Publish) -> Verdict:
+    """Write the attempt under the run lock: a retry, or the outcome and an advance."""
+    with transaction.atomic():
+        locked = _locked_claim(result, token)
+        if locked is None:
+            return Verdict(claimed=True)
+        run, current = locked
+        now = timezone.now()
+        if (
+            error is not None
+            and error.retryable
+            and entry["attempt"] < current.attempt_limit
+            and run.status == RunStatus.RUNNING
+        ):
+            policy = effective_retry(ctx, ctx.spec.step(current.step_id))
+            tries = entry["attempt"] - (current.attempt_limit - policy.max_attempts)
+            entry["retry_in"] = round(retry_delay(ctx, policy, tries, error), 3)
+            requeue(current, entry, now, delay=entry["retry_in"], error=entry["error"])
+            return Verdict(claimed=True, status=StepStatus.QUEUED, retry_in=entry["retry_in"])
+        outcome = StepOutcome(
+            StepStatus.FAILED if error else StepStatus.SUCCEEDED,
+            output=attempt.output if attempt else None,
+            error=entry.get("error"),
+            truncated=attempt.truncated if attempt else False,
+            attempts=[entry],
+        )
+        _write_outcome(ctx, run, current, publish=publish, now=now, outcome=outcome)
+        return Verdict(claimed=True, status=outcome.status)
+
+
+def _settle_failed_before_call(ctx, result, token, exc, *, publish: Publish) -> Verdict:
+    """A reference or template error: the step fails without a call, the run advances."""
+    with transaction.atomic():
+        locked = _locked_claim(result, token)
+        if locked is None:
+            return Verdict(claimed=True)
+        run, current = locked
+        checkpoint.mark_failed_before_call(ctx, current, exc.as_dict())
+        _release(current)
+        if run.status == RunStatus.RUNNING:
+            advance_locked(ctx, run, publish=publish, now=timezone.now())
+        return Verdict(claimed=True, status=StepStatus.FAILED)
+
+
+def _settle_not_started(result: StepResult, token: str) -> Verdict:
+    """The run ended (cancelled) between the claim and the call: the step never starts."""
+    with transaction.atomic():
+        if _locked_claim(result, token) is not None:
+            StepResult.objects.filter(pk=result.pk).update(
+                status=StepStatus.SKIPPED,
+                finished_at=timezone.now(),
+                claim_token="",
+                lease_expires_at=None,
+            )
+    return Verdict(claimed=True, status=StepStatus.SKIPPED)
+
+
+def _write_outcome(ctx, run, result, *, publish, now, outcome: StepOutcome) -> None:
+    checkpoint.mark_finished(ctx, result, outcome)
+    _release(result)
+    if run.status == RunStatus.RUNNING:
+        advance_locked(ctx, run, publish=publish, now=now)
+
+
+def _release(result: StepResult) -> None:
+    StepResult.objects.filter(pk=result.pk).update(lease_expires_at=None, claim_token="")
+
+
+def requeue(result: StepResult, entry: dict, now: datetime, *, delay: float, error) -> None:
+    """Back to ``queued`` with the attempt recorded; due ``delay`` seconds from now."""
+    result.status = StepStatus.QUEUED
+    result.attempts = (result.attempts or 0) + 1
+    result.attempt_log = [*(result.attempt_log or []), entry]
+    result.error = error
+    result.claim_token = ""
+    result.lease_expires_at = lease_until(delay + settings.FLOWPILOT_QUEUED_LEASE, now)
+    result.save(
+        update_fields=[
+            "status",
+            "attempts",
+            "attempt_log",
+            "attempt_limit",
+            "error",
+            "claim_token",
+            "lease_expires_at",
+            "updated_at",
+        ]
+    )

@@ -1,0 +1,182 @@
+"""The sweeper (a Celery beat task): takes back steps lost with their worker.
+
+A step of a Celery run always holds a lease (``runs.engine.distributed``). When it runs
+out:
+
+- a **queued** step's message was lost (the broker restarted, the publishing process
+  died after its commit): it is published again. A duplicate is harmless, since only
+  one task can claim the step;
+- a **running** step's worker stopped renewing the lease (``kill -9``, a lost machine):
+  the try is logged as ``lost`` and the step is queued again, unless its tool is not
+  idempotent, in which case it is failed for review rather than repeated blindly (the
+  ``run_prepare_resume`` rule), or it was lost ``FLOWPILOT_MAX_LOST_ATTEMPTS`` times
+  (a step that kills its worker must not loop forever). A lost try does not use up
+  the step's retry policy;
+- a step of a run that already ended (cancelled) is closed: queued never starts,
+  running is failed as lost.
+
+Each run is handled under its row lock, like every other writer of its steps, so a
+late result from a worker thought dead is discarded by its stale claim token.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from datetime import datetime
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from runs.engine.distributed import (
+    Publish,
+    advance_locked,
+    lease_until,
+    lock_run,
+    publish_step,
+    requeue,
+    run_context,
+    time_limit_of,
+)
+from runs.engine.readiness import IN_FLIGHT
+from runs.models import RunStatus, StepResult, StepStatus
+from runs.services import _idempotent
+
+logger = logging.getLogger("flowpilot.engine")
+
+
+def steps_sweep(*, now: datetime | None = None, publish: Publish = publish_step) -> dict[str, int]:
+    """Take back queued and running steps whose lease ran out; returns what it did.
+
+    Counts: ``republished`` (a queued step's message was lost), ``requeued`` (its worker
+    died; the step runs again), ``failed`` (not idempotent, or lost too often: failed for
+    review), ``abandoned`` (the run had already ended).
+    """
+    now = now or timezone.now()
+    run_ids = sorted(
+        set(
+            StepResult.objects.filter(
+                status__in=list(IN_FLIGHT), lease_expires_at__lt=now
+            ).values_list("run_id", flat=True)
+        )
+    )
+    counts: Counter[str] = Counter()
+    for run_id in run_ids:
+        counts.update(_sweep_run(run_id, now=now, publish=publish))
+    if run_ids:
+        logger.warning("sweeper: %s", dict(counts))
+    return {k: counts[k] for k in ("republished", "requeued", "failed", "abandoned")}
+
+
+def _sweep_run(run_id: int, *, now: datetime, publish: Publish) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    with transaction.atomic():
+        run = lock_run(run_id)
+        expired = list(
+            run.step_results.filter(status__in=list(IN_FLIGHT), lease_expires_at__lt=now).order_by(
+                "step_id"
+            )
+        )
+        with run_context(run) as ctx:
+            for result in expired:
+                step = ctx.spec.step(result.step_id)
+                action = _take_back(ctx, run, result, step, now=now, publish=publish)
+                counts[action] += 1
+            if counts["failed"] and run.status == RunStatus.RUNNING:
+                advance_locked(ctx, run, publish=publish, now=now)
+    return counts
+
+
+def _take_back(ctx, run, result: StepResult, step, *, now, publish: Publish) -> str:
+    limit = time_limit_of(step)
+    if run.status != RunStatus.RUNNING:
+        _abandon(result, now)
+        return "abandoned"
+    if result.status == StepStatus.QUEUED:
+        result.lease_expires_at = lease_until(settings.FLOWPILOT_QUEUED_LEASE, now)
+        result.save(update_fields=["lease_expires_at", "updated_at"])
+        transaction.on_commit(lambda: publish(result.pk, time_limit=limit))
+        return "republished"
+    entry = {
+        "attempt": result.attempts + 1,
+        "started_at": result.started_at.isoformat() if result.started_at else None,
+        "worker": result.worker,
+        "status": "lost",
+        "error": {
+            "type": "worker_lost",
+            "message": f"the worker running step `{step.id}` ({result.worker}) stopped "
+            "renewing its lease",
+            "retryable": True,
+        },
+    }
+    lost = 1 + sum(1 for e in result.attempt_log or [] if e.get("status") == "lost")
+    if not _idempotent(ctx.registry, step):
+        _fail_lost(result, entry, now, _interrupted(step))
+        return "failed"
+    if lost >= settings.FLOWPILOT_MAX_LOST_ATTEMPTS:
+        error = {**entry["error"], "retryable": False}
+        error["message"] += f"; lost {lost} times, not tried again"
+        _fail_lost(result, entry, now, error)
+        return "failed"
+    result.attempt_limit += 1  # a lost try does not use up the retry policy
+    requeue(result, entry, now, delay=0, error=entry["error"])
+    transaction.on_commit(lambda: publish(result.pk, time_limit=limit))
+    return "requeued"
+
+
+def _interrupted(step) -> dict:
+    return {
+        "type": "interrupted_non_idempotent",
+        "message": f"step `{step.id}` was interrupted during a non-idempotent call; it was not "
+        "repeated. Check the target system, then restart from this step.",
+        "retryable": False,
+    }
+
+
+def _fail_lost(result: StepResult, entry: dict, now: datetime, error: dict) -> None:
+    result.status = StepStatus.FAILED
+    result.attempts = (result.attempts or 0) + 1
+    result.attempt_log = [*(result.attempt_log or []), entry]
+    result.error = error
+    result.finished_at = now
+    result.claim_token = ""
+    result.lease_expires_at = None
+    result.save(
+        update_fields=[
+            "status",
+            "attempts",
+            "attempt_log",
+            "error",
+            "finished_at",
+            "claim_token",
+            "lease_expires_at",
+            "updated_at",
+        ]
+    )
+
+
+def _abandon(result: StepResult, now: datetime) -> None:
+    """A step of a run that already ended (cancelled): queued never starts; running is lost."""
+    if result.status == StepStatus.QUEUED:
+        result.status = StepStatus.SKIPPED
+    else:
+        result.status = StepStatus.FAILED
+        result.error = {
+            "type": "worker_lost",
+            "message": "the worker running this step was lost after the run ended",
+            "retryable": False,
+        }
+    result.finished_at = now
+    result.claim_token = ""
+    result.lease_expires_at = None
+    result.save(
+        update_fields=[
+            "status",
+            "error",
+            "finished_at",
+            "claim_token",
+            "lease_expires_at",
+            "updated_at",
+        ]
+    )

@@ -1,0 +1,49 @@
+"""Celery tasks: ids in, one service call (STYLE §2). The logic is in ``runs.engine.distributed``.
+
+``execute_step`` is ``acks_late`` (a message is acknowledged only after the step was
+settled, so a lost worker's step is redelivered) and safe to deliver twice: it claims
+its StepResult first and does nothing when the claim is lost. A step's policy retry is
+a Celery retry with the policy's countdown, so no worker sleeps while waiting. Only
+infrastructure failures (the database went away) are retried blindly, with backoff.
+"""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.db import InterfaceError, OperationalError
+
+from runs.engine import distributed, sweep
+
+INFRASTRUCTURE_ERRORS = (OperationalError, InterfaceError)
+
+
+@shared_task(
+    bind=True,
+    name=distributed.STEP_TASK,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    ignore_result=True,
+    autoretry_for=INFRASTRUCTURE_ERRORS,
+    retry_backoff=True,
+    retry_backoff_max=60,
+    max_retries=50,  # policy retries (at most 19) and database outages together
+)
+def execute_step(self, step_result_id: int) -> None:
+    """Claim, run one attempt of, and settle the step; re-publish itself for a retry."""
+    verdict = distributed.step_execute(
+        step_result_id=step_result_id, worker=self.request.hostname or "unknown"
+    )
+    if verdict.retry_in is not None:
+        raise self.retry(countdown=verdict.retry_in)
+
+
+@shared_task(
+    name="runs.sweep_steps",
+    acks_late=True,
+    autoretry_for=INFRASTRUCTURE_ERRORS,
+    retry_backoff=True,
+    max_retries=3,
+)
+def sweep_steps() -> dict[str, int]:
+    """Take back steps lost with their worker (scheduled by Celery beat)."""
+    return sweep.steps_sweep()

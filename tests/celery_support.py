@@ -1,0 +1,370 @@
+"""Support for the Celery driver's tests: loopback tools, flows, a stand-in broker, real workers.
+
+- ``install_echo(fake)`` adds the routes the test tools call to a ``FakeAPI``;
+  ``load_echo_tools(fake)`` stores the tools (``echo``, ``trickle``, ``sink``) pointed at it.
+- ``fan_out_flow`` builds N parallel ``echo`` steps joined by a transform.
+- ``Bus`` stands in for the broker in in-process tests: it records what the services
+  publish, and ``drain`` delivers each message to ``step_execute`` like a worker would.
+- ``services_available`` decides skip / fail for the tests that need real PostgreSQL and
+  Redis: they never run on SQLite; under ``CI=true`` an unreachable service fails.
+- ``CeleryCluster`` starts real ``celery worker`` (and ``beat``) subprocesses against the
+  test database and a per-session queue on Redis, and can ``kill -9`` one of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlparse
+
+import pytest
+
+from tests.fakes import FakeAPI, FakeResponse
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CELERY = Path(sys.executable).with_name("celery")
+DEFAULT_TEST_REDIS = "redis://127.0.0.1:6379/15"
+
+FAST_RETRY = {"max_attempts": 3, "initial_delay": 0.05, "max_delay": 0.2, "jitter": 0}
+
+
+# --- loopback tools -------------------------------------------------------------------
+
+
+def install_echo(fake: FakeAPI) -> None:
+    """Routes: ``GET /echo/{tag}/{name}?delay=s`` answers ``{"tag", "name"}`` after ``s``
+    seconds; ``GET /trickle/{tag}`` streams a body slowly (2 s); ``POST /sink/{tag}``
+    accepts anything."""
+
+    def echo(request, match) -> FakeResponse:
+        time.sleep(float(request.arg("delay") or 0))
+        return FakeResponse.json({"tag": match["tag"], "name": match["name"]})
+
+    def trickle(request, match) -> FakeResponse:
+        def chunks():
+            yield b'{"tag": "' + match["tag"].encode() + b'", "pad": "'
+            for _ in range(20):
+                time.sleep(0.1)
+                yield b"x"
+            yield b'"}'
+
+        return FakeResponse(200, headers={"Content-Type": "application/json"}, stream=chunks())
+
+    def sink(request, match) -> FakeResponse:
+        return FakeResponse.json({"tag": match["tag"], "received": True})
+
+    fake.route("echo", "GET", r"/echo/(?P<tag>[^/]+)/(?P<name>[^/]+)", echo)
+    fake.route("trickle", "GET", r"/trickle/(?P<tag>[^/]+)", trickle)
+    fake.route("sink", "POST", r"/sink/(?P<tag>[^/]+)", sink)
+
+
+ECHO_TOOLS = """
+- name: echo
+  kind: http
+  description: Echo a tag and a name back after a delay (loopback fake).
+  base_url: "{base}"
+  request:
+    method: GET
+    url: /echo/{{{{tag}}}}/{{{{name}}}}
+    query: {{delay: "{{{{delay}}}}"}}
+  inputs:
+    type: object
+    properties:
+      tag: {{type: string}}
+      name: {{type: string}}
+      delay: {{type: number}}
+    required: [tag, name, delay]
+  timeout: 30
+  retry: {retry}
+- name: trickle
+  kind: http
+  description: A body that takes 2 s to arrive (loopback fake).
+  base_url: "{base}"
+  request: {{method: GET, url: "/trickle/{{{{tag}}}}"}}
+  inputs: {{type: object, properties: {{tag: {{type: string}}}}, required: [tag]}}
+  timeout: 30
+- name: sink
+  kind: http
+  description: A non-idempotent POST (loopback fake).
+  base_url: "{base}"
+  request: {{method: POST, url: "/sink/{{{{tag}}}}", body: {{tag: "{{{{tag}}}}"}}}}
+  inputs: {{type: object, properties: {{tag: {{type: string}}}}, required: [tag]}}
+  idempotent: false
+  timeout: 30
+"""
+
+
+def load_echo_tools(fake: FakeAPI) -> None:
+    """Store the loopback tools (needs a django_db mark)."""
+    from tools.loader import load_tool_text
+    from tools.services import tool_upsert
+
+    text = ECHO_TOOLS.format(base=fake.url, retry=json.dumps(FAST_RETRY))
+    for spec in load_tool_text(text, source="tests/celery_support.py"):
+        tool_upsert(spec=spec, source="tests/celery_support.py")
+
+
+def fan_out_flow(name: str, width: int, *, delay: float = 0.0, **echo_step: Any) -> dict:
+    """``width`` parallel ``echo`` steps ``s01…`` reading ``$input.tag``, then ``join``."""
+    ids = [f"s{i:02d}" for i in range(1, width + 1)]
+    steps: list[dict[str, Any]] = [
+        {
+            "id": sid,
+            "kind": "tool",
+            "tool": "echo",
+            "input_mapping": {"tag": "$input.tag", "name": f"n{sid[1:]}", "delay": delay},
+            **echo_step,
+        }
+        for sid in ids
+    ]
+    steps.append(
+        {
+            "id": "join",
+            "kind": "transform",
+            "expression": "{tags: tags}",
+            "input_mapping": {"tags": [f"{sid}.tag" for sid in ids]},
+        }
+    )
+    return {
+        "name": name,
+        "inputs": {"tag": {"type": "string"}},
+        "steps": steps,
+        "outputs": {"tags": "join.tags", "first": "s01.name"},
+    }
+
+
+def import_flow(data: dict):
+    from workflows.services import workflow_import
+
+    workflow, _ = workflow_import(data=data)
+    return workflow
+
+
+# --- a stand-in broker ----------------------------------------------------------------
+
+
+@dataclass
+class Message:
+    step_result_id: int
+    countdown: float = 0.0
+    time_limit: float | None = None
+
+
+@dataclass
+class Bus:
+    """Records published step tasks; ``drain`` delivers them to ``step_execute`` in order."""
+
+    messages: list[Message] = field(default_factory=list)
+    published: list[Message] = field(default_factory=list)
+
+    def __call__(
+        self, step_result_id: int, *, countdown: float = 0.0, time_limit: float | None = None
+    ) -> None:
+        message = Message(step_result_id, countdown, time_limit)
+        self.messages.append(message)
+        self.published.append(message)
+
+    def drain(self, *, worker: str = "test@local", limit: int = 500) -> list:
+        """Deliver until nothing is queued; a retry verdict is published again."""
+        from runs.engine.distributed import step_execute
+
+        verdicts = []
+        while self.messages and len(verdicts) < limit:
+            message = self.messages.pop(0)
+            verdict = step_execute(
+                step_result_id=message.step_result_id, worker=worker, publish=self
+            )
+            verdicts.append(verdict)
+            if verdict.retry_in is not None:
+                self(message.step_result_id, countdown=verdict.retry_in)
+        return verdicts
+
+
+# --- services -------------------------------------------------------------------------
+
+
+def ci() -> bool:
+    return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def _reachable(url: str, default_port: int) -> bool:
+    parsed = urlparse(url)
+    try:
+        with socket.create_connection(
+            (parsed.hostname or "127.0.0.1", parsed.port or default_port), 3
+        ):
+            return True
+    except OSError:
+        return False
+
+
+def redis_url() -> str:
+    return os.environ.get("FLOWPILOT_TEST_REDIS_URL", DEFAULT_TEST_REDIS)
+
+
+def require_services() -> None:
+    """Skip on SQLite; skip (or, under CI=true, fail) when PostgreSQL or Redis is down."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip(
+            "Celery worker tests need PostgreSQL shared with the worker processes; this "
+            "pass runs on SQLite (`python -m tests` runs them on its PostgreSQL pass)"
+        )
+    settings = connection.settings_dict
+    pg = f"postgres://{settings['HOST'] or '127.0.0.1'}:{settings['PORT'] or 5432}"
+    for label, url, port in (("PostgreSQL", pg, 5432), ("Redis", redis_url(), 6379)):
+        if not _reachable(url, port):
+            message = f"{label} at {url} is unreachable"
+            if ci():
+                pytest.fail(f"{message}, and CI=true requires it")
+            pytest.skip(f"{message} (required when CI=true)")
+
+
+def worker_database_url() -> str:
+    """The URL of the database this test process uses (pytest-django's ``test_<name>``)."""
+    from django.db import connection
+
+    s = connection.settings_dict
+    auth = quote(s["USER"] or "postgres")
+    if s["PASSWORD"]:
+        auth += ":" + quote(s["PASSWORD"])
+    return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+
+
+# --- real workers ---------------------------------------------------------------------
+
+
+@dataclass
+class Process:
+    name: str
+    popen: subprocess.Popen
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    @property
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+
+class CeleryCluster:
+    """Real ``celery worker``/``beat`` subprocesses on a queue of their own.
+
+    Each process is started in its own session, so ``kill`` (SIGKILL to the process
+    group) takes its pool children with it, like a lost machine.
+    """
+
+    def __init__(self, *, log_dir: Path, env: dict[str, str], queue: str) -> None:
+        self.log_dir = log_dir
+        self.env = env
+        self.queue = queue
+        self.processes: dict[str, Process] = {}
+        self.hostname = socket.gethostname()
+
+    def node(self, name: str) -> str:
+        return f"{name}@{self.hostname}"
+
+    def start_worker(self, name: str, *, concurrency: int = 4) -> Process:
+        args = [
+            "worker", "-n", f"{name}@%h", "-Q", self.queue, "-c", str(concurrency),
+            "-P", "prefork", "--prefetch-multiplier", "1", "--without-gossip",
+            "--without-mingle", "--without-heartbeat", "-l", "INFO",
+        ]  # fmt: skip
+        return self._start(name, args, ready=f"{self.node(name)} ready.")
+
+    def start_beat(self) -> Process:
+        schedule = self.log_dir / "beat-schedule"
+        args = ["beat", "-l", "INFO", "-s", str(schedule)]
+        return self._start("beat", args, ready="beat: Starting...")
+
+    def _start(self, name: str, args: list[str], *, ready: str) -> Process:
+        self.stop(name)
+        log = self.log_dir / f"{name}.log"
+        with log.open("w") as out:
+            popen = subprocess.Popen(
+                [str(CELERY), "-A", "config", *args],
+                cwd=REPO_ROOT,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        process = Process(name, popen, log)
+        self.processes[name] = process
+        deadline = time.monotonic() + 60
+        while ready not in process.output():
+            if not process.alive or time.monotonic() > deadline:
+                self.stop(name)
+                raise RuntimeError(f"celery {name} did not start:\n{process.output()[-3000:]}")
+            time.sleep(0.1)
+        return process
+
+    def kill(self, name: str) -> None:
+        """``kill -9`` the process and its pool children."""
+        process = self.processes[name]
+        os.killpg(process.popen.pid, signal.SIGKILL)
+        process.popen.wait(timeout=10)
+
+    def stop(self, name: str) -> None:
+        process = self.processes.pop(name, None)
+        if process is None or not process.alive:
+            return
+        os.killpg(process.popen.pid, signal.SIGTERM)
+        try:
+            process.popen.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.popen.pid, signal.SIGKILL)
+            process.popen.wait(timeout=10)
+
+    def stop_all(self) -> None:
+        for name in list(self.processes):
+            self.stop(name)
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name} ---\n{p.output()[-4000:]}" for p in self.processes.values())
+
+
+def purge_queue(url: str, queue: str) -> None:
+    """Remove this session's queue from Redis, and unacknowledged messages bound for it."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    for key in client.scan_iter(match=f"{queue}*"):
+        client.delete(key)
+    for tag, raw in client.hgetall("unacked").items():
+        try:
+            routing_key = json.loads(raw)[2]
+        except (ValueError, IndexError, TypeError):
+            continue
+        if routing_key == queue:
+            client.hdel("unacked", tag)
+            client.zrem("unacked_index", tag)
+    client.close()
+
+
+def new_queue_name() -> str:
+    return f"flowpilot-test-{uuid.uuid4().hex[:10]}"
+
+
+def wait_until(predicate: Callable[[], Any], *, timeout: float, what: str, interval=0.1) -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
