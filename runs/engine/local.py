@@ -19,6 +19,7 @@ from runs.engine.readiness import SKIPPED, StepState, next_actions
 from runs.engine.resolve import resolve_mapping
 from runs.models import Run, RunStatus, StepResult
 from tools.errors import FlowpilotError
+from workflows.references import StepRef, iter_refs
 
 logger = logging.getLogger("flowpilot.engine")
 
@@ -35,6 +36,10 @@ def drive_local(ctx, run: Run, *, observer: Observer | None = None) -> dict[str,
     results = checkpoint.load_results(run)
     states = {sid: checkpoint.state_of(r, spec.step(sid)) for sid, r in results.items()}
     views: dict[str, Any] = {sid: checkpoint.view_of(r) for sid, r in results.items()}
+    # Outputs read back from the checkpoint as capped previews cannot feed a step.
+    previews = frozenset(
+        sid for sid, r in results.items() if r.status == "succeeded" and r.output_truncated
+    )
     notify = observer or (lambda event, result: None)
     futures: dict[Future, str] = {}
     with ThreadPoolExecutor(
@@ -53,7 +58,7 @@ def drive_local(ctx, run: Run, *, observer: Observer | None = None) -> dict[str,
                     states[result.step_id] = StepState(SKIPPED)
                     notify("skipped", result)
             for step_id in actions.start:
-                future = _start(ctx, run, results[step_id], views, states, pool, notify)
+                future = _start(ctx, run, results[step_id], views, states, pool, notify, previews)
                 if future is not None:
                     futures[future] = step_id
             if not futures:
@@ -73,9 +78,10 @@ def drive_local(ctx, run: Run, *, observer: Observer | None = None) -> dict[str,
                 notify(outcome.status, result)
 
 
-def _start(ctx, run, result: StepResult, views, states, pool, notify) -> Future | None:
+def _start(ctx, run, result: StepResult, views, states, pool, notify, previews) -> Future | None:
     step = ctx.spec.step(result.step_id)
     try:
+        _refuse_previews(step, ctx.parsed[step.id], previews)
         args, record = resolve_mapping(
             ctx.parsed[step.id],
             inputs=run.inputs,
@@ -94,6 +100,21 @@ def _start(ctx, run, result: StepResult, views, states, pool, notify) -> Future 
     notify("started", result)
     logger.debug("run %s: step %s started", run.pk, step.id)
     return pool.submit(run_with_retries, ctx, step, args, first_attempt=(result.attempts or 0) + 1)
+
+
+class CheckpointTruncated(FlowpilotError):
+    code = "checkpoint_truncated"
+
+
+def _refuse_previews(step, parsed: dict[str, Any], previews: frozenset[str]) -> None:
+    """Fail clearly rather than pass null where a capped checkpoint preview stands."""
+    for ref in iter_refs(parsed):
+        if isinstance(ref, StepRef) and ref.step_id in previews:
+            raise CheckpointTruncated(
+                f"step `{step.id}` reads `{ref}`, but the output of `{ref.step_id}` was "
+                "stored truncated (over FLOWPILOT_MAX_STORED_OUTPUT_BYTES), so this resumed "
+                "run cannot read it; raise the limit and start a new run"
+            )
 
 
 def _cancelled(run: Run) -> bool:

@@ -343,12 +343,6 @@ def test_resume_refuses_a_succeeded_run_and_an_unknown_run(fake_api, cli):
     assert len(fake_api.requests()) == 3  # nothing ran again
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runs/engine/local.py drive_local seeds step views from the stored checkpoint, "
-    "where an output over FLOWPILOT_MAX_STORED_OUTPUT_BYTES is only a preview: a resumed "
-    "step reads null where the first attempt read a value, and fails as tool_input_invalid",
-)
 def test_resume_after_an_upstream_output_was_capped_does_not_pass_null_silently(
     fake_api, cli, tmp_path, settings
 ):
