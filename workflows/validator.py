@@ -26,8 +26,11 @@ branches                       ``when_on_non_decision``, ``unknown_branch``,
                                ``decision_default_unknown``,
                                ``condition_unknown_branch``,
                                ``unreachable_step`` (*warning*)
-kinds                          ``kind_not_supported``, ``decision_without_edges``,
-                               ``foreach_without_items``
+kinds                          ``decision_without_edges``, ``foreach_without_items``,
+                               ``condition_invalid``, ``decision_without_conditions``,
+                               ``transform_invalid``, ``prompt_invalid``,
+                               ``output_schema_invalid`` (``env_in_prompt`` also for
+                               ``{{env.X}}`` in a prompt)
 schema                         ``schema_invalid``
 =============================  ===================================================
 
@@ -104,12 +107,13 @@ ISSUE_CODES = frozenset(
         "condition_unknown_branch",
         "unreachable_step",
         # kinds
-        "kind_not_supported",
         "decision_without_edges",
         "foreach_without_items",
         "condition_invalid",
         "decision_without_conditions",
         "transform_invalid",
+        "prompt_invalid",
+        "output_schema_invalid",
     }
 )
 

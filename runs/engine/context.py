@@ -2,8 +2,9 @@
 
 A ``RunContext`` holds everything a step needs that is not its own mapped inputs:
 the frozen spec and graph, a registry view, the environment snapshot, the
-redactor, the HTTP client, the limits, and the injected clock/sleep/random so
-tests can pin them.
+redactor, the HTTP client, the LLM client (when the workflow has ``llm`` steps or
+LLM decisions), the limits, and the injected clock/sleep/random so tests can pin
+them.
 """
 
 from __future__ import annotations
@@ -20,14 +21,15 @@ from typing import Any
 import httpx
 from django.conf import settings
 from django.utils import timezone
-from workflows.transform import compile_transform
 
+from tools.llm import LLMClient
 from tools.redaction import Redactor
 from tools.registry import ToolRegistry
 from workflows.expressions import compile_condition
 from workflows.graph import FlowGraph, build_graph
 from workflows.references import parse_value
 from workflows.schema import WorkflowSpec
+from workflows.transform import compile_transform
 
 
 @dataclass(frozen=True)
@@ -61,12 +63,16 @@ class RunContext:
     parsed_items: Mapping[str, dict[str, Any]]  # foreach step id -> parsed item mapping
     allowed_tools: frozenset[str]
     compiled: Mapping[tuple[str, str], Any]  # (step id, branch label | "expression") -> compiled
+    llm: LLMClient | None = None  # for llm steps and LLM decisions; None when none needs it
+    owns_llm: bool = False  # built here (closed with the context), not passed in
     now: Callable[[], datetime] = timezone.now
     sleep: Callable[[float], None] = time.sleep
     rand: random.Random = field(default_factory=random.Random)
 
     def close(self) -> None:
         self.http.close()
+        if self.llm is not None and self.owns_llm:
+            self.llm.close()
 
     def __enter__(self) -> RunContext:
         return self
@@ -84,8 +90,13 @@ def build_run_context(
     limits: Limits | None = None,
     sleep: Callable[[float], None] | None = None,
     rand: random.Random | None = None,
+    llm: LLMClient | None = None,
 ) -> RunContext:
-    """A fresh context for one run: its own registry view, client and redactor."""
+    """A fresh context for one run: its own registry view, clients and redactor.
+
+    The LLM client is ``llm`` when given, else built from settings when the
+    workflow needs one (and closed with the context).
+    """
     limits = limits or Limits.from_settings()
     step_ids = frozenset(s.id for s in spec.steps)
     context = RunContext(
@@ -108,14 +119,31 @@ def build_run_context(
             for s in spec.steps
             if s.kind == "foreach"
         },
-        allowed_tools=frozenset(spec.allowed_tools()),
+        allowed_tools=allowed_tools(spec),
         compiled=compile_expressions(spec),
     )
+    if llm is not None:
+        context.llm = llm
+    elif needs_llm(spec):
+        context.llm, context.owns_llm = LLMClient.from_settings(), True
     if sleep is not None:
         context.sleep = sleep
     if rand is not None:
         context.rand = rand
     return context
+
+
+def allowed_tools(spec: WorkflowSpec) -> frozenset[str]:
+    """The flow allowlist; when omitted, every tool its steps name (llm tools included),
+    as the validator reads it."""
+    named = frozenset(spec.allowed_tools())
+    if spec.tools is not None:
+        return named
+    return named | {t for s in spec.steps if s.kind == "llm" for t in s.tools}
+
+
+def needs_llm(spec: WorkflowSpec) -> bool:
+    return any(s.kind == "llm" or (s.kind == "decision" and s.decision_prompt) for s in spec.steps)
 
 
 def _parse_mapping(mapping: Mapping[str, Any], step_ids: frozenset[str]) -> dict[str, Any]:

@@ -367,7 +367,6 @@ def test_llm_step_tools_must_be_known_and_allowed():
     data = {"name": "t", "tools": ["geocode"], "steps": [llm]}
     report = validate_workflow(data, registry=REGISTRY)
     assert [(i.code, i.path) for i in report.issues] == [
-        ("kind_not_supported", "steps[0].kind"),
         ("tool_not_allowed", "steps[0].tools[1]"),
         ("unknown_tool", "steps[0].tools[1]"),
     ]
@@ -375,15 +374,12 @@ def test_llm_step_tools_must_be_known_and_allowed():
 
 def test_llm_step_tools_are_allowed_when_the_flow_has_no_allowlist():
     llm = {"id": "ask", "kind": "llm", "prompt": "hi", "tools": ["geocode"]}
-    assert codes(validate_workflow(_flow([llm]), registry=REGISTRY)) == ["kind_not_supported"]
+    assert codes(validate_workflow(_flow([llm]), registry=REGISTRY)) == []
 
 
 def test_env_into_an_llm_prompt_is_refused():
     llm = {"id": "ask", "kind": "llm", "prompt": "{{t}}", "input_mapping": {"t": "$env.KEY"}}
-    assert codes(validate_workflow(_flow([llm]), registry=REGISTRY)) == [
-        "env_in_prompt",
-        "kind_not_supported",
-    ]
+    assert codes(validate_workflow(_flow([llm]), registry=REGISTRY)) == ["env_in_prompt"]
 
 
 def test_error_of_a_continue_step_may_be_read():

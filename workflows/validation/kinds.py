@@ -1,22 +1,27 @@
-"""Per-kind rules: the unsupported-kind gate, and the hook for decision/transform/foreach.
+"""Per-kind rules: the unsupported-kind gate, and the hook for decision/transform/foreach/llm.
 
-The gate is one table: delete a kind's entry when its runtime ships.
+The gate is one table (empty today: every kind has a runtime). An entry there
+reports ``kind_not_supported``; add that code back to ``ISSUE_CODES`` with a
+golden file if a kind is ever gated again.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from tools.errors import TemplateError
+from tools.templating import placeholders
 from workflows.expressions import ExpressionError, compile_condition
-from workflows.schema import DecisionStep, ForeachStep, TransformStep
+from workflows.schema import DecisionStep, ForeachStep, LLMStep, TransformStep
 from workflows.transform import TransformError, compile_transform
 from workflows.validation.context import FlowContext
-from workflows.validation.report import ValidationIssue, error
+from workflows.validation.report import ValidationIssue, error, suggest
 
 # Step kinds the executor cannot run yet -> why. Remove an entry to enable the kind.
-UNSUPPORTED_KINDS: dict[str, str] = {
-    "llm": "the llm step runtime is not built yet",
-}
+UNSUPPORTED_KINDS: dict[str, str] = {}
 
 
 def check_kinds(ctx: FlowContext) -> list[ValidationIssue]:
@@ -42,6 +47,8 @@ def _check_step_kind_specifics(step: Any, *, index: int, ctx: FlowContext) -> li
     path = ctx.step_path(index)
     if isinstance(step, DecisionStep):
         return _decision_structure(step, path, ctx) + _decision_conditions(step, path)
+    if isinstance(step, LLMStep):
+        return _prompt_template(step, "prompt", path) + _output_schema(step, path)
     if isinstance(step, ForeachStep):
         return _foreach_structure(step, path)
     if isinstance(step, TransformStep):
@@ -61,9 +68,7 @@ def _decision_structure(step: DecisionStep, path: str, ctx: FlowContext) -> list
 
 def _decision_conditions(step: DecisionStep, path: str) -> list[ValidationIssue]:
     if step.decision_prompt:
-        reason = "LLM decisions (`decision_prompt`) need the llm runtime, which is not built yet"
-        message = f"decision `{step.id}` cannot run: {reason}"
-        return [error("kind_not_supported", f"{path}.decision_prompt", message, step.id)]
+        return _prompt_template(step, "decision_prompt", path)
     if not step.conditions and not step.default:
         message = (
             f"decision `{step.id}` has neither `conditions` nor a `default` branch, so it can "
@@ -97,3 +102,43 @@ def _foreach_structure(step: ForeachStep, path: str) -> list[ValidationIssue]:
         return []
     message = f"foreach `{step.id}` does not map `items`, the list it runs its tool over"
     return [error("foreach_without_items", f"{path}.input_mapping", message, step.id)]
+
+
+def _prompt_template(step: Any, field: str, path: str) -> list[ValidationIssue]:
+    """A prompt is a template over the step's mapped names only: never ``{{env.X}}``."""
+    where = f"{path}.{field}"
+    try:
+        found = placeholders(getattr(step, field))
+    except TemplateError as exc:
+        return [error("prompt_invalid", where, f"step `{step.id}`: {exc.message}", step.id)]
+    issues = []
+    mapped = list(step.input_mapping)
+    for ph in found:
+        if ph.is_env:
+            message = (
+                f"step `{step.id}`'s {field} reads `{{{{{ph.raw}}}}}`; prompts see only the "
+                "step's mapped values, never the environment"
+            )
+            issues.append(error("env_in_prompt", where, message, step.id))
+        elif ph.path[0] not in mapped:
+            names = ", ".join(f"`{n}`" for n in mapped) or "nothing"
+            message = (
+                f"step `{step.id}`'s {field} reads `{{{{{ph.raw}}}}}`, but the step maps "
+                f"{names}{suggest(ph.path[0], mapped)}; map `{ph.path[0]}` in its input_mapping"
+            )
+            issues.append(error("prompt_invalid", where, message, step.id))
+    return issues
+
+
+def _output_schema(step: LLMStep, path: str) -> list[ValidationIssue]:
+    if step.output_schema is None:
+        return []
+    try:
+        Draft202012Validator.check_schema(step.output_schema)
+    except SchemaError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
+        message = f"llm step `{step.id}`: output_schema is not a valid JSON Schema at {where}: "
+        return [
+            error("output_schema_invalid", f"{path}.output_schema", message + exc.message, step.id)
+        ]
+    return []

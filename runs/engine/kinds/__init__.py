@@ -4,21 +4,16 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from runs.engine.kinds.base import StepKindUnsupported
 from runs.engine.kinds.decision import execute_decision_step
 from runs.engine.kinds.foreach import execute_foreach_step
+from runs.engine.kinds.llm import execute_llm_step
 from runs.engine.kinds.tool import execute_tool_step
 from runs.engine.kinds.transform import execute_transform_step
-
-
-def _unsupported(ctx, step, args):
-    raise StepKindUnsupported(f"step `{step.id}`: `{step.kind}` steps cannot run yet")
-
 
 EXECUTORS = MappingProxyType(
     {
         "tool": execute_tool_step,
-        "llm": _unsupported,
+        "llm": execute_llm_step,
         "decision": execute_decision_step,
         "transform": execute_transform_step,
         "foreach": execute_foreach_step,

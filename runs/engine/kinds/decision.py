@@ -2,13 +2,15 @@
 
 Conditions are compiled once per run (``RunContext.compiled``) from the safe
 expression language in ``workflows.expressions``; nothing is evaluated as Python.
+The LLM form (``decision_prompt``) is ``runs.engine.kinds.llm.execute_llm_decision``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from runs.engine.kinds.base import Attempt, StepKindUnsupported
+from runs.engine.kinds.base import Attempt
+from runs.engine.kinds.llm import execute_llm_decision
 from tools.errors import FlowpilotError
 
 
@@ -18,9 +20,7 @@ class NoBranchMatched(FlowpilotError):
 
 def execute_decision_step(ctx, step, args: dict[str, Any]) -> Attempt:
     if step.decision_prompt:
-        raise StepKindUnsupported(
-            f"step `{step.id}`: LLM decisions (decision_prompt) cannot run yet"
-        )
+        return execute_llm_decision(ctx, step, args)
     for label in step.branches:
         condition = ctx.compiled.get((step.id, label))
         if condition is not None and condition.evaluate(args):

@@ -1,0 +1,280 @@
+"""`llm` steps, and the LLM form of `decision` steps (DESIGN §2, §9.9).
+
+An ``llm`` step renders its prompt over its mapped values only (``{{name}}``;
+no ``env`` is given to the renderer, so ``{{env.X}}`` can never read a secret),
+then runs a bounded tool-calling loop: the model may call only the tools in the
+step's own ``tools`` allowlist, each call goes through ``call_tool`` (which
+enforces the flow allowlist), and the loop stops after ``max_turns`` model
+calls. ``budget`` caps tokens, model calls and tool calls; crossing one is a
+fatal ``BudgetExceeded``. With ``output_schema`` the answer is requested as
+structured output and validated with jsonschema. Everything sent is scrubbed
+with the run's redactor first.
+
+Output: ``{"result": …, "conversation": [messages…], "usage": {…}}`` — the
+conversation is append-only, exactly what was exchanged.
+
+A decision with ``decision_prompt`` asks the model to choose one of its
+branches (an enum in a json_schema response): ``{"branch", "reason", "usage"}``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from runs.engine.kinds.base import Attempt, StepKindUnsupported, call_tool
+from tools.errors import FlowpilotError
+from tools.llm import LLMClient, LLMReply, LLMReplyInvalid, ToolCall, Usage, parse_json_reply
+from tools.templating import render_text
+
+DEFAULT_SYSTEM = (
+    "You are one step of an automated workflow. Do the task with the data you are given. "
+    "Call a tool only when the task needs it; answer plainly when you are done."
+)
+DECISION_SYSTEM = (
+    "You route an automated workflow: choose exactly one of the given branches and give a "
+    "one-sentence reason."
+)
+MAX_TOOL_RESULT_CHARS = 20_000
+MAX_VALUES_CHARS = 20_000
+
+
+class BudgetExceeded(FlowpilotError):
+    """An ``llm`` step crossed its token, call or tool-call budget."""
+
+    code = "budget_exceeded"
+
+
+class LLMTurnsExhausted(FlowpilotError):
+    """The model was still calling tools after ``max_turns`` turns."""
+
+    code = "max_turns_exceeded"
+
+
+class LLMOutputInvalid(FlowpilotError):
+    """The final answer is not JSON, or does not fit the step's ``output_schema``."""
+
+    code = "llm_output_invalid"
+
+
+@dataclass
+class Meter:
+    """Usage and budget of one step attempt."""
+
+    step_id: str
+    max_tokens: int | None = None
+    max_calls: int | None = None
+    max_tool_calls: int | None = None
+    usage: Usage = field(default_factory=Usage)
+    calls: int = 0
+    tool_calls: int = 0
+    per_call: list[dict[str, Any]] = field(default_factory=list)
+
+    def before_call(self) -> None:
+        if self.max_calls is not None and self.calls >= self.max_calls:
+            raise BudgetExceeded(
+                f"step `{self.step_id}` needs another model call, but its budget allows "
+                f"{self.max_calls} (max_calls)"
+            )
+
+    def after_call(self, reply: LLMReply) -> None:
+        self.calls += 1
+        self.usage = self.usage + reply.usage
+        self.per_call.append(
+            {"model": reply.model, **reply.usage.as_dict(), "http_tries": len(reply.attempts)}
+        )
+        if self.max_tokens is not None and self.usage.total_tokens > self.max_tokens:
+            raise BudgetExceeded(
+                f"step `{self.step_id}` used {self.usage.total_tokens} tokens, over its budget "
+                f"of {self.max_tokens} (max_tokens)"
+            )
+
+    def before_tool_call(self, name: str) -> None:
+        if self.max_tool_calls is not None and self.tool_calls >= self.max_tool_calls:
+            raise BudgetExceeded(
+                f"step `{self.step_id}`: the model asked for tool `{name}`, but the budget "
+                f"allows {self.max_tool_calls} tool call(s) (max_tool_calls)"
+            )
+        self.tool_calls += 1
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            **self.usage.as_dict(),
+            "calls": self.calls,
+            "tool_calls": self.tool_calls,
+            "per_call": self.per_call,
+        }
+
+
+def execute_llm_step(ctx, step, args: dict[str, Any]) -> Attempt:
+    llm = _client(ctx, step)
+    budget = step.budget
+    meter = Meter(step.id, budget.max_tokens, budget.max_calls, budget.max_tool_calls)
+    conversation: list[dict[str, Any]] = ctx.redactor.scrub(
+        [
+            {"role": "system", "content": step.system or DEFAULT_SYSTEM},
+            {"role": "user", "content": _render(step.prompt, args)},
+        ]
+    )
+    tools = _tool_definitions(ctx, step)
+    fmt = _output_format(step)
+    for _turn in range(step.max_turns):
+        meter.before_call()
+        reply = llm.chat(conversation, tools=tools, response_format=fmt, model=step.model)
+        meter.after_call(reply)
+        conversation.append(ctx.redactor.scrub(reply.message()))
+        if not reply.tool_calls:
+            result = _final_result(step, reply.content)
+            output = {"result": result, "conversation": conversation, "usage": meter.as_dict()}
+            return Attempt(output=ctx.redactor.scrub(output))
+        for call in reply.tool_calls:
+            conversation.append(_tool_message(ctx, step, call, meter))
+    raise LLMTurnsExhausted(
+        f"step `{step.id}` was still calling tools after {step.max_turns} turn(s) (max_turns); "
+        "raise max_turns or make the prompt more direct"
+    )
+
+
+def execute_llm_decision(ctx, step, args: dict[str, Any]) -> Attempt:
+    """A decision in LLM form: the model picks one of ``step.branches``."""
+    llm = _client(ctx, step)
+    values = _capped(json.dumps(args, ensure_ascii=False, default=str), MAX_VALUES_CHARS)
+    question = (
+        f"{_render(step.decision_prompt, args)}\n\nValues:\n{values}\n\n"
+        f"Choose one branch of: {', '.join(step.branches)}."
+    )
+    messages = ctx.redactor.scrub(
+        [{"role": "system", "content": DECISION_SYSTEM}, {"role": "user", "content": question}]
+    )
+    schema = {
+        "type": "object",
+        "properties": {
+            "branch": {"type": "string", "enum": list(step.branches)},
+            "reason": {"type": "string"},
+        },
+        "required": ["branch", "reason"],
+        "additionalProperties": False,
+    }
+    fmt = {
+        "type": "json_schema",
+        "json_schema": {"name": "decision", "schema": schema, "strict": True},
+    }
+    meter = Meter(step.id)
+    reply = llm.chat(messages, response_format=fmt, model=step.model)
+    meter.after_call(reply)
+    answer = _parsed(step, reply.content)
+    branch = answer.get("branch") if isinstance(answer, dict) else None
+    if branch not in step.branches:
+        raise LLMOutputInvalid(
+            f"decision `{step.id}`: the model chose {branch!r}, which is not one of its "
+            f"branches ({', '.join(step.branches)})"
+        )
+    reason = answer.get("reason")
+    output = {
+        "branch": branch,
+        "reason": reason if isinstance(reason, str) else "",
+        "usage": meter.as_dict(),
+    }
+    return Attempt(output=ctx.redactor.scrub(output), branch=branch)
+
+
+# --- pieces -----------------------------------------------------------------------------
+
+
+def _client(ctx, step) -> LLMClient:
+    llm = getattr(ctx, "llm", None)
+    if llm is None:
+        raise StepKindUnsupported(f"step `{step.id}` needs an LLM, but this run has no LLM client")
+    return llm
+
+
+def _render(template: str, args: dict[str, Any]) -> str:
+    """The prompt over the mapped values; ``env`` is empty on purpose."""
+    return render_text(template, args, env={})
+
+
+def _tool_definitions(ctx, step) -> list[dict[str, Any]] | None:
+    described = ctx.registry.describe(step.tools)
+    if not described:
+        return None
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": d["name"],
+                "description": d.get("description", ""),
+                "parameters": d.get("inputSchema") or {"type": "object", "properties": {}},
+            },
+        }
+        for d in described
+    ]
+
+
+def _output_format(step) -> dict[str, Any] | None:
+    if step.output_schema is None:
+        return None
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": f"{step.id}_output", "schema": step.output_schema, "strict": False},
+    }
+
+
+def _tool_message(ctx, step, call: ToolCall, meter: Meter) -> dict[str, Any]:
+    """Run one requested tool call (if the step allows it) and answer it as a tool message."""
+    if call.name not in step.tools:
+        allowed = ", ".join(step.tools) or "none"
+        content: Any = {
+            "error": {
+                "type": "tool_not_allowed",
+                "message": f"tool `{call.name}` is not available to this step (allowed: {allowed})",
+            }
+        }
+    else:
+        meter.before_tool_call(call.name)
+        try:
+            content = call_tool(ctx, step, call.name, call.parsed_arguments()).output
+        except FlowpilotError as exc:
+            content = {"error": exc.as_dict()}
+    text = json.dumps(ctx.redactor.scrub(content), ensure_ascii=False, default=str)
+    return {
+        "role": "tool",
+        "tool_call_id": call.id,
+        "content": _capped(text, MAX_TOOL_RESULT_CHARS),
+    }
+
+
+def _capped(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"… [truncated: {len(text)} characters in all]"
+
+
+def _final_result(step, content: str | None) -> Any:
+    if step.output_schema is None:
+        return content or ""
+    value = _parsed(step, content)
+    validator = Draft202012Validator(step.output_schema)
+    problems = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+    if problems:
+        lines = "; ".join(f"{_where(e.absolute_path)}: {e.message}" for e in problems[:10])
+        raise LLMOutputInvalid(
+            f"step `{step.id}`: the model's answer does not fit the output_schema: {lines}"
+        )
+    return value
+
+
+def _parsed(step, content: str | None) -> Any:
+    try:
+        return parse_json_reply(content)
+    except LLMReplyInvalid as exc:
+        raise LLMOutputInvalid(f"step `{step.id}`: {exc.message}") from exc
+
+
+def _where(path) -> str:
+    text = "$"
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return text
