@@ -68,6 +68,8 @@ class _StepBase(_Model):
         for key in value:
             if not key or len(key) > 128:
                 raise ValueError(f"parameter name {key!r} must be 1 to 128 characters")
+            if key.startswith("$"):
+                raise ValueError(f"parameter name {key!r} may not start with `$`")
         return value
 
 

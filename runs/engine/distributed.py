@@ -57,7 +57,7 @@ from runs.engine.attempt import (
 )
 from runs.engine.context import RunContext, build_run_context
 from runs.engine.readiness import next_actions
-from runs.engine.resolve import resolve_mapping
+from runs.engine.resolve import resolve_step_call
 from runs.models import Run, RunStatus, StepResult, StepStatus
 from runs.services import RunStateError, _finish, _transition
 from tools.errors import FlowpilotError, ToolTimeout
@@ -261,15 +261,13 @@ def step_execute(*, step_result_id: int, worker: str, publish: Publish = publish
 
 def _resolve(ctx: RunContext, run: Run, step) -> tuple[dict[str, Any], dict[str, Any]]:
     """The step's inputs, read from the stored outputs of the steps it references."""
-    parsed = ctx.parsed[step.id]
+    parsed = [ctx.parsed[step.id], ctx.parsed_items.get(step.id, {})]
     names = {ref.step_id for ref in iter_refs(parsed) if isinstance(ref, StepRef)}
     rows = StepResult.objects.filter(run=run, step_id__in=names).only(
         "step_id", "status", "output", "error"
     )
     views = {r.step_id: checkpoint.view_of(r) for r in rows}
-    return resolve_mapping(
-        parsed, inputs=run.inputs, step_value=views.get, env=ctx.env, redactor=ctx.redactor
-    )
+    return resolve_step_call(ctx, step, inputs=run.inputs, step_value=views.get)
 
 
 def _attempt(ctx, step, args, *, number: int, worker: str):

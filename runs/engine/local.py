@@ -16,7 +16,7 @@ from typing import Any
 from runs.engine import checkpoint
 from runs.engine.attempt import StepOutcome, run_with_retries
 from runs.engine.readiness import SKIPPED, StepState, next_actions
-from runs.engine.resolve import resolve_mapping
+from runs.engine.resolve import resolve_step_call
 from runs.models import Run, RunStatus, StepResult
 from tools.errors import FlowpilotError
 from workflows.references import StepRef, iter_refs
@@ -82,13 +82,7 @@ def _start(ctx, run, result: StepResult, views, states, pool, notify, previews) 
     step = ctx.spec.step(result.step_id)
     try:
         _refuse_previews(step, ctx.parsed[step.id], previews)
-        args, record = resolve_mapping(
-            ctx.parsed[step.id],
-            inputs=run.inputs,
-            step_value=views.get,
-            env=ctx.env,
-            redactor=ctx.redactor,
-        )
+        args, record = resolve_step_call(ctx, step, inputs=run.inputs, step_value=views.get)
     except FlowpilotError as exc:
         checkpoint.mark_failed_before_call(ctx, result, exc.as_dict())
         states[step.id] = checkpoint.state_of(result, step)

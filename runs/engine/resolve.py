@@ -76,10 +76,41 @@ def resolve_mapping(
     env: Mapping[str, str],
     redactor: Redactor,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Resolve every parameter. One that resolves to null (an unset optional input, a
+    skipped step's output) is left out of the call, as if unmapped, and recorded as null.
+    """
     values: dict[str, Any] = {}
     record: dict[str, Any] = {}
     for name, parsed in mapping.items():
-        values[name], record[name] = resolve(
+        value, record[name] = resolve(
             parsed, inputs=inputs, step_value=step_value, env=env, redactor=redactor
         )
+        if value is not None:
+            values[name] = value
     return values, record
+
+
+EACH_KEY = "$each"  # per-item arguments of a foreach step (parameter names never start with $)
+
+
+def resolve_step_call(
+    ctx, step, *, inputs: Mapping[str, Any], step_value: StepView
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The arguments of one step, and their checkpoint record. Every driver uses this.
+
+    For a ``foreach`` step the per-item arguments (``item_mapping`` resolved for each
+    item of ``items``, which may read ``$item``, ``$index``, run inputs and upstream
+    outputs) travel under ``EACH_KEY``; the record keeps the first few of them.
+    """
+    common = {"inputs": inputs, "step_value": step_value, "env": ctx.env, "redactor": ctx.redactor}
+    args, record = resolve_mapping(ctx.parsed[step.id], **common)
+    if step.kind != "foreach" or not isinstance(args.get("items"), list):
+        return args, record
+    pairs = [
+        resolve(ctx.parsed_items[step.id], item=item, index=index, **common)
+        for index, item in enumerate(args["items"])
+    ]
+    args[EACH_KEY] = [values for values, _ in pairs]
+    record["items"] = f"<{len(pairs)} items>"
+    record["per_item (first 3)"] = [rec for _, rec in pairs[:3]]
+    return args, record

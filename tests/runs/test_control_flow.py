@@ -431,12 +431,6 @@ def test_foreach_item_failure_fails_the_step_under_on_error_fail(control_api, cl
     assert len(control_api.requests("item")) == 4  # the others were still called
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runs/engine/kinds/foreach.py:62-70 resolves item_mapping with inputs={} and "
-    "step_value=lambda _sid: None, so `$input.X` and `STEP.path` in item_mapping (which "
-    "the validator accepts and the graph turns into edges) silently become null",
-)
 def test_item_mapping_may_read_run_inputs_and_upstream_steps(control_api, cli, tmp_path):
     flow = foreach_flow(concurrency=2)
     flow["steps"][0]["input_mapping"] = {"items": "$input.ids"}

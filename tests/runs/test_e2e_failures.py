@@ -578,12 +578,6 @@ def test_an_oversized_response_without_extraction_is_truncated_and_flagged(fake_
     assert fake_api.requests("github_languages")[0].bytes_sent < total
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runs/engine/resolve.py passes a null argument for an unset optional input, and "
-    "tools/registry.py validate_arguments refuses it (`None is not of type 'string'`), "
-    "while the validator accepts the flow: an optional tool parameter cannot be left out",
-)
 def test_an_unset_optional_input_leaves_the_optional_tool_parameter_out(fake_api, cli, tmp_path):
     flow = {
         "name": "optional_param",

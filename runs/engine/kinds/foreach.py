@@ -1,9 +1,10 @@
 """`foreach` steps: one tool call per item of the mapped list ``items``.
 
 Parameters mapped in ``input_mapping`` (other than ``items``) go to every call;
-``item_mapping`` gives per-item parameters from ``$item``, ``$item.path`` and
-``$index``. At most ``concurrency`` calls are in flight; each item retries under
-the step's (else the tool's) policy. The output keeps input order:
+``item_mapping`` gives per-item parameters from ``$item``, ``$item.path``,
+``$index``, run inputs and upstream outputs (``resolve_step_call`` resolves them).
+At most ``concurrency`` calls are in flight; each item retries under the step's
+(else the tool's) policy. The output keeps input order:
 ``{"items": [result or null, …], "count": N, "errors": [{"index", "error"}, …]}``.
 With ``on_error: continue`` failed items are collected in ``errors``; otherwise
 any failed item fails the step.
@@ -15,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from runs.engine.kinds.base import Attempt, call_tool
-from runs.engine.resolve import resolve
+from runs.engine.resolve import EACH_KEY
 from tools.errors import FlowpilotError, ToolInputError, ToolRateLimited
 from tools.policy import RetryPolicy
 
@@ -50,27 +51,19 @@ def _call_item(ctx, step, args: dict[str, Any], policy: RetryPolicy) -> Any:
 
 def execute_foreach_step(ctx, step, args: dict[str, Any]) -> Attempt:
     items = args.get("items")
-    if not isinstance(items, list):
+    each = args.get(EACH_KEY)
+    if not isinstance(items, list) or each is None:
         raise ToolInputError(
             f"step `{step.id}`: `items` must be a list, got {type(items).__name__}"
         )
     if len(items) > MAX_ITEMS:
         raise ToolInputError(f"step `{step.id}`: {len(items)} items is over the {MAX_ITEMS} limit")
-    shared = {k: v for k, v in args.items() if k != "items"}
+    shared = {k: v for k, v in args.items() if k not in {"items", EACH_KEY}}
     policy = item_policy(ctx, step)
 
     def one(index: int) -> tuple[Any, dict | None]:
-        item_args, _ = resolve(
-            ctx.parsed_items[step.id],
-            inputs={},
-            step_value=lambda _sid: None,
-            env=ctx.env,
-            redactor=ctx.redactor,
-            item=items[index],
-            index=index,
-        )
         try:
-            return _call_item(ctx, step, {**shared, **item_args}, policy), None
+            return _call_item(ctx, step, {**shared, **each[index]}, policy), None
         except FlowpilotError as exc:
             return None, ctx.redactor.scrub(exc.as_dict())
 
