@@ -71,6 +71,11 @@ def workflow_import(
     twice never makes a new version.
     """
     spec = workflow_parse(data)
+    seen: set[str] = set()
+    for step in spec.steps:
+        if step.id in seen:
+            raise WorkflowError(f"workflow `{spec.name}` has a duplicate step id `{step.id}`")
+        seen.add(step.id)
     digest = spec.definition_hash()
     latest = (
         Workflow.objects.select_for_update().filter(name=spec.name).order_by("-version").first()

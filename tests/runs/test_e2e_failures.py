@@ -463,11 +463,6 @@ def test_a_reference_to_a_step_that_does_not_exist_is_reported(fake_api, cli, tm
     assert fake_api.requests() == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="workflows/services.py _write_rows: duplicate step ids raise IntegrityError "
-    "from the Step UniqueConstraint, so runflow crashes instead of reporting them",
-)
 def test_duplicate_step_ids_are_reported_not_a_crash(fake_api, cli, tmp_path):
     step = {"kind": "tool", "tool": "country_info", "input_mapping": {"code": "DE"}}
     path = write_flow(

@@ -125,12 +125,6 @@ def test_a_graph_with_a_cycle_is_still_stored_for_the_validator_to_report():
     assert Step.objects.filter(workflow=workflow).count() == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="workflows/services.py _write_rows: duplicate step ids hit the Step "
-    "UniqueConstraint and raise IntegrityError instead of a FlowpilotError "
-    "(runflow/importflow crash with a traceback)",
-)
 def test_duplicate_step_ids_are_refused_with_a_clear_error_not_a_database_crash():
     step = {"kind": "tool", "tool": "country_info", "input_mapping": {"code": "DE"}}
     data = {"name": "dups", "steps": [{"id": "a", **step}, {"id": "a", **step}]}

@@ -4,8 +4,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from runs.cli import ProgressPrinter, configure_logging, report_end
 from runs.dryrun import plan_lines
-from runs.models import RunTrigger
-from runs.services import run_create, run_execute
+from runs.models import RUN_TERMINAL, RunTrigger
+from runs.services import run_create, run_enqueue, run_execute
 from tools.errors import FlowpilotError
 from tools.registry import ToolRegistry
 from workflows.cli import (
@@ -56,6 +56,13 @@ class Command(BaseCommand):
             help="Validate and print the plan; make no call, store nothing.",
         )
         parser.add_argument(
+            "--async",
+            action="store_true",
+            dest="enqueue",
+            help="Queue the run on the Celery workers and return at once (without a broker "
+            "configured it runs here, as without --async).",
+        )
+        parser.add_argument(
             "--log-level",
             choices=["DEBUG", "INFO", "WARNING", "ERROR"],
             help="Log to stderr at this level.",
@@ -83,12 +90,24 @@ class Command(BaseCommand):
         self.stdout.write(
             f"run {run.pk}: {workflow.name} v{workflow.version}, {len(spec.steps)} steps"
         )
-        run = run_execute(run=run, observer=ProgressPrinter(self.stdout))
+        if options["enqueue"]:
+            run = run_enqueue(run=run, observer=ProgressPrinter(self.stdout))
+            if run.status not in RUN_TERMINAL:
+                self.stdout.write(
+                    f"run {run.pk} queued on the Celery workers; "
+                    f"cancel with: manage.py cancelrun {run.pk}"
+                )
+                return
+        else:
+            run = run_execute(run=run, observer=ProgressPrinter(self.stdout))
         report_end(self.stdout, run)
 
     def _workflow(self, target, options):
         if is_file_target(target):
-            workflow, _ = workflow_import(data=read_workflow_file(target))
+            data = read_workflow_file(target)
+            # Validate before storing: a file with errors never becomes a version.
+            validate_workflow(data, registry=ToolRegistry.from_db()).raise_for_errors()
+            workflow, _ = workflow_import(data=data)
             return workflow
         return workflow_get_runnable(name=target, version=options["flow_version"])
 
