@@ -21,7 +21,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -341,7 +342,7 @@ def purge_queue(url: str, queue: str) -> None:
     import redis
 
     client = redis.Redis.from_url(url)
-    for key in client.scan_iter(match=f"{queue}*"):
+    for key in client.scan_iter(match=f"*{queue}*"):
         client.delete(key)
     for tag, raw in client.hgetall("unacked").items():
         try:
@@ -368,3 +369,44 @@ def wait_until(predicate: Callable[[], Any], *, timeout: float, what: str, inter
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(interval)
+
+
+WORKER_SETTINGS = {
+    "FLOWPILOT_STEP_LEASE": "2",
+    "FLOWPILOT_QUEUED_LEASE": "10",
+    "FLOWPILOT_SWEEP_INTERVAL": "1",
+}
+
+
+@contextmanager
+def start_cluster(log_dir: Path) -> Iterator[CeleryCluster]:
+    """Point this process's Celery app at Redis and a fresh queue; start ``w1`` and ``w2``."""
+    from config.celery_app import app
+
+    require_services()
+    url, queue = redis_url(), new_queue_name()
+    env = {
+        **os.environ,
+        "DATABASE_URL": worker_database_url(),
+        "CELERY_BROKER_URL": url,
+        "CELERY_RESULT_BACKEND": url,
+        "CELERY_TASK_ALWAYS_EAGER": "false",
+        "CELERY_TASK_DEFAULT_QUEUE": queue,
+        "PYTHONUNBUFFERED": "1",
+        "LOG_LEVEL": "INFO",  # the "ready." line is an INFO record
+        **WORKER_SETTINGS,
+    }
+    keys = ("broker_url", "result_backend", "task_always_eager", "task_default_queue")
+    saved = {key: app.conf[key] for key in keys}
+    app.conf.update(
+        broker_url=url, result_backend=url, task_always_eager=False, task_default_queue=queue
+    )
+    cluster = CeleryCluster(log_dir=log_dir, env=env, queue=queue)
+    try:
+        cluster.start_worker("w1")
+        cluster.start_worker("w2")
+        yield cluster
+    finally:
+        cluster.stop_all()
+        app.conf.update(saved)
+        purge_queue(url, queue)

@@ -123,3 +123,63 @@ def control_tools():
     report = tools_load_dir(directory=CONTROL_TOOLS_DIR)
     assert report.ok, report.errors
     return report
+
+
+# --- Real Celery workers for the Celery driver's tests (tests/celery_support.py) -----
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "celery: needs real Celery workers, Redis and PostgreSQL (never SQLite)"
+    )
+
+
+@pytest.fixture(scope="module")
+def celery_cluster(request, django_db_setup, tmp_path_factory):
+    """Two real workers (``w1``, ``w2``: prefork, concurrency 4) on a queue of their own.
+
+    They use this session's test database and Redis; this process publishes to the
+    same queue. On SQLite the tests are skipped; with PostgreSQL or Redis down they
+    are skipped, or fail under ``CI=true``.
+    """
+    from tests.celery_support import start_cluster
+
+    with start_cluster(tmp_path_factory.mktemp("celery")) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def workers(celery_cluster, settings):
+    """Both workers up (one an earlier test killed is started again)."""
+    from tests.celery_support import WORKER_SETTINGS
+
+    for name, value in WORKER_SETTINGS.items():
+        setattr(settings, name, float(value))
+    for name in ("w1", "w2"):
+        process = celery_cluster.processes.get(name)
+        if process is None or not process.alive:
+            celery_cluster.start_worker(name)
+    return celery_cluster
+
+
+@pytest.fixture(scope="module")
+def echo_fake():
+    """A recording loopback server with the routes of the Celery tests' tools."""
+    from tests.celery_support import install_echo
+    from tests.fakes import FakeAPI
+
+    fake = FakeAPI().start()
+    install_echo(fake)
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def echo_tools(echo_fake):
+    """The loopback tools stored, and a clean record of requests (needs a django_db mark)."""
+    from tests.celery_support import load_echo_tools
+
+    echo_fake.heal()
+    echo_fake.clear()
+    load_echo_tools(echo_fake)
+    return echo_fake

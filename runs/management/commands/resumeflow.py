@@ -3,8 +3,8 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from runs.cli import ProgressPrinter, configure_logging, report_end
-from runs.models import Run
-from runs.services import run_execute, run_prepare_resume
+from runs.models import RUN_TERMINAL, Run
+from runs.services import run_enqueue, run_execute, run_prepare_resume
 from tools.errors import FlowpilotError
 
 
@@ -17,6 +17,12 @@ class Command(BaseCommand):
             "--force",
             action="store_true",
             help="Also resume a run left 'running' by a process that died.",
+        )
+        parser.add_argument(
+            "--async",
+            action="store_true",
+            dest="enqueue",
+            help="Queue the resumed run on the Celery workers and return at once.",
         )
         parser.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
 
@@ -31,5 +37,14 @@ class Command(BaseCommand):
             raise CommandError(exc.message, returncode=1) from exc
         kept = run.step_results.filter(status="succeeded").count()
         self.stdout.write(f"run {run.pk}: resuming {run.workflow}; {kept} succeeded step(s) kept")
-        run = run_execute(run=run, observer=ProgressPrinter(self.stdout))
+        if options["enqueue"]:
+            run = run_enqueue(run=run, observer=ProgressPrinter(self.stdout))
+            if run.status not in RUN_TERMINAL:
+                self.stdout.write(
+                    f"run {run.pk} queued on the Celery workers; "
+                    f"cancel with: manage.py cancelrun {run.pk}"
+                )
+                return
+        else:
+            run = run_execute(run=run, observer=ProgressPrinter(self.stdout))
         report_end(self.stdout, run)

@@ -1,0 +1,35 @@
+"""cancelrun RUN_ID …: cancel pending or running runs; queued steps never start."""
+
+from django.core.management.base import BaseCommand, CommandError
+
+from runs.models import Run
+from runs.services import run_cancel
+
+
+class Command(BaseCommand):
+    help = (
+        "Cancel pending or running runs. Steps in flight finish their current attempt; "
+        "queued and pending steps never start. Exit status 1 if any run could not be cancelled."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("run_ids", nargs="+", type=int, metavar="RUN_ID")
+
+    def handle(self, run_ids, **options):
+        refused = []
+        for run_id in run_ids:
+            run = Run.objects.filter(pk=run_id).first()
+            if run is None:
+                refused.append(f"no run {run_id}")
+            elif run_cancel(run=run):
+                self.stdout.write(
+                    f"run {run.pk} cancelled: queued steps will not start; "
+                    "steps in flight finish their current attempt"
+                )
+            else:
+                run.refresh_from_db()
+                refused.append(
+                    f"run {run.pk} is {run.status}; only pending or running runs can be cancelled"
+                )
+        if refused:
+            raise CommandError("; ".join(refused), returncode=1)
