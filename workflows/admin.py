@@ -1,70 +1,58 @@
-"""Workflow admin: versions with their steps and edges. Frozen versions are read-only."""
+"""Workflow admin: the review page of a version, its actions, and the planner's audit trail.
+
+The change page of a version shows the DAG as a picture (``graph.js`` on the
+vendored dagre layout, data embedded with ``json_script``), the steps table with
+mappings, the validator's issues against the current tool registry, the goal,
+the approvals with their validation runs and the plan history. Its buttons POST
+to the review views (``workflows.views``), wired here by ``get_urls``. A stored
+definition never changes here: "Edit as JSON" saves a new version.
+"""
 
 import json
 
 from django.contrib import admin, messages
+from django.urls import path
 from django.utils.html import format_html
 from django.utils.translation import ngettext
 
-from workflows.models import Edge, Step, Workflow, WorkflowStatus
-from workflows.services import WorkflowTransitionError, is_frozen, workflow_transition
+from runs.approval import APPROVE_PERMISSION
+from workflows.forms import RejectForm
+from workflows.models import WORKFLOW_TRANSITIONS, PlanAttempt, Workflow, WorkflowStatus
+from workflows.review import workflow_review
+from workflows.services import WorkflowTransitionError, workflow_transition
+from workflows.views import WorkflowReviewViews
 
 
 def pretty_json(value) -> str:
-    return format_html("<pre style='white-space:pre-wrap'>{}</pre>", json.dumps(value, indent=2))
-
-
-class StepInline(admin.TabularInline):
-    model = Step
-    extra = 0
-    can_delete = False
-    fields = ("position", "step_id", "kind", "tool", "mapping", "on_error")
-    readonly_fields = fields
-    ordering = ("position",)
-
-    @admin.display(description="input mapping")
-    def mapping(self, obj):
-        return pretty_json(obj.input_mapping)
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-
-class EdgeInline(admin.TabularInline):
-    model = Edge
-    extra = 0
-    can_delete = False
-    fields = ("from_step", "to_step", "when", "inferred")
-    readonly_fields = fields
-
-    def has_add_permission(self, request, obj=None):
-        return False
+    return format_html(
+        "<pre class='fp-mono' style='white-space:pre-wrap'>{}</pre>",
+        json.dumps(value, indent=2, ensure_ascii=False),
+    )
 
 
 @admin.register(Workflow)
-class WorkflowAdmin(admin.ModelAdmin):
+class WorkflowAdmin(WorkflowReviewViews, admin.ModelAdmin):
+    change_form_template = "admin/workflows/workflow/change_form.html"
+    change_list_template = "admin/workflows/workflow/change_list.html"
     list_display = ("name", "version", "status", "step_count", "approved_by", "created_at")
     list_filter = ("status",)
     search_fields = ("name", "description", "goal")
     ordering = ("name", "-version")
-    inlines = [StepInline, EdgeInline]
+    fieldsets = (
+        (None, {"fields": ("name", "version", "status", "owner")}),
+        (
+            "Frozen definition",
+            {
+                "classes": ("collapse",),
+                "fields": ("definition_hash", "pretty_definition"),
+            },
+        ),
+        ("History", {"fields": ("approved_by", "approved_at", "created_at", "updated_at")}),
+    )
     readonly_fields = (
         "name",
         "version",
-        "definition_hash",
-        "pretty_definition",
-        "approved_by",
-        "approved_at",
-        "created_at",
-        "updated_at",
-    )
-    fields = (
-        "name",
-        "version",
         "status",
-        "description",
-        "goal",
-        "owner",
         "definition_hash",
         "pretty_definition",
         "approved_by",
@@ -82,13 +70,53 @@ class WorkflowAdmin(admin.ModelAdmin):
     def pretty_definition(self, obj):
         return pretty_json(obj.definition)
 
-    def get_readonly_fields(self, request, obj=None):
-        if obj is not None and is_frozen(obj):
-            return (*self.readonly_fields, "status", "description", "goal", "owner")
-        return (*self.readonly_fields, "status")
-
     def has_add_permission(self, request):
-        return False  # versions come from files, the planner or the API
+        return False  # versions come from files, the planner ("New plan") or the API
+
+    def get_urls(self):
+        view = self.admin_site.admin_view
+        name = f"{self.opts.app_label}_{self.opts.model_name}"
+        review = [
+            path("plan/new/", view(self.new_plan_view), name=f"{name}_plan"),
+            path("<path:object_id>/approve/", view(self.approve_view), name=f"{name}_approve"),
+            path("<path:object_id>/reject/", view(self.reject_view), name=f"{name}_reject"),
+            path("<path:object_id>/edit-json/", view(self.edit_json_view), name=f"{name}_edit"),
+            path("<path:object_id>/run/", view(self.run_view), name=f"{name}_run"),
+            path("<path:object_id>/archive/", view(self.archive_view), name=f"{name}_archive"),
+            path("<path:object_id>/submit/", view(self.submit_view), name=f"{name}_submit"),
+        ]
+        return review + super().get_urls()
+
+    def changelist_view(self, request, extra_context=None):
+        extra = {"can_plan": request.user.has_perm("workflows.add_workflow")}
+        return super().changelist_view(request, {**extra, **(extra_context or {})})
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        workflow = self.get_object(request, object_id)
+        extra = dict(extra_context or {})
+        if workflow is not None:
+            extra.update(self._review_context(request, workflow), title="Review workflow version")
+        return super().change_view(request, object_id, form_url, extra)
+
+    def _review_context(self, request, workflow: Workflow) -> dict:
+        review = workflow_review(workflow=workflow)
+        status = workflow.status
+        context = {
+            "review": review,
+            "graph_data": review.graph,
+            "can_approve": request.user.has_perm(APPROVE_PERMISSION),
+            "can_change": self.has_change_permission(request, workflow),
+            "can_run": request.user.has_perm("runs.add_run"),
+            "is_pending": status == WorkflowStatus.PENDING_REVIEW,
+            "is_active": status == WorkflowStatus.ACTIVE,
+            "is_draft": status == WorkflowStatus.DRAFT,
+            "can_archive": WorkflowStatus.ARCHIVED in WORKFLOW_TRANSITIONS[WorkflowStatus(status)],
+        }
+        if status in {WorkflowStatus.PENDING_REVIEW, WorkflowStatus.ACTIVE}:
+            context["inputs_form"] = self._inputs_form(workflow)
+        if status == WorkflowStatus.PENDING_REVIEW:
+            context["reject_form"] = RejectForm()
+        return context
 
     @admin.action(description="Archive selected versions")
     def archive(self, request, queryset):
@@ -107,3 +135,49 @@ class WorkflowAdmin(admin.ModelAdmin):
             )
         for message in refused:
             self.message_user(request, message, messages.WARNING)
+
+
+@admin.register(PlanAttempt)
+class PlanAttemptAdmin(admin.ModelAdmin):
+    """The planner's audit trail: every call, its prompt, reply and validator report."""
+
+    list_display = ("id", "goal_short", "revision", "repair_round", "status", "workflow", "model")
+    list_filter = ("status", "model")
+    search_fields = ("goal", "feedback", "workflow__name")
+    date_hierarchy = "created_at"
+    fields = (
+        "goal",
+        "workflow",
+        "based_on",
+        "revision",
+        "repair_round",
+        "feedback",
+        "status",
+        "error",
+        "model",
+        "usage",
+        "pretty_report",
+        "pretty_prompt",
+        "raw_reply",
+        "created_by",
+        "created_at",
+    )
+    readonly_fields = fields
+
+    @admin.display(description="goal")
+    def goal_short(self, obj):
+        return obj.goal if len(obj.goal) <= 60 else obj.goal[:59] + "…"
+
+    @admin.display(description="validator report")
+    def pretty_report(self, obj):
+        return pretty_json(obj.validator_report)
+
+    @admin.display(description="prompt")
+    def pretty_prompt(self, obj):
+        return pretty_json(obj.prompt)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False  # the audit trail is a record

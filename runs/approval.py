@@ -1,0 +1,230 @@
+"""Approval services (writes): approve with a validation run, reject with feedback, edit.
+
+The design phase ends here (DESIGN §1): a reviewer approves a *pending_review*
+version with sample inputs; the version is frozen (``validating``), an
+``Approval`` records who approved which definition hash, and a validation run
+proves it. Green → ``active``; red → back to ``pending_review`` with the failed
+run attached to the approval, so the failure is shown where the review happens.
+
+Rejecting hands the reviewer's feedback to the planner (``plan_revise``), which
+proposes the next version. Editing as JSON never touches a stored definition:
+a valid edit is stored as a new version that needs approval again.
+
+These live in ``runs`` because approving creates and executes a run; imports
+still flow one way (``tools`` ← ``workflows`` ← ``runs``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from runs.models import Approval, ApprovalStatus, RunStatus, RunTrigger
+from runs.services import run_create, run_execute
+from tools.errors import FlowpilotError
+from tools.registry import ToolRegistry
+from workflows.models import Workflow, WorkflowStatus
+from workflows.planner import plan_revise
+from workflows.services import workflow_import, workflow_transition
+from workflows.validation.report import ValidationIssue
+from workflows.validator import validate_workflow
+
+logger = logging.getLogger("flowpilot.approval")
+
+APPROVE_PERMISSION = "workflows.approve_workflow"
+CHANGE_PERMISSION = "workflows.change_workflow"
+
+
+class ApprovalError(FlowpilotError):
+    code = "approval_error"
+
+
+class ApprovalForbidden(ApprovalError):
+    """The user lacks the permission the action needs."""
+
+    code = "approval_forbidden"
+
+
+class ApprovalStateError(ApprovalError):
+    """The version is not in a state the action applies to."""
+
+    code = "approval_state_invalid"
+
+
+class FeedbackRequired(ApprovalError):
+    code = "feedback_required"
+
+
+class DefinitionInvalid(ApprovalError):
+    """An edited definition does not parse or validate; ``issues`` lists every problem."""
+
+    code = "definition_invalid"
+
+    def __init__(self, issues: list[ValidationIssue]) -> None:
+        count = len(issues)
+        lines = "; ".join(f"{i.path or '(workflow)'}: {i.message}" for i in issues)
+        super().__init__(f"the definition has {count} error{'s' if count != 1 else ''}: {lines}")
+        self.issues = issues
+
+
+class DefinitionUnchanged(ApprovalError):
+    """An edit that is identical to a stored version; nothing to review."""
+
+    code = "definition_unchanged"
+
+    def __init__(self, existing: Workflow) -> None:
+        super().__init__(
+            f"nothing changed: the definition is identical to {existing} ({existing.status})"
+        )
+        self.existing = existing
+
+
+def _require(user, permission: str, action: str) -> None:
+    if user is None or not user.is_active or not user.has_perm(permission):
+        who = getattr(user, "get_username", lambda: "anonymous")()
+        raise ApprovalForbidden(f"{who} may not {action} (needs the `{permission}` permission)")
+
+
+def workflow_approve(
+    *,
+    version: Workflow,
+    approved_by,
+    sample_inputs: Mapping[str, Any] | None,
+    registry: ToolRegistry | None = None,
+) -> Approval:
+    """Approve a pending version and prove it with a validation run (in this process).
+
+    Refuses (``ApprovalForbidden``) a user without ``workflows.approve_workflow``
+    and (``ApprovalStateError``) a version that is not ``pending_review``. The
+    version is validated against the tool registry and the sample inputs are
+    checked *before* anything changes (``WorkflowInvalid`` / ``InputsInvalid``).
+    Then: ``pending_review → validating``, an ``Approval`` pinned to the
+    definition hash, the validation run; green → ``active`` (approved_by/at set),
+    red → ``pending_review`` with ``Approval.status = failed`` and the run's
+    error summary. Returns the approval; its ``validation_run`` is the run.
+    """
+    _require(approved_by, APPROVE_PERMISSION, f"approve {version}")
+    with transaction.atomic():
+        locked = Workflow.objects.select_for_update().get(pk=version.pk)
+        if locked.status != WorkflowStatus.PENDING_REVIEW:
+            raise ApprovalStateError(
+                f"`{locked}` is {locked.status}; only a version pending review can be approved"
+            )
+        run = run_create(
+            workflow=locked,
+            trigger=RunTrigger.VALIDATION,
+            inputs=dict(sample_inputs or {}),
+            registry=registry,
+        )
+        workflow_transition(workflow=locked, to=WorkflowStatus.VALIDATING, actor=approved_by)
+        approval = Approval.objects.create(
+            workflow=locked,
+            definition_hash=locked.definition_hash,
+            approved_by=approved_by,
+            sample_inputs=run.inputs,
+            validation_run=run,
+        )
+    # Outside the transaction: the engine checkpoints every step as it goes.
+    try:
+        run = run_execute(run=run)
+    except BaseException:
+        _settle(approval, locked, passed=False, actor=approved_by)
+        raise
+    _settle(approval, locked, passed=run.status == RunStatus.SUCCEEDED, actor=approved_by)
+    version.refresh_from_db()
+    return approval
+
+
+def _settle(approval: Approval, workflow: Workflow, *, passed: bool, actor) -> None:
+    with transaction.atomic():
+        approval.status = ApprovalStatus.PASSED if passed else ApprovalStatus.FAILED
+        approval.finished_at = timezone.now()
+        approval.save(update_fields=["status", "finished_at"])
+        workflow.refresh_from_db()
+        target = WorkflowStatus.ACTIVE if passed else WorkflowStatus.PENDING_REVIEW
+        workflow_transition(workflow=workflow, to=target, actor=actor)
+    logger.info("approval %s of %s: %s", approval.pk, workflow, approval.status)
+
+
+def workflow_reject(*, version: Workflow, rejected_by, feedback: str) -> Workflow:
+    """Reject a pending version with feedback; the planner proposes the next version.
+
+    Calls ``plan_revise``, which marks this version ``rejected`` and stores the
+    revision as a new ``pending_review`` version (returned). At the planner's
+    round limit it raises ``PlanRoundsExhausted``; a failed revision raises
+    ``PlanFailed``. Both leave this version as it was.
+    """
+    _require(rejected_by, CHANGE_PERMISSION, f"reject {version}")
+    feedback = (feedback or "").strip()
+    if not feedback:
+        raise FeedbackRequired("say what should change: the planner revises from your feedback")
+    if version.status != WorkflowStatus.PENDING_REVIEW:
+        raise ApprovalStateError(
+            f"`{version}` is {version.status}; only a version pending review can be rejected"
+        )
+    return plan_revise(workflow=version, feedback=feedback, user=rejected_by)
+
+
+def workflow_edit_json(
+    *,
+    version: Workflow,
+    definition: str,
+    user,
+    registry: ToolRegistry | None = None,
+) -> Workflow:
+    """Store an edited definition (JSON text) as a new ``pending_review`` version.
+
+    Stored versions never change. The text must parse, keep the workflow's name
+    and pass the validator against the tool registry; otherwise
+    ``DefinitionInvalid`` lists every issue with its JSON path and nothing is
+    saved. An edit of a pending version supersedes it (it becomes ``rejected``);
+    an active version stays active until the new one is approved.
+    """
+    _require(user, CHANGE_PERMISSION, f"edit {version}")
+    data = _parse_json(definition)
+    issues = []
+    if isinstance(data, dict) and data.get("name", version.name) != version.name:
+        issues.append(
+            ValidationIssue(
+                "name_changed",
+                "name",
+                f"the name must stay `{version.name}`: an edit makes a new version of this "
+                "workflow (import a file to start another one)",
+            )
+        )
+    report = validate_workflow(
+        data, registry=registry if registry is not None else ToolRegistry.from_db()
+    )
+    issues += report.errors
+    if issues:
+        raise DefinitionInvalid(issues)
+    with transaction.atomic():
+        created_version, created = workflow_import(
+            data=report.spec, owner=version.owner or user, status=WorkflowStatus.PENDING_REVIEW
+        )
+        if not created:
+            raise DefinitionUnchanged(created_version)
+        locked = Workflow.objects.select_for_update().get(pk=version.pk)
+        if locked.status == WorkflowStatus.PENDING_REVIEW:
+            workflow_transition(workflow=locked, to=WorkflowStatus.REJECTED, actor=user)
+    logger.info("%s edited by %s as %s", version, user, created_version)
+    return created_version
+
+
+def _parse_json(text: str) -> Any:
+    if not (text or "").strip():
+        raise DefinitionInvalid([ValidationIssue("json_invalid", "", "the definition is empty")])
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        message = f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        raise DefinitionInvalid([ValidationIssue("json_invalid", "", message)]) from exc
+    if not isinstance(data, dict):
+        message = f"the definition must be a JSON object, not {type(data).__name__}"
+        raise DefinitionInvalid([ValidationIssue("json_invalid", "", message)])
+    return data

@@ -1,0 +1,379 @@
+"""Approval services: approve (validation run), reject (planner revision), edit as JSON.
+
+The validation runs are real runs of the offline example on the built-in data
+tools; the planner talks to the loopback OpenAI-compatible server.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from runs.approval import (
+    ApprovalForbidden,
+    ApprovalStateError,
+    DefinitionInvalid,
+    DefinitionUnchanged,
+    FeedbackRequired,
+    workflow_approve,
+    workflow_edit_json,
+    workflow_reject,
+)
+from runs.models import Approval, Run
+from tests.review_factories import (
+    DIGEST_GOAL,
+    digest_plan,
+    make_user,
+    pending_version,
+    sales_report_data,
+    start_fake_llm,
+)
+from workflows.inputs import InputsInvalid
+from workflows.models import PlanAttempt, Workflow
+from workflows.planner import PlanRoundsExhausted, plan_create
+from workflows.services import workflow_export, workflow_import
+from workflows.validator import WorkflowInvalid
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def fast_passwords(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def approver(db):
+    return make_user("approver", approver=True)
+
+
+@pytest.fixture
+def reviewer(db):
+    return make_user("reviewer")
+
+
+@pytest.fixture
+def llm(settings):
+    fake = start_fake_llm(settings)
+    yield fake
+    fake.stop()
+
+
+def fresh(workflow: Workflow) -> Workflow:
+    return Workflow.objects.get(pk=workflow.pk)
+
+
+# --- workflow_approve -------------------------------------------------------------------
+
+
+def test_approve_runs_a_validation_run_and_activates_the_version(approver, output_dir):
+    version = pending_version()
+
+    approval = workflow_approve(version=version, approved_by=approver, sample_inputs={"top": 2})
+
+    run = approval.validation_run
+    assert (run.trigger, run.status, run.workflow_id) == ("validation", "succeeded", version.pk)
+    assert run.definition_hash == version.definition_hash
+    assert approval.status == "passed"
+    assert approval.approved_by == approver
+    assert approval.definition_hash == version.definition_hash
+    assert approval.sample_inputs == {
+        "csv_path": "data/sales.csv",
+        "top": 2,
+        "report_path": "sales_report.html",
+    }
+    assert approval.finished_at is not None
+    version = fresh(version)
+    assert version.status == "active"
+    assert version.approved_by == approver
+    assert version.approved_at is not None
+    assert (output_dir / "sales_report.html").exists()
+
+
+def test_a_red_validation_run_sends_the_version_back_to_review_with_the_failure(
+    approver, output_dir
+):
+    version = pending_version()
+
+    approval = workflow_approve(
+        version=version, approved_by=approver, sample_inputs={"csv_path": "data/missing.csv"}
+    )
+
+    assert approval.status == "failed"
+    run = approval.validation_run
+    assert run.status == "failed"
+    assert "step `load` failed" in run.error_summary
+    assert "missing.csv" in run.error_summary
+    version = fresh(version)
+    assert version.status == "pending_review"
+    assert version.approved_by is None
+    assert version.approved_at is None
+
+
+def test_approving_again_after_a_red_run_records_a_second_approval(approver, output_dir):
+    version = pending_version()
+    workflow_approve(version=version, approved_by=approver, sample_inputs={"csv_path": "x.csv"})
+
+    second = workflow_approve(version=fresh(version), approved_by=approver, sample_inputs={})
+
+    assert second.status == "passed"
+    assert list(version.approvals.values_list("status", flat=True)) == ["passed", "failed"]
+    assert fresh(version).status == "active"
+
+
+def test_approve_refuses_a_user_without_the_permission(reviewer):
+    version = pending_version()
+
+    with pytest.raises(ApprovalForbidden, match=r"workflows\.approve_workflow"):
+        workflow_approve(version=version, approved_by=reviewer, sample_inputs={})
+
+    assert fresh(version).status == "pending_review"
+    assert not Approval.objects.exists()
+    assert not Run.objects.exists()
+
+
+def test_approve_refuses_no_user_and_an_inactive_user(approver):
+    version = pending_version()
+    approver.is_active = False
+    approver.save()
+
+    for user in (None, approver):
+        with pytest.raises(ApprovalForbidden):
+            workflow_approve(version=version, approved_by=user, sample_inputs={})
+    assert not Approval.objects.exists()
+
+
+@pytest.mark.parametrize("status", ["draft", "active", "rejected", "archived", "validating"])
+def test_approve_refuses_a_version_that_is_not_pending_review(approver, status):
+    version, _ = workflow_import(data=sales_report_data(), status=status)
+
+    with pytest.raises(ApprovalStateError, match=f"is {status}; only a version pending review"):
+        workflow_approve(version=version, approved_by=approver, sample_inputs={})
+
+    assert fresh(version).status == status
+    assert not Run.objects.exists()
+
+
+def test_approve_checks_the_sample_inputs_before_anything_changes(approver):
+    version = pending_version()
+
+    with pytest.raises(InputsInvalid) as caught:
+        workflow_approve(
+            version=version, approved_by=approver, sample_inputs={"top": "many", "colour": 1}
+        )
+
+    assert caught.value.problems == [
+        "unknown input `colour` (declared: csv_path, report_path, top)",
+        'input `top` must be integer, got "many"',
+    ]
+    assert fresh(version).status == "pending_review"
+    assert not Approval.objects.exists()
+    assert not Run.objects.exists()
+
+
+def test_approve_refuses_a_version_the_current_registry_cannot_run(approver):
+    data = sales_report_data()
+    data["steps"][0]["tool"] = "csv_reader"  # not a registered tool
+    version = pending_version(data)
+
+    with pytest.raises(WorkflowInvalid) as caught:
+        workflow_approve(version=version, approved_by=approver, sample_inputs={})
+
+    assert [i.code for i in caught.value.report.errors][:1] == ["unknown_tool"]
+    assert fresh(version).status == "pending_review"
+    assert not Approval.objects.exists()
+
+
+def test_an_engine_crash_during_the_validation_run_fails_the_approval(approver, monkeypatch):
+    version = pending_version()
+
+    def crash(*, run, **kwargs):
+        raise RuntimeError("worker lost")
+
+    monkeypatch.setattr("runs.approval.run_execute", crash)
+    with pytest.raises(RuntimeError, match="worker lost"):
+        workflow_approve(version=version, approved_by=approver, sample_inputs={})
+
+    assert Approval.objects.get().status == "failed"
+    assert fresh(version).status == "pending_review"
+
+
+# --- workflow_edit_json --------------------------------------------------------------------
+
+
+def as_text(data) -> str:
+    return json.dumps(data, indent=2)
+
+
+def test_edit_stores_a_new_pending_version_and_supersedes_the_pending_one(reviewer):
+    version = pending_version()
+    data = workflow_export(workflow=version)
+    data["description"] = "Edited by hand."
+
+    created = workflow_edit_json(version=version, definition=as_text(data), user=reviewer)
+
+    assert (created.name, created.version, created.status) == ("sales_report", 2, "pending_review")
+    assert created.description == "Edited by hand."
+    assert fresh(version).status == "rejected"
+    assert fresh(version).definition == workflow_export(workflow=version)  # never changed
+
+
+def test_editing_an_active_version_leaves_it_active(reviewer):
+    active, _ = workflow_import(data=sales_report_data(), status="active")
+    data = workflow_export(workflow=active)
+    data["steps"][2]["input_mapping"]["top"] = 3
+
+    created = workflow_edit_json(version=active, definition=as_text(data), user=reviewer)
+
+    assert (created.version, created.status) == (2, "pending_review")
+    assert fresh(active).status == "active"
+    assert fresh(active).definition_hash == active.definition_hash
+
+
+def test_edit_with_invalid_json_says_where_and_saves_nothing(reviewer):
+    version = pending_version()
+
+    with pytest.raises(DefinitionInvalid) as caught:
+        workflow_edit_json(version=version, definition='{"name": "sales_report",,}', user=reviewer)
+
+    [issue] = caught.value.issues
+    assert issue.code == "json_invalid"
+    assert "line 1, column 25" in issue.message
+    assert Workflow.objects.count() == 1
+    assert fresh(version).status == "pending_review"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("", "the definition is empty"), ("[1, 2]", "must be a JSON object, not list")],
+)
+def test_edit_refuses_empty_text_and_non_objects(reviewer, text, message):
+    with pytest.raises(DefinitionInvalid, match=message):
+        workflow_edit_json(version=pending_version(), definition=text, user=reviewer)
+
+
+def test_edit_lists_every_validation_issue_with_its_path(reviewer):
+    version = pending_version()
+    data = workflow_export(workflow=version)
+    data["steps"][1]["input_mapping"]["rows"] = "loader.rows"  # unknown step → literal
+    data["steps"][3]["tool"] = "write_pdf"  # unknown tool
+    data["outputs"]["rows_read"] = "$input.nope"  # unknown input
+
+    with pytest.raises(DefinitionInvalid) as caught:
+        workflow_edit_json(version=version, definition=as_text(data), user=reviewer)
+
+    found = {(i.code, i.path) for i in caught.value.issues}
+    assert ("unknown_tool", "steps[3].tool") in found
+    assert ("unknown_input", "outputs.rows_read") in found
+    assert ("param_type_mismatch", "steps[1].input_mapping.rows") in found
+    assert Workflow.objects.count() == 1
+
+
+def test_edit_reports_schema_errors_at_their_paths(reviewer):
+    version = pending_version()
+    data = workflow_export(workflow=version)
+    data["steps"][0]["id"] = "<script>alert(1)</script>"
+    del data["steps"][1]["tool"]
+
+    with pytest.raises(DefinitionInvalid) as caught:
+        workflow_edit_json(version=version, definition=as_text(data), user=reviewer)
+
+    paths = {i.path for i in caught.value.issues}
+    assert {"steps[0].id", "steps[1].tool"} <= paths
+    assert Workflow.objects.count() == 1
+
+
+def test_edit_keeps_the_name(reviewer):
+    version = pending_version()
+    data = workflow_export(workflow=version)
+    data["name"] = "sales_report_two"
+
+    with pytest.raises(DefinitionInvalid) as caught:
+        workflow_edit_json(version=version, definition=as_text(data), user=reviewer)
+
+    assert [(i.code, i.path) for i in caught.value.issues] == [("name_changed", "name")]
+
+
+def test_an_unchanged_edit_is_refused(reviewer):
+    version = pending_version()
+
+    with pytest.raises(DefinitionUnchanged, match="identical to sales_report v1"):
+        workflow_edit_json(
+            version=version, definition=as_text(workflow_export(workflow=version)), user=reviewer
+        )
+
+    assert fresh(version).status == "pending_review"
+
+
+def test_edit_needs_the_change_permission(db):
+    viewer = make_user("viewer")
+    viewer.user_permissions.clear()
+    version = pending_version()
+
+    with pytest.raises(ApprovalForbidden, match=r"workflows\.change_workflow"):
+        workflow_edit_json(
+            version=version, definition=as_text(workflow_export(workflow=version)), user=viewer
+        )
+
+
+# --- workflow_reject -----------------------------------------------------------------------
+
+
+def test_reject_asks_the_planner_for_a_revision(llm, reviewer):
+    llm.reply_json(digest_plan())
+    version = plan_create(goal=DIGEST_GOAL, owner=reviewer)
+    llm.reply_json(digest_plan(with_products=True))
+
+    revised = workflow_reject(version=version, rejected_by=reviewer, feedback="Add products too")
+
+    assert (revised.name, revised.version, revised.status) == ("sales_digest", 2, "pending_review")
+    assert "by_product" in {s.step_id for s in revised.steps.all()}
+    assert fresh(version).status == "rejected"
+    attempt = PlanAttempt.objects.get(workflow=revised)
+    assert (attempt.revision, attempt.based_on) == (2, version)
+    assert attempt.feedback == "Add products too"
+    assert "Add products too" in llm.requests[-1].text
+
+
+def test_reject_needs_feedback(llm, reviewer):
+    version = pending_version()
+
+    with pytest.raises(FeedbackRequired):
+        workflow_reject(version=version, rejected_by=reviewer, feedback="   ")
+
+    assert llm.requests == []
+    assert fresh(version).status == "pending_review"
+
+
+def test_reject_refuses_a_version_not_in_review(llm, reviewer):
+    active, _ = workflow_import(data=sales_report_data(), status="active")
+
+    with pytest.raises(ApprovalStateError, match="is active"):
+        workflow_reject(version=active, rejected_by=reviewer, feedback="change it")
+
+    assert llm.requests == []
+
+
+def test_reject_needs_the_change_permission(llm, db):
+    viewer = make_user("viewer")
+    viewer.user_permissions.clear()
+
+    with pytest.raises(ApprovalForbidden):
+        workflow_reject(version=pending_version(), rejected_by=viewer, feedback="change it")
+
+
+def test_reject_after_five_revisions_says_so(llm, reviewer):
+    llm.reply_json(digest_plan())
+    version = plan_create(goal=DIGEST_GOAL, owner=reviewer)
+    for round_ in range(5):
+        plan = digest_plan(with_products=True)
+        plan["description"] = f"revision {round_ + 1}"
+        llm.reply_json(plan)
+        version = workflow_reject(version=version, rejected_by=reviewer, feedback=f"r{round_}")
+
+    with pytest.raises(PlanRoundsExhausted, match="5 revision rounds"):
+        workflow_reject(version=version, rejected_by=reviewer, feedback="once more")
+
+    assert version.version == 6
+    assert fresh(version).status == "pending_review"
