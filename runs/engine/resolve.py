@@ -110,7 +110,8 @@ def resolve_step_call(
         resolve(ctx.parsed_items[step.id], item=item, index=index, **common)
         for index, item in enumerate(args["items"])
     ]
-    args[EACH_KEY] = [values for values, _ in pairs]
+    # A per-item argument that resolves to null is left out too, like a shared one.
+    args[EACH_KEY] = [{k: v for k, v in values.items() if v is not None} for values, _ in pairs]
     record["items"] = f"<{len(pairs)} items>"
     record["per_item (first 3)"] = [rec for _, rec in pairs[:3]]
     return args, record

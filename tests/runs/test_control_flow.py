@@ -433,13 +433,21 @@ def test_foreach_item_failure_fails_the_step_under_on_error_fail(control_api, cl
 
 def test_item_mapping_may_read_run_inputs_and_upstream_steps(control_api, cli, tmp_path):
     flow = foreach_flow(concurrency=2)
-    flow["steps"][0]["input_mapping"] = {"items": "$input.ids"}
-    flow["steps"][0]["item_mapping"] = {"id": "$item", "currency": "$input.currency"}
+    catalog = {"id": "catalog", "kind": "tool", "tool": "catalog_list"}
+    flow["steps"].insert(0, {**catalog, "input_mapping": {"limit": 3}})
+    flow["steps"][1]["input_mapping"] = {"items": "$input.ids"}
+    flow["steps"][1]["item_mapping"] = {
+        "id": "$item",
+        "currency": "$input.currency",
+        "index": "catalog.count",
+    }
 
     result = runflow(cli, tmp_path, write_flow(tmp_path, flow), ids=[1, 2], currency="GBP")
 
     assert result.code == 0, result.out + result.err
-    assert [r.arg("currency") for r in control_api.requests("item")] == ["GBP", "GBP"]
+    calls = control_api.requests("item")
+    assert sorted((r.arg("currency"), r.arg("index")) for r in calls) == [("GBP", "3")] * 2
+    assert control_api.requests()[0].route == "catalog"  # the edge the reference infers
 
 
 # --- errors routed through a decision ------------------------------------------------------
@@ -648,3 +656,19 @@ def test_an_allowlist_violation_edited_into_a_stored_definition_fails_at_run_tim
     assert "may not call tool" in message
     assert "not in the workflow's tool allowlist (service_status)" in message
     assert [r.route for r in control_api.requests()] == ["status"]  # nothing else was sent
+
+
+def test_a_per_item_argument_that_resolves_to_null_is_left_out_like_a_shared_one(
+    control_api, cli, tmp_path
+):
+    flow = foreach_flow(concurrency=2)
+    flow["steps"][0]["input_mapping"] = {"items": "$input.ids"}
+    flow["steps"][0]["item_mapping"] = {"id": "$item.id", "currency": "$item.currency"}
+    rows = [{"id": 1, "currency": "USD"}, {"id": 2}]
+
+    result = runflow(cli, tmp_path, write_flow(tmp_path, flow), ids=rows)
+
+    assert result.code == 0, result.out + result.err
+    calls = sorted(control_api.requests("item"), key=lambda r: r.path)
+    assert [(r.path, r.arg("currency")) for r in calls] == [("/items/1", "USD"), ("/items/2", None)]
+    assert [i["currency"] for i in results_of(last_run())["each"].output["items"]] == ["USD", "EUR"]
