@@ -5,6 +5,7 @@ import json
 from django.contrib import admin
 from django.utils.html import format_html
 
+from runs import workflow_admin  # noqa: F401 - registers the Workflow review admin
 from runs.models import Run, StepResult
 
 

@@ -1,10 +1,13 @@
 """Workflow admin: the review page of a version, its actions, and the planner's audit trail.
 
+It lives in ``runs`` because approving starts a validation run: ``workflows`` never
+imports ``runs`` (tools ← workflows ← runs). ``runs/admin.py`` imports this module.
+
 The change page of a version shows the DAG as a picture (``graph.js`` on the
 vendored dagre layout, data embedded with ``json_script``), the steps table with
 mappings, the validator's issues against the current tool registry, the goal,
 the approvals with their validation runs and the plan history. Its buttons POST
-to the review views (``workflows.views``), wired here by ``get_urls``. A stored
+to the review views (``runs.workflow_views``), wired here by ``get_urls``. A stored
 definition never changes here: "Edit as JSON" saves a new version.
 """
 
@@ -16,11 +19,11 @@ from django.utils.html import format_html
 from django.utils.translation import ngettext
 
 from runs.approval import APPROVE_PERMISSION
+from runs.workflow_views import WorkflowReviewViews
 from workflows.forms import RejectForm
 from workflows.models import WORKFLOW_TRANSITIONS, PlanAttempt, Workflow, WorkflowStatus
 from workflows.review import workflow_review
 from workflows.services import WorkflowTransitionError, workflow_transition
-from workflows.views import WorkflowReviewViews
 
 
 def pretty_json(value) -> str:
