@@ -66,6 +66,11 @@ TEMPLATES = [
 DATABASES = {
     "default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
 }
+if DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3":
+    # Keep connections between requests and Celery tasks (a reconnect per step task
+    # costs more than the step's own queries); checked for health before reuse.
+    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
+    DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets readers (admin) look at a run while the executor writes checkpoints.
     DATABASES["default"].setdefault("OPTIONS", {})

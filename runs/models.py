@@ -138,10 +138,10 @@ class StepResult(models.Model):
     class Meta:
         ordering = ["run", "id"]
         indexes = [
-            models.Index(
+            models.Index(  # the sweeper's query: in-flight steps whose lease ran out
                 fields=["lease_expires_at"],
-                condition=models.Q(lease_expires_at__isnull=False),
-                name="step_lease_idx",
+                condition=models.Q(status__in=["queued", "running"]),
+                name="step_in_flight_lease_idx",
             )
         ]
         constraints = [

@@ -44,6 +44,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.db.models import F, Value
+from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -56,12 +57,15 @@ from runs.engine.attempt import (
     retry_delay,
 )
 from runs.engine.context import RunContext, build_run_context
-from runs.engine.readiness import next_actions
+from runs.engine.readiness import StepState, next_actions
 from runs.engine.resolve import resolve_step_call
 from runs.models import Run, RunStatus, StepResult, StepStatus
 from runs.services import RunStateError, _finish, _transition
 from tools.errors import FlowpilotError, ToolTimeout
+from tools.models import Tool
+from tools.registry import ToolRegistry
 from workflows.references import StepRef, iter_refs
+from workflows.schema import WorkflowSpec
 from workflows.services import workflow_spec
 
 logger = logging.getLogger("flowpilot.engine")
@@ -118,7 +122,40 @@ def time_limit_of(step) -> float | None:
 
 
 def run_context(run: Run) -> RunContext:
-    return build_run_context(run_id=run.pk, spec=workflow_spec(run.workflow))
+    return build_run_context(run_id=run.pk, spec=_spec(run.workflow), registry=_registry())
+
+
+_specs: dict[str, WorkflowSpec] = {}  # frozen definitions of this process, by hash
+
+
+def _spec(workflow) -> WorkflowSpec:
+    """The version's frozen definition as a model, parsed once per process (it never
+    changes: a change is a new version with a new hash)."""
+    spec = _specs.get(workflow.definition_hash)
+    if spec is None:
+        if len(_specs) >= 128:
+            _specs.clear()
+        spec = _specs[workflow.definition_hash] = workflow_spec(workflow)
+    return spec
+
+
+_registries: dict[tuple, ToolRegistry] = {}  # this process's last registry, by table state
+
+
+def _registry() -> ToolRegistry:
+    """The tool registry, rebuilt only when the ``Tool`` table changed.
+
+    A ``ToolRegistry`` is immutable, so the tasks of one worker process share the one
+    built for the same state of the table (building one validates every built-in
+    schema: ~30 ms, more than a step task's own work). The key is every row's name,
+    enabled flag and update time, read on each call.
+    """
+    key = tuple(Tool.objects.order_by("name").values_list("name", "enabled", "updated_at"))
+    registry = _registries.get(key)
+    if registry is None:
+        _registries.clear()
+        registry = _registries[key] = ToolRegistry.from_db()
+    return registry
 
 
 def lock_run(run_id: int) -> Run:
@@ -153,51 +190,78 @@ def run_advance(*, run_id: int, publish: Publish = publish_step) -> None:
 
 
 def advance_locked(ctx: RunContext, run: Run, *, publish: Publish, now: datetime) -> None:
-    """Persist what ``next_actions`` decides; the caller holds the run's row lock."""
-    results = checkpoint.load_results(run)
-    states = {sid: checkpoint.state_of(r, ctx.spec.step(sid)) for sid, r in results.items()}
+    """Persist what ``next_actions`` decides; the caller holds the run's row lock.
+
+    Reads only each step's status, tries and decision branch (never the outputs), so
+    an advance costs the same whatever the steps produced.
+    """
+    rows = {
+        sid: (pk, status, attempts, branch)
+        for pk, sid, status, attempts, branch in run.step_results.annotate(
+            branch=KT("output__branch")
+        )
+        .order_by("step_id")
+        .values_list("pk", "step_id", "status", "attempts", "branch")
+    }
+    states = {sid: _state(ctx.spec.step(sid), *row[1:]) for sid, row in rows.items()}
     actions = next_actions(ctx.graph, states)
     if actions.skip:
-        checkpoint.mark_skipped([results[sid] for sid in actions.skip], now)
-    queued = [results[sid] for sid in actions.start]
-    for result in queued:
-        step = ctx.spec.step(result.step_id)
-        result.status = StepStatus.QUEUED
-        result.attempt_limit = result.attempts + effective_retry(ctx, step).max_attempts
-        result.lease_expires_at = lease_until(settings.FLOWPILOT_QUEUED_LEASE, now)
-        result.claim_token = ""
-        result.started_at = result.finished_at = result.error = None
-    if queued:
-        StepResult.objects.bulk_update(
-            queued,
-            [
-                "status",
-                "attempt_limit",
-                "lease_expires_at",
-                "claim_token",
-                "started_at",
-                "finished_at",
-                "error",
-            ],
+        StepResult.objects.filter(pk__in=[rows[sid][0] for sid in actions.skip]).update(
+            status=StepStatus.SKIPPED, finished_at=now, updated_at=now
         )
-        jobs = [(r.pk, time_limit_of(ctx.spec.step(r.step_id))) for r in queued]
-        transaction.on_commit(lambda: [publish(pk, time_limit=limit) for pk, limit in jobs])
+    if actions.start:
+        _queue(ctx, {sid: rows[sid] for sid in actions.start}, publish=publish, now=now)
     if actions.done:
         _finish(ctx, run)
         logger.info("run %s %s", run.pk, run.status)
 
 
+def _state(step, status: str, attempts: int, branch: str | None) -> StepState:
+    """``checkpoint.state_of`` from the columns ``advance_locked`` reads."""
+    return StepState(
+        status=status,
+        branch=branch if step.kind == "decision" else None,
+        continued=status == StepStatus.FAILED and step.on_error == "continue",
+    )
+
+
+def _queue(ctx: RunContext, rows: dict, *, publish: Publish, now: datetime) -> None:
+    """Mark ready steps queued (one UPDATE per retry budget) and publish them on commit."""
+    by_budget: dict[int, list[int]] = {}
+    for sid, (pk, *_) in rows.items():
+        budget = effective_retry(ctx, ctx.spec.step(sid)).max_attempts
+        by_budget.setdefault(budget, []).append(pk)
+    for budget, pks in sorted(by_budget.items()):
+        StepResult.objects.filter(pk__in=pks).update(
+            status=StepStatus.QUEUED,
+            attempt_limit=F("attempts") + budget,
+            lease_expires_at=lease_until(settings.FLOWPILOT_QUEUED_LEASE, now),
+            claim_token="",
+            started_at=None,
+            finished_at=None,
+            error=None,
+            updated_at=now,
+        )
+    jobs = [(pk, time_limit_of(ctx.spec.step(sid))) for sid, (pk, *_) in rows.items()]
+    transaction.on_commit(lambda: [publish(pk, time_limit=limit) for pk, limit in jobs])
+
+
 # --- one step ---------------------------------------------------------------------
 
 
-def claim_step(step_result_id: int, *, worker: str) -> str | None:
-    """Take a queued step for this task. Returns the claim token, or None if it lost."""
+def claim_step(step_result_id: int, *, worker: str, inputs: Any = None) -> str | None:
+    """Take a queued step for this task. Returns the claim token, or None if it lost.
+
+    One conditional UPDATE (``… WHERE status='queued'``): of two deliveries of the same
+    message, exactly one wins. ``inputs`` is the resolved-inputs record to store.
+    """
     token = uuid.uuid4().hex
     now = timezone.now()
     won = StepResult.objects.filter(pk=step_result_id, status=StepStatus.QUEUED).update(
         status=StepStatus.RUNNING,
         claim_token=token,
         worker=worker[:255],
+        inputs=inputs,
         lease_expires_at=lease_until(settings.FLOWPILOT_STEP_LEASE, now),
         started_at=Coalesce(F("started_at"), Value(now)),
         updated_at=now,
@@ -237,25 +301,34 @@ def heartbeat(step_result_id: int, token: str, *, lease: float | None = None) ->
 
 
 def step_execute(*, step_result_id: int, worker: str, publish: Publish = publish_step) -> Verdict:
-    """Claim, run one attempt of, and settle one step (the body of the step task)."""
-    token = claim_step(step_result_id, worker=worker)
-    if token is None:
-        logger.debug("step result %s: claim lost (duplicate or stale message)", step_result_id)
-        return Verdict(claimed=False)
+    """Claim, run one attempt of, and settle one step (the body of the step task).
+
+    The inputs are resolved before the claim (the upstream outputs they read are final
+    once the step is queued), so the claim stores them in the same UPDATE.
+    """
     result = StepResult.objects.select_related("run__workflow").get(pk=step_result_id)
+    if result.status != StepStatus.QUEUED:
+        logger.debug("step result %s is %s: duplicate or stale message", result.pk, result.status)
+        return Verdict(claimed=False)
     run = result.run
-    if run.status != RunStatus.RUNNING:
-        return _settle_not_started(result, token)
     with run_context(run) as ctx:
         step = ctx.spec.step(result.step_id)
+        failure = None
         try:
             args, record = _resolve(ctx, run, step)
         except FlowpilotError as exc:
-            return _settle_failed_before_call(ctx, result, token, exc, publish=publish)
-        StepResult.objects.filter(pk=result.pk, claim_token=token).update(inputs=record)
-        number = result.attempts + 1
+            args, record, failure = {}, None, exc
+        token = claim_step(result.pk, worker=worker, inputs=record)
+        if token is None:
+            return Verdict(claimed=False)
+        if run.status != RunStatus.RUNNING:
+            return _settle_not_started(result, token)
+        if failure is not None:
+            return _settle_failed_before_call(ctx, result, token, failure, publish=publish)
         with heartbeat(result.pk, token):
-            entry, attempt, error = _attempt(ctx, step, args, number=number, worker=worker)
+            entry, attempt, error = _attempt(
+                ctx, step, args, number=result.attempts + 1, worker=worker
+            )
         return _settle(ctx, result, token, entry, attempt, error, publish=publish)
 
 
@@ -263,10 +336,12 @@ def _resolve(ctx: RunContext, run: Run, step) -> tuple[dict[str, Any], dict[str,
     """The step's inputs, read from the stored outputs of the steps it references."""
     parsed = [ctx.parsed[step.id], ctx.parsed_items.get(step.id, {})]
     names = {ref.step_id for ref in iter_refs(parsed) if isinstance(ref, StepRef)}
-    rows = StepResult.objects.filter(run=run, step_id__in=names).only(
-        "step_id", "status", "output", "error"
-    )
-    views = {r.step_id: checkpoint.view_of(r) for r in rows}
+    views = {}
+    if names:
+        rows = StepResult.objects.filter(run=run, step_id__in=names).only(
+            "step_id", "status", "output", "error"
+        )
+        views = {r.step_id: checkpoint.view_of(r) for r in rows}
     return resolve_step_call(ctx, step, inputs=run.inputs, step_value=views.get)
 
 
@@ -355,7 +430,6 @@ def _settle_failed_before_call(ctx, result, token, exc, *, publish: Publish) -> 
             return Verdict(claimed=True)
         run, current = locked
         checkpoint.mark_failed_before_call(ctx, current, exc.as_dict())
-        _release(current)
         if run.status == RunStatus.RUNNING:
             advance_locked(ctx, run, publish=publish, now=timezone.now())
         return Verdict(claimed=True, status=StepStatus.FAILED)
@@ -375,14 +449,11 @@ def _settle_not_started(result: StepResult, token: str) -> Verdict:
 
 
 def _write_outcome(ctx, run, result, *, publish, now, outcome: StepOutcome) -> None:
+    """The checkpoint, then an advance. The finished row keeps its last claim and lease
+    (harmless: only queued and running steps are claimed or swept)."""
     checkpoint.mark_finished(ctx, result, outcome)
-    _release(result)
     if run.status == RunStatus.RUNNING:
         advance_locked(ctx, run, publish=publish, now=now)
-
-
-def _release(result: StepResult) -> None:
-    StepResult.objects.filter(pk=result.pk).update(lease_expires_at=None, claim_token="")
 
 
 def requeue(result: StepResult, entry: dict, now: datetime, *, delay: float, error) -> None:

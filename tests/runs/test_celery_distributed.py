@@ -86,8 +86,6 @@ def test_draining_runs_every_step_once_and_logs_the_worker_of_each_attempt(echo_
         assert row.attempts == 1
         assert [e["worker"] for e in row.attempt_log] == [WORKER]
         assert row.worker == WORKER
-        assert row.claim_token == ""
-        assert row.lease_expires_at is None
     assert sorted(r.path for r in echo_api.requests("echo")) == [
         "/echo/alpha/n01",
         "/echo/alpha/n02",
@@ -126,6 +124,55 @@ def test_steps_with_a_timeout_are_published_with_it_as_their_time_limit(echo_api
     _, bus = started(fan_out_flow("fan", 1, timeout=2.5))
 
     assert [m.time_limit for m in bus.messages] == [2.5]
+
+
+def branch_flow() -> dict:
+    """``pick`` decides on the tag; only the chosen branch calls out."""
+
+    def echo(sid: str) -> dict:
+        return {
+            "id": sid,
+            "kind": "tool",
+            "tool": "echo",
+            "input_mapping": {"tag": "$input.tag", "name": sid, "delay": 0},
+        }
+
+    return {
+        "name": "branchy",
+        "inputs": {"tag": {"type": "string"}},
+        "steps": [
+            {
+                "id": "pick",
+                "kind": "decision",
+                "branches": ["left", "right"],
+                "input_mapping": {"tag": "$input.tag"},
+                "conditions": {"left": "tag == 'alpha'"},
+                "default": "right",
+            },
+            echo("go_left"),
+            echo("go_right"),
+        ],
+        "edges": [
+            {"from": "pick", "to": "go_left", "when": "left"},
+            {"from": "pick", "to": "go_right", "when": "right"},
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    ("tag", "taken", "skipped"), [("alpha", "go_left", "go_right"), ("beta", "go_right", "go_left")]
+)
+def test_a_decision_queues_only_the_branch_it_took(echo_api, tag, taken, skipped):
+    run, bus = started(branch_flow(), tag=tag)
+
+    bus.drain(worker=WORKER)
+
+    run.refresh_from_db()
+    rows = results(run)
+    assert run.status == "succeeded", run.error_summary
+    assert rows[taken].status == "succeeded"
+    assert rows[skipped].status == "skipped"
+    assert [r.path for r in echo_api.requests("echo")] == [f"/echo/{tag}/{taken}"]
 
 
 # --- retries and failures -------------------------------------------------------------
