@@ -14,6 +14,10 @@ from typing import Any
 from workflows.references import EnvRef, InputRef, ItemRef, Literal, StepRef, dig, parse_value
 
 
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" + ("" if number == 1 else "s")
+
+
 def _show(value: Any) -> str:
     text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= 120 else text[:117] + "..."
@@ -71,7 +75,8 @@ def _step_lines(step, graph, inputs, step_ids) -> list[str]:
 def plan_lines(spec, graph, inputs: Mapping[str, Any]) -> list[str]:
     step_ids = frozenset(graph.step_ids)
     lines = [
-        f"dry run of {spec.name}: {len(spec.steps)} steps in {len(graph.levels)} levels "
+        f"dry run of {spec.name}: {_count(len(spec.steps), 'step')} in "
+        f"{_count(len(graph.levels), 'level')} "
         "(no calls made, no run stored)",
     ]
     if inputs:

@@ -9,8 +9,10 @@ them.
 
 from __future__ import annotations
 
+import functools
 import os
 import random
+import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -107,8 +109,10 @@ def build_run_context(
         env=dict(os.environ if env is None else env),
         redactor=Redactor(),
         http=httpx.Client(
+            verify=_tls_context(),
             follow_redirects=False,
-            limits=httpx.Limits(max_connections=max(10, limits.max_parallel_steps * 4)),
+            # Unbounded: steps and foreach concurrency already bound what is in flight.
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=32),
         ),
         limits=limits,
         output_dir=Path(settings.FLOWPILOT_OUTPUT_DIR),
@@ -144,6 +148,16 @@ def allowed_tools(spec: WorkflowSpec) -> frozenset[str]:
 
 def needs_llm(spec: WorkflowSpec) -> bool:
     return any(s.kind == "llm" or (s.kind == "decision" and s.decision_prompt) for s in spec.steps)
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One TLS context per process, shared by the runs' own clients.
+
+    Loading the CA bundle costs ~30 ms, more than a Celery step task's own work; a
+    context holds no per-run state (cookies and connections stay in each client).
+    """
+    return httpx.create_ssl_context()
 
 
 def _parse_mapping(mapping: Mapping[str, Any], step_ids: frozenset[str]) -> dict[str, Any]:

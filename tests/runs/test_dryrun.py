@@ -159,7 +159,7 @@ def test_dry_run_prints_warnings_and_still_plans(control_api, cli):
 
     assert result.code == 0, result.out + result.err
     assert result.lines[0].startswith("warning inputs.verbose  [unused_input]")
-    assert result.lines[1].startswith("dry run of scoping_unused_input: 1 steps in 1 levels")
+    assert result.lines[1].startswith("dry run of scoping_unused_input: 1 step in 1 level")
     assert_nothing_happened(control_api)
 
 

@@ -20,17 +20,21 @@ class Attempt:
     branch: str | None = None  # set by decision steps
 
 
+def check_allowed(ctx, step, tool: str) -> None:
+    if tool not in ctx.allowed_tools:
+        raise ToolNotAllowed(
+            f"step `{step.id}` may not call tool `{tool}`: it is not in the workflow's "
+            f"tool allowlist ({', '.join(sorted(ctx.allowed_tools)) or 'empty'})"
+        )
+
+
 def call_tool(ctx, step, tool: str, args: dict[str, Any]) -> ToolResult:
     """Call a tool for a step, enforcing the flow's allowlist at execution time.
 
     The validator checks the allowlist before every run; this check holds even when
     a definition was edited by hand between validation and execution.
     """
-    if tool not in ctx.allowed_tools:
-        raise ToolNotAllowed(
-            f"step `{step.id}` may not call tool `{tool}`: it is not in the workflow's "
-            f"tool allowlist ({', '.join(sorted(ctx.allowed_tools)) or 'empty'})"
-        )
+    check_allowed(ctx, step, tool)
     call_ctx = ToolCallContext(
         env=ctx.env,
         redactor=ctx.redactor,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from runs.engine.kinds.base import Attempt, call_tool
+from runs.engine.kinds.base import Attempt, call_tool, check_allowed
 from runs.engine.resolve import EACH_KEY
 from tools.errors import FlowpilotError, ToolInputError, ToolRateLimited
 from tools.policy import RetryPolicy
@@ -58,6 +58,7 @@ def execute_foreach_step(ctx, step, args: dict[str, Any]) -> Attempt:
         )
     if len(items) > MAX_ITEMS:
         raise ToolInputError(f"step `{step.id}`: {len(items)} items is over the {MAX_ITEMS} limit")
+    check_allowed(ctx, step, step.tool)  # once for the step, not once per item
     shared = {k: v for k, v in args.items() if k not in {"items", EACH_KEY}}
     policy = item_policy(ctx, step)
 
