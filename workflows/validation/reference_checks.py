@@ -104,6 +104,8 @@ def _literal(ctx, leaf: Leaf, step, who: str) -> list[ValidationIssue]:
     if shape is None:
         return []
     hint = suggest(shape[0], ctx.step_ids)
+    if not hint:  # `digest.html`, `api.example.com`: plain text, not a mistyped step id
+        return []
     message = (
         f"{who} maps the literal `{value}`, which looks like a reference but `{shape[0]}` "
         f'is not a step{hint}; write {{"$literal": ...}} if it is meant as text'
