@@ -147,14 +147,28 @@ def workflow_transition(*, workflow: Workflow, to: str, actor=None) -> Workflow:
             f"`{workflow}` is {workflow.status}; it cannot become {to} "
             f"(allowed: {', '.join(sorted(allowed)) or 'none'})"
         )
-    workflow.status = to
-    fields = ["status", "updated_at"]
-    if to == WorkflowStatus.ACTIVE:
-        workflow.approved_by = actor
-        workflow.approved_at = timezone.now()
-        fields += ["approved_by", "approved_at"]
-    workflow.save(update_fields=fields)
+    with transaction.atomic():
+        workflow.status = to
+        fields = ["status", "updated_at"]
+        if to == WorkflowStatus.ACTIVE:
+            workflow.approved_by = actor
+            workflow.approved_at = timezone.now()
+            fields += ["approved_by", "approved_at"]
+            _archive_other_active(workflow)
+        workflow.save(update_fields=fields)
     return workflow
+
+
+def _archive_other_active(workflow: Workflow) -> int:
+    """One active version per name: activating a version archives the one it replaces.
+
+    Runs keep pointing at the version they ran; archived versions never run by name.
+    """
+    return (
+        Workflow.objects.filter(name=workflow.name, status=WorkflowStatus.ACTIVE)
+        .exclude(pk=workflow.pk)
+        .update(status=WorkflowStatus.ARCHIVED, updated_at=timezone.now())
+    )
 
 
 def workflow_activate_trusted(*, workflow: Workflow, actor=None) -> Workflow:
@@ -171,6 +185,7 @@ def workflow_activate_trusted(*, workflow: Workflow, actor=None) -> Workflow:
         workflow.status = WorkflowStatus.ACTIVE
         workflow.approved_by = actor
         workflow.approved_at = timezone.now()
+        _archive_other_active(workflow)
         workflow.save(update_fields=["status", "approved_by", "approved_at", "updated_at"])
     return workflow
 

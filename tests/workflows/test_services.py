@@ -224,7 +224,8 @@ def test_a_trigger_runs_the_newest_active_version_not_a_newer_draft():
     workflow_import(data=variant("geo_weather", "v3 draft"))
 
     assert workflow_get_runnable(name="geo_weather") == v2
-    assert workflow_get_runnable(name="geo_weather", version=1) == v1
+    with pytest.raises(WorkflowNotFound, match="v1 is archived, not active"):
+        workflow_get_runnable(name="geo_weather", version=1)  # replaced when v2 went active
 
 
 def test_runnable_lookups_say_what_exists_instead():
@@ -239,3 +240,18 @@ def test_runnable_lookups_say_what_exists_instead():
         workflow_get_runnable(name="geo_weather", version=9)
     with pytest.raises(WorkflowNotFound, match="v1 is draft, not active"):
         workflow_get_runnable(name="geo_weather", version=1)
+
+
+def test_activating_a_version_archives_the_active_one_it_replaces():
+    data = example("sales_report")
+    first, _ = workflow_import(data=data)
+    workflow_activate_trusted(workflow=first)
+    second, created = workflow_import(data={**data, "description": "v2"})
+    assert created
+
+    workflow_activate_trusted(workflow=second)
+
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert (first.status, second.status) == ("archived", "active")
+    assert workflow_get_runnable(name="sales_report").pk == second.pk
