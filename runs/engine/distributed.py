@@ -43,7 +43,7 @@ from celery import current_app
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
-from django.db.models import F, Value
+from django.db.models import Count, F, Func, Max, Q, Subquery, Value
 from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -121,36 +121,51 @@ def time_limit_of(step) -> float | None:
     return None if step.kind == "foreach" else step.timeout
 
 
-def run_context(run: Run) -> RunContext:
-    return build_run_context(run_id=run.pk, spec=_spec(run.workflow), registry=_registry())
+def run_context(run: Run, *, tools_key: tuple | None = None) -> RunContext:
+    """A fresh context for one task of ``run`` (its own redactor and HTTP client)."""
+    return build_run_context(run_id=run.pk, spec=_spec(run), registry=_registry(tools_key))
 
 
 _specs: dict[str, WorkflowSpec] = {}  # frozen definitions of this process, by hash
 
 
-def _spec(workflow) -> WorkflowSpec:
-    """The version's frozen definition as a model, parsed once per process (it never
+def _spec(run: Run) -> WorkflowSpec:
+    """The run's frozen definition as a model, parsed once per process (a version never
     changes: a change is a new version with a new hash)."""
-    spec = _specs.get(workflow.definition_hash)
+    spec = _specs.get(run.definition_hash)
     if spec is None:
         if len(_specs) >= 128:
             _specs.clear()
-        spec = _specs[workflow.definition_hash] = workflow_spec(workflow)
+        spec = _specs[run.definition_hash] = workflow_spec(run.workflow)
     return spec
 
+
+# The Tool table's state, read beside the step row (no extra round trip): the newest
+# update, the number of rows and of enabled rows.
+TOOLS_KEY = {
+    "tools_updated": Subquery(Tool.objects.order_by("-updated_at").values("updated_at")[:1]),
+    "tools_count": Subquery(
+        Tool.objects.order_by().annotate(n=Func("pk", function="COUNT")).values("n")
+    ),
+    "tools_enabled": Subquery(
+        Tool.objects.filter(enabled=True)
+        .order_by()
+        .annotate(n=Func("pk", function="COUNT"))
+        .values("n")
+    ),
+}
 
 _registries: dict[tuple, ToolRegistry] = {}  # this process's last registry, by table state
 
 
-def _registry() -> ToolRegistry:
+def _registry(key: tuple | None = None) -> ToolRegistry:
     """The tool registry, rebuilt only when the ``Tool`` table changed.
 
     A ``ToolRegistry`` is immutable, so the tasks of one worker process share the one
     built for the same state of the table (building one validates every built-in
-    schema: ~30 ms, more than a step task's own work). The key is every row's name,
-    enabled flag and update time, read on each call.
+    schema: ~30 ms, more than a step task's own work). ``key`` is ``tools_key()``.
     """
-    key = tuple(Tool.objects.order_by("name").values_list("name", "enabled", "updated_at"))
+    key = tools_key() if key is None else key
     registry = _registries.get(key)
     if registry is None:
         _registries.clear()
@@ -158,9 +173,19 @@ def _registry() -> ToolRegistry:
     return registry
 
 
+def tools_key(row: Any = None) -> tuple:
+    """The Tool table's state: from a row annotated with ``TOOLS_KEY``, or queried."""
+    if row is not None:
+        return (row.tools_updated, row.tools_count, row.tools_enabled)
+    state = Tool.objects.aggregate(
+        updated=Max("updated_at"), count=Count("pk"), enabled=Count("pk", filter=Q(enabled=True))
+    )
+    return (state["updated"], state["count"], state["enabled"])
+
+
 def lock_run(run_id: int) -> Run:
-    """The run, row-locked until the transaction ends (its workflow row is not locked)."""
-    return Run.objects.select_for_update(of=("self",)).select_related("workflow").get(pk=run_id)
+    """The run, row-locked until the transaction ends."""
+    return Run.objects.select_for_update().get(pk=run_id)
 
 
 # --- the coordinator -----------------------------------------------------------
@@ -306,12 +331,12 @@ def step_execute(*, step_result_id: int, worker: str, publish: Publish = publish
     The inputs are resolved before the claim (the upstream outputs they read are final
     once the step is queued), so the claim stores them in the same UPDATE.
     """
-    result = StepResult.objects.select_related("run__workflow").get(pk=step_result_id)
+    result = StepResult.objects.select_related("run").annotate(**TOOLS_KEY).get(pk=step_result_id)
     if result.status != StepStatus.QUEUED:
         logger.debug("step result %s is %s: duplicate or stale message", result.pk, result.status)
         return Verdict(claimed=False)
     run = result.run
-    with run_context(run) as ctx:
+    with run_context(run, tools_key=tools_key(result)) as ctx:
         step = ctx.spec.step(result.step_id)
         failure = None
         try:
@@ -393,33 +418,76 @@ def _locked_claim(result: StepResult, token: str) -> tuple[Run, StepResult] | No
 
 
 def _settle(ctx, result, token, entry, attempt, error, *, publish: Publish) -> Verdict:
-    """Write the attempt under the run lock: a retry, or the outcome and an advance."""
+    """Record the attempt: a retry, or the outcome and an advance of the run."""
+    if error is not None and error.retryable and entry["attempt"] < result.attempt_limit:
+        return _settle_retry(ctx, result, token, entry, error, publish=publish)
+    outcome = StepOutcome(
+        StepStatus.FAILED if error else StepStatus.SUCCEEDED,
+        output=attempt.output if attempt else None,
+        error=entry.get("error"),
+        truncated=attempt.truncated if attempt else False,
+        attempts=[entry],
+    )
+    return _settle_outcome(ctx, result, token, outcome, publish=publish)
+
+
+def _settle_outcome(ctx, result, token, outcome: StepOutcome, *, publish: Publish) -> Verdict:
+    """Write the outcome if the claim is still ours, then advance under the run lock.
+
+    The step row is written first and the run row locked second, which keeps the lock
+    short. No writer waits on a running step's row while holding the run lock (the
+    sweeper skips locked rows; the others only touch pending or queued ones), so this
+    order cannot deadlock.
+    """
+    with transaction.atomic():
+        now = timezone.now()
+        if not _write_outcome(ctx, result, token, outcome, now):
+            logger.warning(
+                "step `%s` of run %s: stale claim, result ignored", result.step_id, result.run_id
+            )
+            return Verdict(claimed=True)
+        run = Run.objects.select_for_update().get(pk=result.run_id)
+        if run.status == RunStatus.RUNNING:
+            advance_locked(ctx, run, publish=publish, now=now)
+    return Verdict(claimed=True, status=outcome.status)
+
+
+def _write_outcome(ctx, result: StepResult, token: str, outcome: StepOutcome, now) -> bool:
+    """``checkpoint.mark_finished`` as one UPDATE conditional on the claim."""
+    output, capped = (None, False)
+    if outcome.status == StepStatus.SUCCEEDED:
+        output, capped = checkpoint.stored_output(ctx, outcome.output)
+    return bool(
+        StepResult.objects.filter(
+            pk=result.pk, claim_token=token, status=StepStatus.RUNNING
+        ).update(
+            status=outcome.status,
+            output=output,
+            output_truncated=capped or outcome.truncated,
+            error=outcome.error,
+            attempts=F("attempts") + len(outcome.attempts),
+            attempt_log=[*(result.attempt_log or []), *outcome.attempts],
+            finished_at=now,
+            updated_at=now,
+        )
+    )
+
+
+def _settle_retry(ctx, result, token, entry, error, *, publish: Publish) -> Verdict:
+    """Back to ``queued`` for the policy's countdown, unless the run ended meanwhile."""
     with transaction.atomic():
         locked = _locked_claim(result, token)
         if locked is None:
             return Verdict(claimed=True)
         run, current = locked
-        now = timezone.now()
-        if (
-            error is not None
-            and error.retryable
-            and entry["attempt"] < current.attempt_limit
-            and run.status == RunStatus.RUNNING
-        ):
+        if run.status == RunStatus.RUNNING:
             policy = effective_retry(ctx, ctx.spec.step(current.step_id))
             tries = entry["attempt"] - (current.attempt_limit - policy.max_attempts)
             entry["retry_in"] = round(retry_delay(ctx, policy, tries, error), 3)
-            requeue(current, entry, now, delay=entry["retry_in"], error=entry["error"])
+            requeue(current, entry, timezone.now(), delay=entry["retry_in"], error=entry["error"])
             return Verdict(claimed=True, status=StepStatus.QUEUED, retry_in=entry["retry_in"])
-        outcome = StepOutcome(
-            StepStatus.FAILED if error else StepStatus.SUCCEEDED,
-            output=attempt.output if attempt else None,
-            error=entry.get("error"),
-            truncated=attempt.truncated if attempt else False,
-            attempts=[entry],
-        )
-        _write_outcome(ctx, run, current, publish=publish, now=now, outcome=outcome)
-        return Verdict(claimed=True, status=outcome.status)
+    outcome = StepOutcome(StepStatus.FAILED, error=entry["error"], attempts=[entry])
+    return _settle_outcome(ctx, result, token, outcome, publish=publish)
 
 
 def _settle_failed_before_call(ctx, result, token, exc, *, publish: Publish) -> Verdict:
@@ -446,14 +514,6 @@ def _settle_not_started(result: StepResult, token: str) -> Verdict:
                 lease_expires_at=None,
             )
     return Verdict(claimed=True, status=StepStatus.SKIPPED)
-
-
-def _write_outcome(ctx, run, result, *, publish, now, outcome: StepOutcome) -> None:
-    """The checkpoint, then an advance. The finished row keeps its last claim and lease
-    (harmless: only queued and running steps are claimed or swept)."""
-    checkpoint.mark_finished(ctx, result, outcome)
-    if run.status == RunStatus.RUNNING:
-        advance_locked(ctx, run, publish=publish, now=now)
 
 
 def requeue(result: StepResult, entry: dict, now: datetime, *, delay: float, error) -> None:

@@ -73,10 +73,11 @@ def _sweep_run(run_id: int, *, now: datetime, publish: Publish) -> Counter[str]:
     counts: Counter[str] = Counter()
     with transaction.atomic():
         run = lock_run(run_id)
+        # Skip rows a finishing task holds: never wait on a step row under the run lock.
         expired = list(
-            run.step_results.filter(status__in=list(IN_FLIGHT), lease_expires_at__lt=now).order_by(
-                "step_id"
-            )
+            run.step_results.filter(status__in=list(IN_FLIGHT), lease_expires_at__lt=now)
+            .select_for_update(skip_locked=True)
+            .order_by("step_id")
         )
         with run_context(run) as ctx:
             for result in expired:
