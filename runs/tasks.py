@@ -1,4 +1,4 @@
-"""Celery tasks: ids in, one service call (STYLE §2). The logic is in ``runs.engine.distributed``.
+"""Celery tasks: ids in, one service call (STYLE §2). The logic is in ``runs.engine``.
 
 ``execute_step`` is ``acks_late`` (a message is acknowledged only after the step was
 settled, so a lost worker's step is redelivered) and safe to deliver twice: it claims
@@ -12,7 +12,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
-from runs.engine import distributed, sweep
+from runs.engine import celery_step, distributed, sweep
 
 INFRASTRUCTURE_ERRORS = (OperationalError, InterfaceError)
 
@@ -30,7 +30,7 @@ INFRASTRUCTURE_ERRORS = (OperationalError, InterfaceError)
 )
 def execute_step(self, step_result_id: int) -> None:
     """Claim, run one attempt of, and settle the step; re-publish itself for a retry."""
-    verdict = distributed.step_execute(
+    verdict = celery_step.step_execute(
         step_result_id=step_result_id, worker=self.request.hostname or "unknown"
     )
     if verdict.retry_in is not None:

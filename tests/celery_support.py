@@ -177,7 +177,7 @@ class Bus:
 
     def drain(self, *, worker: str = "test@local", limit: int = 500) -> list:
         """Deliver until nothing is queued; a retry verdict is published again."""
-        from runs.engine.distributed import step_execute
+        from runs.engine.celery_step import step_execute
 
         verdicts = []
         while self.messages and len(verdicts) < limit:

@@ -29,13 +29,13 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from runs.engine.celery_step import requeue
 from runs.engine.distributed import (
     Publish,
     advance_locked,
     lease_until,
     lock_run,
     publish_step,
-    requeue,
     run_context,
     time_limit_of,
 )

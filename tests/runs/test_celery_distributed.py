@@ -14,7 +14,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from runs.engine import distributed, sweep
+from runs.engine import celery_step, distributed, sweep
 from runs.models import Run, StepResult
 from runs.services import run_cancel, run_create, run_enqueue
 from tests.celery_support import Bus, fan_out_flow, import_flow, install_echo, load_echo_tools
@@ -99,9 +99,9 @@ def test_the_join_is_queued_only_when_its_last_parent_finishes(echo_api):
     first, second = bus.messages[:2]
     bus.messages.clear()
 
-    distributed.step_execute(step_result_id=first.step_result_id, worker=WORKER, publish=bus)
+    celery_step.step_execute(step_result_id=first.step_result_id, worker=WORKER, publish=bus)
     assert bus.messages == []
-    distributed.step_execute(step_result_id=second.step_result_id, worker=WORKER, publish=bus)
+    celery_step.step_execute(step_result_id=second.step_result_id, worker=WORKER, publish=bus)
 
     assert [by_id(run)[m.step_result_id] for m in bus.messages] == ["join"]
 
@@ -111,7 +111,7 @@ def test_a_duplicate_message_loses_the_claim_and_calls_nothing(echo_api):
     message = bus.messages[0]
 
     bus.drain(worker=WORKER)
-    again = distributed.step_execute(
+    again = celery_step.step_execute(
         step_result_id=message.step_result_id, worker="late@local", publish=bus
     )
 
@@ -183,7 +183,7 @@ def test_a_retryable_failure_goes_back_to_queued_with_the_policy_countdown(echo_
     run, bus = started(fan_out_flow("fan", 1))
     message = bus.messages.pop(0)
 
-    first = distributed.step_execute(
+    first = celery_step.step_execute(
         step_result_id=message.step_result_id, worker=WORKER, publish=bus
     )
     row = results(run)["s01"]
@@ -193,7 +193,7 @@ def test_a_retryable_failure_goes_back_to_queued_with_the_policy_countdown(echo_
     assert row.attempt_log[0]["error"]["type"] == "http_error"
     assert row.lease_expires_at > timezone.now()
 
-    second = distributed.step_execute(
+    second = celery_step.step_execute(
         step_result_id=message.step_result_id, worker=WORKER, publish=bus
     )
     assert second.retry_in == 0.1  # doubled
@@ -252,11 +252,11 @@ def test_cancel_skips_queued_steps_so_their_messages_never_start(echo_api):
 def test_a_step_in_flight_when_the_run_is_cancelled_finishes_and_nothing_follows(echo_api):
     run, bus = started(fan_out_flow("fan", 1))
     message = bus.messages.pop(0)
-    token = distributed.claim_step(message.step_result_id, worker=WORKER)
+    token = celery_step.claim_step(message.step_result_id, worker=WORKER)
     assert token
     assert run_cancel(run=Run.objects.get(pk=run.pk)) is True
 
-    verdict = distributed.step_execute(
+    verdict = celery_step.step_execute(
         step_result_id=message.step_result_id, worker=WORKER, publish=bus
     )
 
@@ -295,7 +295,7 @@ def test_the_sweeper_publishes_again_a_queued_step_whose_message_was_lost(echo_a
 def test_a_step_lost_with_its_worker_runs_again_and_the_late_result_is_ignored(echo_api, settings):
     run, bus = started(fan_out_flow("fan", 1))
     message = bus.messages.pop(0)
-    dead_token = distributed.claim_step(message.step_result_id, worker="dead@local")
+    dead_token = celery_step.claim_step(message.step_result_id, worker="dead@local")
 
     counts = sweep.steps_sweep(now=later(settings.FLOWPILOT_STEP_LEASE + 1), publish=bus)
     assert counts["requeued"] == 1
@@ -306,7 +306,7 @@ def test_a_step_lost_with_its_worker_runs_again_and_the_late_result_is_ignored(e
     assert row.attempt_log[0]["worker"] == "dead@local"
 
     bus.drain(worker=WORKER)
-    stale = distributed._settle_not_started(row, dead_token)  # the dead worker wakes up
+    stale = celery_step._settle_not_started(row, dead_token)  # the dead worker wakes up
 
     run.refresh_from_db()
     row = results(run)["s01"]
@@ -325,7 +325,7 @@ def test_a_lost_non_idempotent_step_is_failed_for_review_not_repeated(echo_api, 
         ],
     }
     run, bus = started(flow)
-    distributed.claim_step(bus.messages.pop(0).step_result_id, worker="dead@local")
+    celery_step.claim_step(bus.messages.pop(0).step_result_id, worker="dead@local")
 
     counts = sweep.steps_sweep(now=later(settings.FLOWPILOT_STEP_LEASE + 1), publish=bus)
 
@@ -345,7 +345,7 @@ def test_a_step_lost_too_often_is_failed(echo_api, settings):
     step_result_id = bus.messages.pop(0).step_result_id
     for _ in range(2):
         bus.messages.clear()
-        distributed.claim_step(step_result_id, worker="dead@local")
+        celery_step.claim_step(step_result_id, worker="dead@local")
         sweep.steps_sweep(now=later(settings.FLOWPILOT_STEP_LEASE + 1), publish=bus)
 
     row = results(run)["s01"]
@@ -386,7 +386,7 @@ def test_two_parents_finishing_at_once_queue_the_join_exactly_once(echo_api):
         def work(message, barrier=barrier, bus=bus) -> None:
             try:
                 barrier.wait()
-                distributed.step_execute(
+                celery_step.step_execute(
                     step_result_id=message.step_result_id, worker=WORKER, publish=bus
                 )
             finally:

@@ -1,0 +1,342 @@
+"""One step as a Celery task: claim, heartbeat, one attempt, settle (``runs.tasks``).
+
+``step_execute`` reads its StepResult and the upstream outputs the step references,
+resolves the inputs, then *claims* the step with a conditional ``UPDATE … SET
+status='running' WHERE status='queued'`` that also stores the resolved inputs. A
+duplicate or late message finds the step no longer queued, or loses the claim, and
+does nothing, so a succeeded step never runs again.
+
+It makes **one** attempt while a heartbeat thread renews the step's lease; the
+Celery soft time limit (the step's ``timeout``) becomes a ``tool_timeout`` error.
+Then it settles:
+
+- a retryable failure with tries left goes back to ``queued`` (the attempt logged,
+  with ``retry_in``); the task re-publishes itself with that countdown, so no
+  worker sleeps while waiting;
+- anything else is written with one UPDATE conditional on the claim (a result from
+  a claim the sweeper took back is ignored), then the run is locked and advanced
+  (``runs.engine.distributed.advance_locked``) in the same transaction.
+
+Every attempt is logged with the worker that made it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+from django.db import DatabaseError, connection, transaction
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from runs.engine import checkpoint
+from runs.engine.attempt import (
+    StepOutcome,
+    effective_retry,
+    error_record,
+    execute_attempt,
+    retry_delay,
+)
+from runs.engine.context import RunContext
+from runs.engine.distributed import (
+    TOOLS_KEY,
+    Publish,
+    advance_locked,
+    lease_until,
+    publish_step,
+    run_context,
+    tools_key,
+)
+from runs.engine.resolve import resolve_step_call
+from runs.models import Run, RunStatus, StepResult, StepStatus
+from tools.errors import FlowpilotError, ToolTimeout
+from workflows.references import StepRef, iter_refs
+
+logger = logging.getLogger("flowpilot.engine")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a step task did: ``claimed`` is False when it lost the claim (a duplicate).
+
+    ``retry_in`` is set when the step went back to ``queued`` for a policy retry: the
+    task must re-publish itself with that countdown.
+    """
+
+    claimed: bool
+    status: str | None = None
+    retry_in: float | None = None
+
+
+def claim_step(step_result_id: int, *, worker: str, inputs: Any = None) -> str | None:
+    """Take a queued step for this task. Returns the claim token, or None if it lost.
+
+    One conditional UPDATE (``… WHERE status='queued'``): of two deliveries of the same
+    message, exactly one wins. ``inputs`` is the resolved-inputs record to store.
+    """
+    token = uuid.uuid4().hex
+    now = timezone.now()
+    won = StepResult.objects.filter(pk=step_result_id, status=StepStatus.QUEUED).update(
+        status=StepStatus.RUNNING,
+        claim_token=token,
+        worker=worker[:255],
+        inputs=inputs,
+        lease_expires_at=lease_until(settings.FLOWPILOT_STEP_LEASE, now),
+        started_at=Coalesce(F("started_at"), Value(now)),
+        updated_at=now,
+    )
+    return token if won else None
+
+
+@contextmanager
+def heartbeat(step_result_id: int, token: str, *, lease: float | None = None) -> Iterator[None]:
+    """Renew the step's lease every third of it while the body runs.
+
+    The renewal is conditional on the claim, so a step the sweeper took back is left
+    alone. The thread opens its own database connection only once it first beats.
+    """
+    seconds = lease or settings.FLOWPILOT_STEP_LEASE
+    stop = threading.Event()
+
+    def beat() -> None:
+        try:
+            while not stop.wait(seconds / 3):
+                try:
+                    StepResult.objects.filter(
+                        pk=step_result_id, claim_token=token, status=StepStatus.RUNNING
+                    ).update(lease_expires_at=lease_until(seconds, timezone.now()))
+                except DatabaseError:
+                    logger.warning("heartbeat of step result %s failed", step_result_id)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=beat, name=f"heartbeat-{step_result_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=seconds)
+
+
+def step_execute(*, step_result_id: int, worker: str, publish: Publish = publish_step) -> Verdict:
+    """Claim, run one attempt of, and settle one step (the body of the step task).
+
+    The inputs are resolved before the claim (the upstream outputs they read are final
+    once the step is queued), so the claim stores them in the same UPDATE.
+    """
+    result = StepResult.objects.select_related("run").annotate(**TOOLS_KEY).get(pk=step_result_id)
+    if result.status != StepStatus.QUEUED:
+        logger.debug("step result %s is %s: duplicate or stale message", result.pk, result.status)
+        return Verdict(claimed=False)
+    run = result.run
+    with run_context(run, tools_key=tools_key(result)) as ctx:
+        step = ctx.spec.step(result.step_id)
+        failure = None
+        try:
+            args, record = _resolve(ctx, run, step)
+        except FlowpilotError as exc:
+            args, record, failure = {}, None, exc
+        token = claim_step(result.pk, worker=worker, inputs=record)
+        if token is None:
+            return Verdict(claimed=False)
+        if run.status != RunStatus.RUNNING:
+            return _settle_not_started(result, token)
+        if failure is not None:
+            return _settle_failed_before_call(ctx, result, token, failure, publish=publish)
+        with heartbeat(result.pk, token):
+            entry, attempt, error = _attempt(
+                ctx, step, args, number=result.attempts + 1, worker=worker
+            )
+        return _settle(ctx, result, token, entry, attempt, error, publish=publish)
+
+
+def _resolve(ctx: RunContext, run: Run, step) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The step's inputs, read from the stored outputs of the steps it references."""
+    parsed = [ctx.parsed[step.id], ctx.parsed_items.get(step.id, {})]
+    names = {ref.step_id for ref in iter_refs(parsed) if isinstance(ref, StepRef)}
+    views = {}
+    if names:
+        rows = StepResult.objects.filter(run=run, step_id__in=names).only(
+            "step_id", "status", "output", "error"
+        )
+        views = {r.step_id: checkpoint.view_of(r) for r in rows}
+    return resolve_step_call(ctx, step, inputs=run.inputs, step_value=views.get)
+
+
+def _attempt(ctx, step, args, *, number: int, worker: str):
+    """One try. Returns ``(log entry, Attempt or None, FlowpilotError or None)``."""
+    entry: dict[str, Any] = {
+        "attempt": number,
+        "started_at": ctx.now().isoformat(),
+        "worker": worker,
+    }
+    t0 = time.perf_counter()
+    try:
+        attempt = execute_attempt(ctx, step, args)
+    except (FlowpilotError, SoftTimeLimitExceeded) as exc:
+        error = _as_timeout(step, exc) if _hit_time_limit(exc) else exc
+        entry.update(duration_ms=_ms(t0), status=StepStatus.FAILED, error=error_record(ctx, error))
+        return entry, None, error
+    entry.update(duration_ms=_ms(t0), status=StepStatus.SUCCEEDED)
+    return entry, attempt, None
+
+
+def _hit_time_limit(exc: BaseException | None) -> bool:
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, SoftTimeLimitExceeded):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+def _as_timeout(step, exc: BaseException) -> ToolTimeout:
+    error = ToolTimeout(f"step `{step.id}` ran past its {step.timeout:g} s timeout")
+    error.__cause__ = exc
+    return error
+
+
+def _ms(t0: float) -> float:
+    return round((time.perf_counter() - t0) * 1000, 2)
+
+
+def _locked_claim(result: StepResult, token: str) -> tuple[Run, StepResult] | None:
+    """Lock the run, then re-read the step; None when the claim is no longer ours."""
+    run = Run.objects.select_for_update().get(pk=result.run_id)
+    current = StepResult.objects.get(pk=result.pk)
+    if current.claim_token != token or current.status != StepStatus.RUNNING:
+        logger.warning("step `%s` of run %s: stale claim, result ignored", result.step_id, run.pk)
+        return None
+    return run, current
+
+
+def _settle(ctx, result, token, entry, attempt, error, *, publish: Publish) -> Verdict:
+    """Record the attempt: a retry, or the outcome and an advance of the run."""
+    if error is not None and error.retryable and entry["attempt"] < result.attempt_limit:
+        return _settle_retry(ctx, result, token, entry, error, publish=publish)
+    outcome = StepOutcome(
+        StepStatus.FAILED if error else StepStatus.SUCCEEDED,
+        output=attempt.output if attempt else None,
+        error=entry.get("error"),
+        truncated=attempt.truncated if attempt else False,
+        attempts=[entry],
+    )
+    return _settle_outcome(ctx, result, token, outcome, publish=publish)
+
+
+def _settle_outcome(ctx, result, token, outcome: StepOutcome, *, publish: Publish) -> Verdict:
+    """Write the outcome if the claim is still ours, then advance under the run lock.
+
+    The step row is written first and the run row locked second, which keeps the lock
+    short. No writer waits on a running step's row while holding the run lock (the
+    sweeper skips locked rows; the others only touch pending or queued ones), so this
+    order cannot deadlock.
+    """
+    with transaction.atomic():
+        now = timezone.now()
+        if not _write_outcome(ctx, result, token, outcome, now):
+            logger.warning(
+                "step `%s` of run %s: stale claim, result ignored", result.step_id, result.run_id
+            )
+            return Verdict(claimed=True)
+        run = Run.objects.select_for_update().get(pk=result.run_id)
+        if run.status == RunStatus.RUNNING:
+            advance_locked(ctx, run, publish=publish, now=now)
+    return Verdict(claimed=True, status=outcome.status)
+
+
+def _write_outcome(ctx, result: StepResult, token: str, outcome: StepOutcome, now) -> bool:
+    """``checkpoint.mark_finished`` as one UPDATE conditional on the claim."""
+    output, capped = (None, False)
+    if outcome.status == StepStatus.SUCCEEDED:
+        output, capped = checkpoint.stored_output(ctx, outcome.output)
+    return bool(
+        StepResult.objects.filter(
+            pk=result.pk, claim_token=token, status=StepStatus.RUNNING
+        ).update(
+            status=outcome.status,
+            output=output,
+            output_truncated=capped or outcome.truncated,
+            error=outcome.error,
+            attempts=F("attempts") + len(outcome.attempts),
+            attempt_log=[*(result.attempt_log or []), *outcome.attempts],
+            finished_at=now,
+            updated_at=now,
+        )
+    )
+
+
+def _settle_retry(ctx, result, token, entry, error, *, publish: Publish) -> Verdict:
+    """Back to ``queued`` for the policy's countdown, unless the run ended meanwhile."""
+    with transaction.atomic():
+        locked = _locked_claim(result, token)
+        if locked is None:
+            return Verdict(claimed=True)
+        run, current = locked
+        if run.status == RunStatus.RUNNING:
+            policy = effective_retry(ctx, ctx.spec.step(current.step_id))
+            tries = entry["attempt"] - (current.attempt_limit - policy.max_attempts)
+            entry["retry_in"] = round(retry_delay(ctx, policy, tries, error), 3)
+            requeue(current, entry, timezone.now(), delay=entry["retry_in"], error=entry["error"])
+            return Verdict(claimed=True, status=StepStatus.QUEUED, retry_in=entry["retry_in"])
+    outcome = StepOutcome(StepStatus.FAILED, error=entry["error"], attempts=[entry])
+    return _settle_outcome(ctx, result, token, outcome, publish=publish)
+
+
+def _settle_failed_before_call(ctx, result, token, exc, *, publish: Publish) -> Verdict:
+    """A reference or template error: the step fails without a call, the run advances."""
+    with transaction.atomic():
+        locked = _locked_claim(result, token)
+        if locked is None:
+            return Verdict(claimed=True)
+        run, current = locked
+        checkpoint.mark_failed_before_call(ctx, current, exc.as_dict())
+        if run.status == RunStatus.RUNNING:
+            advance_locked(ctx, run, publish=publish, now=timezone.now())
+        return Verdict(claimed=True, status=StepStatus.FAILED)
+
+
+def _settle_not_started(result: StepResult, token: str) -> Verdict:
+    """The run ended (cancelled) between the claim and the call: the step never starts."""
+    with transaction.atomic():
+        if _locked_claim(result, token) is not None:
+            StepResult.objects.filter(pk=result.pk).update(
+                status=StepStatus.SKIPPED,
+                finished_at=timezone.now(),
+                claim_token="",
+                lease_expires_at=None,
+            )
+    return Verdict(claimed=True, status=StepStatus.SKIPPED)
+
+
+def requeue(result: StepResult, entry: dict, now: datetime, *, delay: float, error) -> None:
+    """Back to ``queued`` with the attempt recorded; due ``delay`` seconds from now."""
+    result.status = StepStatus.QUEUED
+    result.attempts = (result.attempts or 0) + 1
+    result.attempt_log = [*(result.attempt_log or []), entry]
+    result.error = error
+    result.claim_token = ""
+    result.lease_expires_at = lease_until(delay + settings.FLOWPILOT_QUEUED_LEASE, now)
+    result.save(
+        update_fields=[
+            "status",
+            "attempts",
+            "attempt_log",
+            "attempt_limit",
+            "error",
+            "claim_token",
+            "lease_expires_at",
+            "updated_at",
+        ]
+    )
