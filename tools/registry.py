@@ -72,13 +72,19 @@ def _json_path(path: Iterable[Any]) -> str:
     return text
 
 
-def validate_arguments(spec: ToolSpec, arguments: Any) -> None:
+def schema_validator(spec: ToolSpec) -> Draft202012Validator:
+    return Draft202012Validator(
+        spec.input_schema, format_checker=Draft202012Validator.FORMAT_CHECKER
+    )
+
+
+def validate_arguments(
+    spec: ToolSpec, arguments: Any, *, validator: Draft202012Validator | None = None
+) -> None:
     """Check ``arguments`` against the tool's input schema; report every problem at once."""
     if not isinstance(arguments, Mapping):
         raise ToolInputError(f"tool {spec.name!r}: arguments must be an object")
-    validator = Draft202012Validator(
-        spec.input_schema, format_checker=Draft202012Validator.FORMAT_CHECKER
-    )
+    validator = validator or schema_validator(spec)
     errors = sorted(validator.iter_errors(dict(arguments)), key=lambda e: list(e.absolute_path))
     if errors:
         lines = [f"{_json_path(e.absolute_path)}: {e.message}" for e in errors]
@@ -103,6 +109,7 @@ class ToolRegistry:
         hidden = set(exclude)
         self._specs: dict[str, ToolSpec] = {}
         self._providers: dict[str, BuiltinProvider] = {}
+        self._validators: dict[str, Draft202012Validator] = {}
         for spec in specs:
             if spec.name not in hidden:
                 self._add(spec)
@@ -161,7 +168,10 @@ class ToolRegistry:
         spec = self._specs.get(name)
         if spec is None:
             raise ToolNotFound(f"no tool named {name!r}")
-        validate_arguments(spec, arguments)
+        validator = self._validators.get(name)
+        if validator is None:  # built once per tool and registry (a registry is per run)
+            validator = self._validators[name] = schema_validator(spec)
+        validate_arguments(spec, arguments, validator=validator)
         if spec.kind == "http":
             # Imported here: http_client needs ToolResult/ToolCallContext from this module.
             from tools.http_client import call_http_tool

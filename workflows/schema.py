@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import cached_property
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -170,7 +171,9 @@ class WorkflowSpec(_Model):
     )
     schedule: str | None = Field(None, description="Cron expression (5 fields).")
     retention_days: int | None = Field(
-        None, ge=0, le=36500,
+        None,
+        ge=0,
+        le=36500,
         description="Days finished runs are kept (0 = forever). Omitted: the site default.",
     )
     notifications: Notifications = Field(default_factory=Notifications)
@@ -185,11 +188,13 @@ class WorkflowSpec(_Model):
                 raise ValueError(f"input name {key!r} must match {INPUT_NAME_PATTERN}")
         return value
 
+    @cached_property
+    def _steps_by_id(self) -> dict[str, Any]:
+        return {step.id: step for step in self.steps}  # first wins, as in the file
+
     def step(self, step_id: str):
-        for step in self.steps:
-            if step.id == step_id:
-                return step
-        raise KeyError(step_id)
+        """The step with this id (KeyError if none); a dict lookup, cached per spec."""
+        return self._steps_by_id[step_id]
 
     def allowed_tools(self) -> list[str]:
         if self.tools is not None:

@@ -9,6 +9,7 @@ that were in flight.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
@@ -42,11 +43,12 @@ def drive_local(ctx, run: Run, *, observer: Observer | None = None) -> dict[str,
     )
     notify = observer or (lambda event, result: None)
     futures: dict[Future, str] = {}
+    cancel_check = _Every(CANCEL_CHECK_SECONDS)
     with ThreadPoolExecutor(
         max_workers=ctx.limits.max_parallel_steps, thread_name_prefix=f"run{run.pk}"
     ) as pool:
         while True:
-            if _cancelled(run):
+            if cancel_check.due() and _cancelled(run):
                 for future in futures:
                     future.cancel()
                 return None
@@ -109,6 +111,24 @@ def _refuse_previews(step, parsed: dict[str, Any], previews: frozenset[str]) -> 
                 "stored truncated (over FLOWPILOT_MAX_STORED_OUTPUT_BYTES), so this resumed "
                 "run cannot read it; raise the limit and start a new run"
             )
+
+
+CANCEL_CHECK_SECONDS = 0.2  # a cancel is seen within this long; not a query per step
+
+
+class _Every:
+    """True at most once per ``seconds`` (the first call is always due)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.last: float | None = None
+
+    def due(self) -> bool:
+        now = time.monotonic()
+        if self.last is not None and now - self.last < self.seconds:
+            return False
+        self.last = now
+        return True
 
 
 def _cancelled(run: Run) -> bool:
