@@ -2,11 +2,14 @@
 
 import json
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.utils.html import format_html
+from django.utils.translation import ngettext
 
 from runs import workflow_admin  # noqa: F401 - registers the Workflow review admin
-from runs.models import Run, StepResult
+from runs.models import Run, RunTrigger, StepResult
+from runs.services import run_cancel, run_repeat, run_resume
+from tools.errors import FlowpilotError
 
 
 def pretty_json(value) -> str:
@@ -96,3 +99,61 @@ class RunAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False  # run history is a record; it changes only through services
+
+    # --- actions: each calls one service and reports what it did -----------------
+
+    actions = ["run_again", "resume_runs", "cancel_runs"]
+
+    def has_operate_permission(self, request) -> bool:
+        return request.user.has_perm("runs.operate_run")
+
+    @admin.action(
+        description="Run again (same version and inputs; on the workers if configured)",
+        permissions=["operate"],
+    )
+    def run_again(self, request, queryset):
+        started, refused = [], []
+        for run in queryset.select_related("workflow").order_by("pk"):
+            try:
+                started.append(run_repeat(run=run, trigger=RunTrigger.MANUAL))
+            except FlowpilotError as exc:
+                refused.append(f"run {run.pk}: {exc.message}")
+        self._report(
+            request, started, refused, "%(count)d new run started", "%(count)d new runs started"
+        )
+
+    @admin.action(
+        description="Resume from the checkpoint (failed or cancelled runs)",
+        permissions=["operate"],
+    )
+    def resume_runs(self, request, queryset):
+        resumed, refused = [], []
+        for run in queryset.select_related("workflow").order_by("pk"):
+            try:
+                resumed.append(run_resume(run=run))
+            except FlowpilotError as exc:
+                refused.append(exc.message)
+        self._report(request, resumed, refused, "%(count)d run resumed", "%(count)d runs resumed")
+
+    @admin.action(
+        description="Cancel (queued steps never start; steps in flight finish)",
+        permissions=["operate"],
+    )
+    def cancel_runs(self, request, queryset):
+        cancelled, refused = [], []
+        for run in queryset.order_by("pk"):
+            if run_cancel(run=run):
+                cancelled.append(run)
+            else:
+                refused.append(f"run {run.pk} is {run.status}; only pending or running runs cancel")
+        self._report(
+            request, cancelled, refused, "%(count)d run cancelled", "%(count)d runs cancelled"
+        )
+
+    def _report(self, request, done, refused, singular: str, plural: str) -> None:
+        if done:
+            summary = ngettext(singular, plural, len(done)) % {"count": len(done)}
+            states = ", ".join(f"run {run.pk} ({run.status})" for run in done)
+            self.message_user(request, f"{summary}: {states}.", messages.SUCCESS)
+        if refused:
+            self.message_user(request, "; ".join(refused), messages.WARNING)

@@ -100,6 +100,28 @@ def test_runflow_async_queues_the_run_and_returns_at_once(workers, echo_tools, c
     assert run.outputs["tags"] == ["async"] * 4
 
 
+def test_the_admin_run_again_action_queues_a_new_run_on_the_workers(
+    workers, echo_tools, admin_client
+):
+    workflow = import_flow(fan_out_flow("again", 3, delay=0.2))
+    first = finished(enqueue(workflow, "once"), cluster=workers)
+
+    response = admin_client.post(
+        "/admin/runs/run/",
+        {"action": "run_again", "_selected_action": [first.pk]},
+        follow=True,
+    )
+
+    again = Run.objects.exclude(pk=first.pk).get()
+    assert [str(m) for m in response.context["messages"]] == [
+        f"1 new run started: run {again.pk} (running)."
+    ]
+    again = finished(again, cluster=workers)
+    assert again.status == "succeeded"
+    assert again.trigger == "manual"
+    assert again.outputs == {"tags": ["once"] * 3, "first": "n01"}
+
+
 # --- retries and time limits ----------------------------------------------------------
 
 
