@@ -14,7 +14,9 @@ Rows: a fan-out of ``--fanout`` x ``--delay-ms`` calls (20 x 100 ms over 2 x 8 b
 default) and a chain of ``--chain`` instant calls, where every step waits for the one
 before, so its per-step overhead is the full latency of a hop (publish, deliver,
 claim, run, settle under the run lock, advance). The per-step overhead is
-``(engine - plain) / steps``; the target is shown with OK/MISS, nothing is asserted.
+``(engine - plain) / steps``. The target (< 15 ms) is the fan-out's, the case the
+workers are for; the chain's hop latency is shown beside it without one. OK/MISS is
+printed, nothing is asserted, the exit status is 0 either way.
 
 Needs PostgreSQL (``--database-url``, a server where the role may create databases: a
 throwaway database is made and dropped) and Redis (``--redis-url``; a queue of its own,
@@ -239,7 +241,7 @@ def bench_chain(base_url: str, *, n: int, repeat: int) -> list[Row]:
     celery = _median_celery(workflow, repeat)
     return [
         _row(f"chain {n} x http, in-process", local.engine, local.baseline, n, target=False),
-        _row(f"chain {n} x http, Celery", celery, local.baseline, n, target=True),
+        _row(f"chain {n} x http, Celery (hop)", celery, local.baseline, n, target=False),
     ]
 
 
