@@ -5,10 +5,10 @@
 - ``fan_out_flow`` builds N parallel ``echo`` steps joined by a transform.
 - ``Bus`` stands in for the broker in in-process tests: it records what the services
   publish, and ``drain`` delivers each message to ``step_execute`` like a worker would.
-- ``services_available`` decides skip / fail for the tests that need real PostgreSQL and
+- ``require_services`` decides skip / fail for the tests that need real PostgreSQL and
   Redis: they never run on SQLite; under ``CI=true`` an unreachable service fails.
 - ``CeleryCluster`` starts real ``celery worker`` (and ``beat``) subprocesses against the
-  test database and a per-session queue on Redis, and can ``kill -9`` one of them.
+  test database and a queue of their own on Redis, and can ``kill -9`` one of them.
 """
 
 from __future__ import annotations
@@ -394,6 +394,7 @@ def start_cluster(log_dir: Path) -> Iterator[CeleryCluster]:
         "CELERY_TASK_DEFAULT_QUEUE": queue,
         "PYTHONUNBUFFERED": "1",
         "LOG_LEVEL": "INFO",  # the "ready." line is an INFO record
+        "CELERY_RESULT_EXPIRES": "600",  # the sweeper's results, sent every second here
         **WORKER_SETTINGS,
     }
     keys = ("broker_url", "result_backend", "task_always_eager", "task_default_queue")
