@@ -372,7 +372,7 @@ def wait_until(predicate: Callable[[], Any], *, timeout: float, what: str, inter
 
 
 WORKER_SETTINGS = {
-    "FLOWPILOT_STEP_LEASE": "2",
+    "FLOWPILOT_STEP_LEASE": "3",  # heartbeats every second; a late one is not a lost worker
     "FLOWPILOT_QUEUED_LEASE": "10",
     "FLOWPILOT_SWEEP_INTERVAL": "1",
 }

@@ -57,6 +57,7 @@ from runs.engine.distributed import (
     run_context,
     tools_key,
 )
+from runs.engine.local import CheckpointTruncated
 from runs.engine.resolve import resolve_step_call
 from runs.models import Run, RunStatus, StepResult, StepStatus
 from tools.errors import FlowpilotError, ToolTimeout
@@ -162,7 +163,11 @@ def step_execute(*, step_result_id: int, worker: str, publish: Publish = publish
 
 
 def _resolve(ctx: RunContext, run: Run, step) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The step's inputs, read from the stored outputs of the steps it references."""
+    """The step's inputs, read from the stored outputs of the steps it references.
+
+    An output stored as a capped preview (over ``FLOWPILOT_MAX_STORED_OUTPUT_BYTES``)
+    cannot feed a step on another worker: that fails clearly instead of reading null.
+    """
     parsed = [ctx.parsed[step.id], ctx.parsed_items.get(step.id, {})]
     names = {ref.step_id for ref in iter_refs(parsed) if isinstance(ref, StepRef)}
     views = {}
@@ -171,7 +176,19 @@ def _resolve(ctx: RunContext, run: Run, step) -> tuple[dict[str, Any], dict[str,
             "step_id", "status", "output", "error"
         )
         views = {r.step_id: checkpoint.view_of(r) for r in rows}
+    for name in sorted(names):
+        if _is_preview(views.get(name)):
+            raise CheckpointTruncated(
+                f"step `{step.id}` reads the output of `{name}`, which was stored truncated "
+                "(over FLOWPILOT_MAX_STORED_OUTPUT_BYTES), so a step on a Celery worker cannot "
+                "read it; raise the limit, or run this workflow in process"
+            )
     return resolve_step_call(ctx, step, inputs=run.inputs, step_value=views.get)
+
+
+def _is_preview(value: Any) -> bool:
+    """The shape ``checkpoint.stored_output`` stores in place of an oversized output."""
+    return isinstance(value, dict) and value.get("_truncated") is True and "preview" in value
 
 
 def _attempt(ctx, step, args, *, number: int, worker: str):

@@ -4,11 +4,11 @@ The contract (DESIGN §5-§6, STYLE §2 and §5):
 
 - ``run_start`` moves a pending run to running and queues its first ready steps in one
   transaction; the step tasks are published when it commits.
-- ``run_advance`` is the coordinator. Under the run's row lock (``select_for_update``)
-  it asks the pure ``next_actions`` what starts and what is skipped, persists that,
-  publishes the newly queued steps on commit and finishes the run when nothing is left.
-  Every completion advances under the same lock, so two steps finishing at once never
-  queue a step twice or lose one.
+- ``advance_locked`` is the coordinator. The caller holds the run's row lock
+  (``select_for_update``); it asks the pure ``next_actions`` what starts and what is
+  skipped, persists that, publishes the newly queued steps on commit and finishes the
+  run when nothing is left. Every completion advances under that lock, so two steps
+  finishing at once never queue a step twice or lose one.
 - ``runs.engine.celery_step`` is the step task's body: claim (a conditional UPDATE
   from ``queued``; a duplicate message loses it), one attempt, then a retry with the
   policy's countdown or the outcome and an advance under the run lock.
@@ -36,9 +36,7 @@ from django.db.models import Count, F, Func, Max, Q, Subquery
 from django.db.models.fields.json import KT
 from django.utils import timezone
 
-from runs.engine.attempt import (
-    effective_retry,
-)
+from runs.engine.attempt import effective_retry
 from runs.engine.context import RunContext, build_run_context
 from runs.engine.readiness import StepState, next_actions
 from runs.models import Run, RunStatus, StepResult, StepStatus
@@ -171,29 +169,17 @@ def run_start(*, run: Run, publish: Publish = publish_step) -> Run:
     return locked
 
 
-def run_advance(*, run_id: int, publish: Publish = publish_step) -> None:
-    """Lock the run and start whatever became ready (the sweeper's and tests' entry)."""
-    with transaction.atomic():
-        run = lock_run(run_id)
-        if run.status != RunStatus.RUNNING:
-            return
-        with run_context(run) as ctx:
-            advance_locked(ctx, run, publish=publish, now=timezone.now())
-
-
 def advance_locked(ctx: RunContext, run: Run, *, publish: Publish, now: datetime) -> None:
     """Persist what ``next_actions`` decides; the caller holds the run's row lock.
 
-    Reads only each step's status, tries and decision branch (never the outputs), so
+    Reads only each step's status and decision branch (never the outputs), so
     an advance costs the same whatever the steps produced.
     """
     rows = {
-        sid: (pk, status, attempts, branch)
-        for pk, sid, status, attempts, branch in run.step_results.annotate(
-            branch=KT("output__branch")
-        )
+        sid: (pk, status, branch)
+        for pk, sid, status, branch in run.step_results.annotate(branch=KT("output__branch"))
         .order_by("step_id")
-        .values_list("pk", "step_id", "status", "attempts", "branch")
+        .values_list("pk", "step_id", "status", "branch")
     }
     states = {sid: _state(ctx.spec.step(sid), *row[1:]) for sid, row in rows.items()}
     actions = next_actions(ctx.graph, states)
@@ -208,7 +194,7 @@ def advance_locked(ctx: RunContext, run: Run, *, publish: Publish, now: datetime
         logger.info("run %s %s", run.pk, run.status)
 
 
-def _state(step, status: str, attempts: int, branch: str | None) -> StepState:
+def _state(step, status: str, branch: str | None) -> StepState:
     """``checkpoint.state_of`` from the columns ``advance_locked`` reads."""
     return StepState(
         status=status,

@@ -79,6 +79,8 @@ def _sweep_run(run_id: int, *, now: datetime, publish: Publish) -> Counter[str]:
             .select_for_update(skip_locked=True)
             .order_by("step_id")
         )
+        if not expired:
+            return counts
         with run_context(run) as ctx:
             for result in expired:
                 step = ctx.spec.step(result.step_id)

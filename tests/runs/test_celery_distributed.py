@@ -233,6 +233,22 @@ def test_a_fatal_error_is_not_retried(echo_api):
     assert results(run)["s01"].attempts == 1
 
 
+def test_an_output_stored_truncated_fails_the_step_that_reads_it(echo_api, settings):
+    settings.FLOWPILOT_MAX_STORED_OUTPUT_BYTES = 10  # every echo answer is stored as a preview
+    run, bus = started(fan_out_flow("fan", 1))
+
+    bus.drain(worker=WORKER)
+
+    run.refresh_from_db()
+    rows = results(run)
+    assert rows["s01"].status == "succeeded"
+    assert rows["s01"].output["_truncated"] is True
+    assert rows["join"].status == "failed"
+    assert rows["join"].error["type"] == "checkpoint_truncated"
+    assert "reads the output of `s01`, which was stored truncated" in rows["join"].error["message"]
+    assert run.status == "failed"
+
+
 # --- cancel ---------------------------------------------------------------------------
 
 
