@@ -23,7 +23,7 @@ from runs.workflow_views import WorkflowReviewViews
 from workflows.forms import RejectForm
 from workflows.models import WORKFLOW_TRANSITIONS, PlanAttempt, Workflow, WorkflowStatus
 from workflows.review import workflow_review
-from workflows.services import WorkflowTransitionError, workflow_transition
+from workflows.services import WorkflowTransitionError, workflow_export, workflow_transition
 
 
 def pretty_json(value) -> str:
@@ -71,7 +71,7 @@ class WorkflowAdmin(WorkflowReviewViews, admin.ModelAdmin):
 
     @admin.display(description="definition")
     def pretty_definition(self, obj):
-        return pretty_json(obj.definition)
+        return pretty_json(workflow_export(workflow=obj))  # field order, not the column's
 
     def has_add_permission(self, request):
         return False  # versions come from files, the planner ("New plan") or the API

@@ -192,9 +192,11 @@ class ToolEntry:
 
 
 def _entry(spec: ToolSpec, enabled: bool) -> ToolEntry:
+    # Required ones in their declared order, then the rest by name: the same listing
+    # whatever key order the database's JSON column hands back (jsonb reorders keys).
     required = set(spec.required_inputs)
-    names = list(spec.input_schema.get("properties", {}))
-    names += [n for n in spec.required_inputs if n not in names]
+    names = list(dict.fromkeys(spec.required_inputs))
+    names += sorted(n for n in spec.input_schema.get("properties", {}) if n not in required)
     return ToolEntry(
         name=spec.name,
         kind=spec.kind,

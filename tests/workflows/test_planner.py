@@ -29,7 +29,7 @@ from workflows.planner import (
 )
 from workflows.planner.catalog import catalog_entries, select_tools, tokenize
 from workflows.planner.selectors import plan_attempts_for_lineage, plan_attempts_for_version
-from workflows.services import workflow_import, workflow_transition
+from workflows.services import workflow_import, workflow_spec, workflow_transition
 
 pytestmark = pytest.mark.django_db
 
@@ -396,7 +396,7 @@ def test_plan_revise_makes_the_next_version_and_rejects_the_previous(llm, client
     prompt = llm.requests[-1].messages[-1]["content"]
     assert "Forecast three days, not one." in prompt
     assert "`city_weather` version 1" in prompt
-    assert json.dumps(first.definition, ensure_ascii=False, indent=1) in prompt
+    assert json.dumps(workflow_spec(first).to_data(), ensure_ascii=False, indent=1) in prompt
     assert 'Keep "name": "city_weather"' in prompt
     assert [a.workflow_id for a in plan_attempts_for_lineage(workflow=second)] == [
         first.pk,

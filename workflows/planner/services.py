@@ -127,7 +127,7 @@ def plan_revise(
     messages = revise_messages(
         goal=goal,
         catalog=catalog_text(catalog_entries(registry, names)),
-        previous=workflow.definition,
+        previous=previous.to_data(),  # field order, whatever the JSON column did
         version=workflow.version,
         feedback=feedback,
     )
