@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import sys
 
-from runs.models import Run, StepResult
+from runs.models import RUN_TERMINAL, Run, StepResult
+from runs.services import run_enqueue, run_execute
 
 _MARKS = {
     "started": "..",
@@ -40,6 +41,21 @@ class ProgressPrinter:
 def summary_line(run: Run) -> str:
     took = f" in {run.duration.total_seconds():.2f} s" if run.duration else ""
     return f"run {run.pk} {run.status}{took}"
+
+
+def execute_and_report(out, run: Run, *, enqueue: bool) -> None:
+    """Run in this process (or hand to the Celery workers) and print how it went."""
+    if enqueue:
+        run = run_enqueue(run=run, observer=ProgressPrinter(out))
+        if run.status not in RUN_TERMINAL:
+            out.write(
+                f"run {run.pk} queued on the Celery workers; "
+                f"cancel with: manage.py cancelrun {run.pk}"
+            )
+            return
+    else:
+        run = run_execute(run=run, observer=ProgressPrinter(out))
+    report_end(out, run)
 
 
 def report_end(out, run: Run) -> None:

@@ -2,9 +2,9 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.cli import ProgressPrinter, configure_logging, report_end
-from runs.models import RUN_TERMINAL, Run
-from runs.services import run_enqueue, run_execute, run_prepare_resume
+from runs.cli import configure_logging, execute_and_report
+from runs.models import Run
+from runs.services import run_prepare_resume
 from tools.errors import FlowpilotError
 
 
@@ -37,14 +37,4 @@ class Command(BaseCommand):
             raise CommandError(exc.message, returncode=1) from exc
         kept = run.step_results.filter(status="succeeded").count()
         self.stdout.write(f"run {run.pk}: resuming {run.workflow}; {kept} succeeded step(s) kept")
-        if options["enqueue"]:
-            run = run_enqueue(run=run, observer=ProgressPrinter(self.stdout))
-            if run.status not in RUN_TERMINAL:
-                self.stdout.write(
-                    f"run {run.pk} queued on the Celery workers; "
-                    f"cancel with: manage.py cancelrun {run.pk}"
-                )
-                return
-        else:
-            run = run_execute(run=run, observer=ProgressPrinter(self.stdout))
-        report_end(self.stdout, run)
+        execute_and_report(self.stdout, run, enqueue=options["enqueue"])

@@ -2,10 +2,10 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.cli import ProgressPrinter, configure_logging, report_end
+from runs.cli import configure_logging, execute_and_report
 from runs.dryrun import plan_lines
-from runs.models import RUN_TERMINAL, RunTrigger
-from runs.services import run_create, run_enqueue, run_execute
+from runs.models import RunTrigger
+from runs.services import run_create
 from tools.errors import FlowpilotError
 from tools.registry import ToolRegistry
 from workflows.cli import (
@@ -90,17 +90,7 @@ class Command(BaseCommand):
         self.stdout.write(
             f"run {run.pk}: {workflow.name} v{workflow.version}, {len(spec.steps)} steps"
         )
-        if options["enqueue"]:
-            run = run_enqueue(run=run, observer=ProgressPrinter(self.stdout))
-            if run.status not in RUN_TERMINAL:
-                self.stdout.write(
-                    f"run {run.pk} queued on the Celery workers; "
-                    f"cancel with: manage.py cancelrun {run.pk}"
-                )
-                return
-        else:
-            run = run_execute(run=run, observer=ProgressPrinter(self.stdout))
-        report_end(self.stdout, run)
+        execute_and_report(self.stdout, run, enqueue=options["enqueue"])
 
     def _workflow(self, target, options):
         if is_file_target(target):
