@@ -49,8 +49,7 @@ def drive_local(ctx, run: Run, *, observer: Observer | None = None) -> dict[str,
     ) as pool:
         while True:
             if cancel_check.due() and _cancelled(run):
-                for future in futures:
-                    future.cancel()
+                _settle_cancelled(ctx, futures, results, notify)
                 return None
             actions = next_actions(ctx.graph, states)
             skipped = [results[sid] for sid in actions.skip]
@@ -78,6 +77,22 @@ def drive_local(ctx, run: Run, *, observer: Observer | None = None) -> dict[str,
                     outcome.output if outcome.status == "succeeded" else {"error": outcome.error}
                 )
                 notify(outcome.status, result)
+
+
+def _settle_cancelled(ctx, futures: dict[Future, str], results, notify) -> None:
+    """The run was cancelled: a step not yet started never starts (skipped); a step in
+    flight finishes and its outcome is recorded, so none is left ``running``."""
+    never_started = [results[sid] for future, sid in futures.items() if future.cancel()]
+    if never_started:
+        checkpoint.mark_skipped(never_started, ctx.now())
+        for result in never_started:
+            notify("skipped", result)
+    for future, step_id in sorted(futures.items(), key=lambda item: item[1]):
+        if future.cancelled():
+            continue
+        outcome: StepOutcome = future.result()
+        checkpoint.mark_finished(ctx, results[step_id], outcome)
+        notify(outcome.status, results[step_id])
 
 
 def _start(ctx, run, result: StepResult, views, states, pool, notify, previews) -> Future | None:

@@ -1,0 +1,84 @@
+"""Engine edge cases found in review: cancel, resume and failure paths of the in-process driver."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.db import connection
+
+from runs.models import Run
+from runs.services import run_cancel, run_create, run_execute
+from tests.conftest import EXAMPLES_DIR
+from workflows.files import read_workflow_file
+from workflows.services import workflow_import
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("example_tools")]
+
+
+def import_example(name: str, **changes):
+    data = read_workflow_file(EXAMPLES_DIR / f"{name}.yaml")
+    data.update(changes)
+    workflow, _ = workflow_import(data=data)
+    return workflow
+
+
+def statuses(run: Run) -> dict[str, str]:
+    return dict(run.step_results.order_by("step_id").values_list("step_id", "status"))
+
+
+def wait_for(predicate, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_cancel_records_every_step_in_flight_not_only_the_first_to_finish(fake_api):
+    """Two parallel steps in flight at cancel: both finish, and both outcomes are recorded."""
+    run = run_create(workflow=import_example("geo_weather"), trigger="api")
+    fake_api.delay("weather", 0.3)
+    fake_api.delay("restcountries", 1.0)
+
+    def execute() -> None:
+        try:
+            run_execute(run=Run.objects.get(pk=run.pk))
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=execute)
+    worker.start()
+    wait_for(lambda: fake_api.requests("weather") and fake_api.requests("restcountries"))
+    assert run_cancel(run=Run.objects.get(pk=run.pk)) is True
+    worker.join(timeout=10)
+
+    assert not worker.is_alive()
+    run.refresh_from_db()
+    assert run.status == "cancelled"
+    # Neither is left "running" forever (a resume would call it again, or fail it for review).
+    assert statuses(run) == {"country": "succeeded", "locate": "succeeded", "weather": "succeeded"}
+
+
+def test_cancel_leaves_no_step_running_when_one_waited_for_a_free_thread(fake_api, settings):
+    settings.FLOWPILOT_MAX_PARALLEL_STEPS = 1  # `weather` waits while `country` runs
+    run = run_create(workflow=import_example("geo_weather"), trigger="api")
+    fake_api.delay("restcountries", 0.5)
+
+    def execute() -> None:
+        try:
+            run_execute(run=Run.objects.get(pk=run.pk))
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=execute)
+    worker.start()
+    wait_for(lambda: fake_api.requests("restcountries"))
+    assert run_cancel(run=Run.objects.get(pk=run.pk)) is True
+    worker.join(timeout=10)
+
+    run.refresh_from_db()
+    assert run.status == "cancelled"
+    # The pool's thread may take `weather` before the cancel is seen; then it finishes.
+    expected = "succeeded" if fake_api.requests("weather") else "skipped"
+    assert statuses(run) == {"country": "succeeded", "locate": "succeeded", "weather": expected}
