@@ -87,22 +87,24 @@ def run_execute(
     if not _transition(run, RunStatus.RUNNING, **started):
         run.refresh_from_db()
         raise RunStateError(f"run {run.pk} is {run.status}; it cannot start")
-    spec = workflow_spec(run.workflow)
-    ctx = context or build_run_context(run_id=run.pk, spec=spec)
-    try:
+    ctx = context
+    try:  # from here on, any exception fails the run: it never stays running
+        if ctx is None:
+            ctx = build_run_context(run_id=run.pk, spec=workflow_spec(run.workflow))
         views = drive_local(ctx, run, observer=observer)
         if views is not None:
             _finish(ctx, run, views)
     except BaseException as exc:
+        summary = f"engine error: {type(exc).__name__}: {exc}"
         _transition(
             run,
             RunStatus.FAILED,
             finished_at=timezone.now(),
-            error_summary=ctx.redactor.scrub_text(f"engine error: {type(exc).__name__}: {exc}"),
+            error_summary=ctx.redactor.scrub_text(summary) if ctx is not None else summary,
         )
         raise
     finally:
-        if context is None:
+        if context is None and ctx is not None:
             ctx.close()
     run.refresh_from_db()
     return run

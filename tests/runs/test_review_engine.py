@@ -82,3 +82,25 @@ def test_cancel_leaves_no_step_running_when_one_waited_for_a_free_thread(fake_ap
     # The pool's thread may take `weather` before the cancel is seen; then it finishes.
     expected = "succeeded" if fake_api.requests("weather") else "skipped"
     assert statuses(run) == {"country": "succeeded", "locate": "succeeded", "weather": expected}
+
+
+def test_a_run_whose_context_cannot_be_built_fails_instead_of_staying_running(
+    output_dir, monkeypatch
+):
+    from django.db import OperationalError
+
+    from tools.registry import ToolRegistry
+
+    run = run_create(workflow=import_example("sales_report"), trigger="api")
+
+    def unavailable(cls, **kwargs):
+        raise OperationalError("database is locked")
+
+    monkeypatch.setattr(ToolRegistry, "from_db", classmethod(unavailable))
+    with pytest.raises(OperationalError):
+        run_execute(run=run)
+
+    run.refresh_from_db()
+    assert run.status == "failed"
+    assert run.finished_at is not None
+    assert "database is locked" in run.error_summary
