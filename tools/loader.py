@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from tools.data_limits import data_limit_problem
 from tools.errors import ToolConfigError
 from tools.spec import ToolSpec
 from tools.templating import placeholders
@@ -145,6 +146,11 @@ def load_tool_text(text: str, *, source: str = "<string>") -> list[ToolSpec]:
         where = f"{source}:{mark.line + 1}" if mark else source
         problem = getattr(exc, "problem", None) or str(exc)
         raise ToolConfigError(f"{where}: malformed YAML: {problem}") from exc
+    except RecursionError as exc:
+        raise ToolConfigError(f"{source}: malformed YAML: the document nests too deeply") from exc
+    too_big = data_limit_problem(data)
+    if too_big:
+        raise ToolConfigError(f"{source}: {too_big}")
     problems = _Problems(source, root)
     entries = _entries(data, problems)
     specs: list[ToolSpec] = []

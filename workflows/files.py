@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from tools.data_limits import data_limit_problem
 from tools.errors import FlowpilotError
 
 MAX_FILE_BYTES = 5 * 1024 * 1024
@@ -32,6 +33,11 @@ def parse_workflow_text(text: str, *, source: str, fmt: str | None = None) -> di
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise WorkflowFileError(f"{source}: invalid YAML{where}: {problem}") from exc
+    except RecursionError as exc:
+        raise WorkflowFileError(f"{source}: the document nests too deeply") from exc
+    problem = data_limit_problem(data)
+    if problem:
+        raise WorkflowFileError(f"{source}: {problem}")
     if not isinstance(data, dict):
         kind = type(data).__name__ if data is not None else "nothing"
         raise WorkflowFileError(f"{source}: a workflow file must hold a mapping, found {kind}")

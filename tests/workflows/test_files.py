@@ -176,3 +176,30 @@ def test_dump_workflow_writes_readable_yaml_in_field_order():
     assert text.splitlines()[0] == "name: geo_weather"
     assert parse_workflow_text(text, source="s") == data
     assert json.loads(dump_workflow(data, fmt="json")) == data
+
+
+# --- hostile files ------------------------------------------------------------------------
+
+
+def test_alias_bomb_is_refused_before_anything_expands_it():
+    lines = ["      a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, 9):
+        lines.append(f"      a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
+    text = (
+        "name: lol\nsteps:\n  - id: s\n    kind: transform\n    expression: x\n"
+        "    input_mapping:\n" + "\n".join(lines) + "\n"
+    )
+    with pytest.raises(WorkflowFileError, match="anchors"):
+        parse_workflow_text(text, source="lol.yaml")
+
+
+@pytest.mark.parametrize("fmt", ["json", "yaml"])
+def test_deep_nesting_is_a_file_error_not_a_crash(fmt):
+    text = '{"name": "deep", "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    with pytest.raises(WorkflowFileError, match="nest"):
+        parse_workflow_text(text, source=f"deep.{fmt}", fmt=fmt)
+
+
+def test_recursive_anchor_is_a_file_error():
+    with pytest.raises(WorkflowFileError, match="itself"):
+        parse_workflow_text("name: r\nx: &a [*a]\n", source="r.yaml")
