@@ -22,6 +22,8 @@ import base64
 import json
 import re
 import time
+import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -219,13 +221,60 @@ def _send(
 def _read_bounded(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
     chunks: list[bytes] = []
     size = 0
-    for chunk in response.iter_bytes():
+    for chunk in _decoded(response):
         if size + len(chunk) > limit:
             chunks.append(chunk[: limit - size])
             return b"".join(chunks), True
         chunks.append(chunk)
         size += len(chunk)
     return b"".join(chunks), False
+
+
+_INFLATE_PIECE = 64 * 1024
+
+
+def _decoded(response: httpx.Response) -> Iterator[bytes]:
+    """The body, decompressed at most ``_INFLATE_PIECE`` bytes at a time.
+
+    httpx inflates each network chunk whole, so a few kB of gzip become hundreds
+    of MB in memory before the limit is checked (a decompression bomb). gzip and
+    deflate (what httpx asks for) are inflated here piece by piece instead;
+    identity and any other coding pass through as received, as httpx does for a
+    coding it cannot decode.
+    """
+    stream: Iterator[bytes] = response.iter_raw()
+    codings = response.headers.get_list("content-encoding", split_commas=True)
+    for coding in reversed([c.strip().lower() for c in codings]):
+        if coding in ("gzip", "x-gzip", "deflate"):
+            stream = _inflate(stream, gzip=coding != "deflate")
+    return stream
+
+
+def _inflate(stream: Iterator[bytes], *, gzip: bool) -> Iterator[bytes]:
+    inflater = None
+    try:
+        for data in stream:
+            if inflater is None:
+                if not data:
+                    continue
+                inflater = zlib.decompressobj(_wbits(data, gzip=gzip))
+            while data:
+                piece = inflater.decompress(data, _INFLATE_PIECE)
+                data = inflater.unconsumed_tail
+                if piece:
+                    yield piece
+        if inflater is not None and (rest := inflater.flush()):
+            yield rest
+    except zlib.error as exc:
+        raise httpx.DecodingError(f"malformed compressed body: {exc}") from exc
+
+
+def _wbits(first: bytes, *, gzip: bool) -> int:
+    """gzip framing, or for deflate the zlib wrapper when present, else raw deflate."""
+    if gzip:
+        return zlib.MAX_WBITS | 16
+    wrapped = len(first) >= 2 and first[0] & 0x0F == 8 and ((first[0] << 8) | first[1]) % 31 == 0
+    return zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS
 
 
 def _decode(body: bytes, encoding: str) -> str:
