@@ -32,6 +32,7 @@ import httpx
 
 from tools.errors import (
     FlowpilotError,
+    TemplateError,
     ToolAuthFailed,
     ToolConfigError,
     ToolHTTPError,
@@ -46,6 +47,7 @@ from tools.registry import ToolCallContext, ToolResult
 from tools.spec import HttpConfig, ToolSpec
 from tools.templating import lookup, render, render_text, render_url_path, to_text
 
+_BAD_HEADER_CHARS = re.compile(r"[\r\n\0]")
 _BARE_ORIGIN = re.compile(r"^https?://[^/?#@\s]+/?$", re.IGNORECASE)
 ERROR_BODY_CHARS = 500
 
@@ -108,6 +110,12 @@ def prepare_request(spec: ToolSpec, arguments: dict, ctx: ToolCallContext) -> Pr
     _apply_auth(http, prepared, arguments, ctx, secrets)
     for secret in secrets:
         ctx.redactor.add(secret)
+    for name, value in prepared.headers.items():
+        if _BAD_HEADER_CHARS.search(name) or _BAD_HEADER_CHARS.search(value):
+            raise TemplateError(
+                f"tool {spec.name!r}: header {name!r} renders to a value with a line break "
+                "or NUL character; a value cannot add headers"
+            )
     return prepared
 
 

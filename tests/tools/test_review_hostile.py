@@ -9,7 +9,7 @@ import zlib
 import pytest
 
 from tests.tools.conftest import Reply
-from tools.errors import ToolConfigError, ToolResponseInvalid
+from tools.errors import TemplateError, ToolConfigError, ToolResponseInvalid
 from tools.http_client import call_http_tool
 from tools.loader import load_tool_text
 from tools.spec import ToolSpec
@@ -88,3 +88,15 @@ def test_malformed_gzip_body_is_an_invalid_response(server, make_ctx):
     spec = ToolSpec(name="t", http={"base_url": "{{env.BASE}}", "request": {"url": "/x"}})
     with pytest.raises(ToolResponseInvalid):
         call_http_tool(spec, {}, make_ctx(env={"BASE": server.url}))
+
+
+@pytest.mark.parametrize("value", ["a\r\nX-Evil: 1", "a\nb", "a\0b"])
+def test_header_value_with_a_line_break_is_a_fatal_template_error(server, make_ctx, value):
+    spec = ToolSpec(
+        name="t",
+        http={"base_url": "{{env.BASE}}", "request": {"url": "/x", "headers": {"X-U": "{{u}}"}}},
+    )
+    with pytest.raises(TemplateError, match="X-U") as caught:
+        call_http_tool(spec, {"u": value}, make_ctx(env={"BASE": server.url}))
+    assert not caught.value.retryable
+    assert server.requests == []
