@@ -11,6 +11,8 @@ import pytest
 from tests.tools.conftest import Reply
 from tools.errors import TemplateError, ToolConfigError, ToolResponseInvalid
 from tools.http_client import call_http_tool
+from tools.llm.content import parse_json_reply
+from tools.llm.errors import LLMReplyInvalid
 from tools.loader import load_tool_text
 from tools.spec import ToolSpec
 
@@ -100,3 +102,15 @@ def test_header_value_with_a_line_break_is_a_fatal_template_error(server, make_c
         call_http_tool(spec, {"u": value}, make_ctx(env={"BASE": server.url}))
     assert not caught.value.retryable
     assert server.requests == []
+
+
+# --- LLM replies ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("depth", [500, 100_000])
+def test_deeply_nested_llm_reply_is_an_invalid_reply_not_a_crash(depth):
+    text = '{"steps": ' + "[" * depth + "]" * depth + "}"
+    with pytest.raises(LLMReplyInvalid, match="nest"):
+        parse_json_reply(text)
+    with pytest.raises(LLMReplyInvalid, match="nest"):
+        parse_json_reply("Here it is:\n```json\n" + text + "\n```")

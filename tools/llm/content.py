@@ -12,6 +12,7 @@ import json
 import re
 from typing import Any
 
+from tools.data_limits import data_limit_problem
 from tools.llm.errors import LLMReplyInvalid
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\r?\n(.*?)```", re.DOTALL)
@@ -24,12 +25,12 @@ def parse_json_reply(text: str | None) -> Any:
         raise LLMReplyInvalid("the reply is empty; a JSON document was expected")
     stripped = text.strip()
     try:
-        return json.loads(stripped)
+        return _loads(stripped)
     except json.JSONDecodeError as exc:
         first_error = exc
     for candidate in _candidates(stripped):
         try:
-            return json.loads(candidate)
+            return _loads(candidate)
         except json.JSONDecodeError as exc:
             first_error = exc
     shown = stripped if len(stripped) <= _SHOWN else stripped[:_SHOWN] + "…"
@@ -37,6 +38,18 @@ def parse_json_reply(text: str | None) -> Any:
         f"the reply is not valid JSON ({first_error.msg} at line {first_error.lineno} "
         f"column {first_error.colno}): {shown!r}"
     ) from first_error
+
+
+def _loads(text: str) -> Any:
+    """``json.loads``; a too deeply nested value is ``LLMReplyInvalid``, not a RecursionError."""
+    try:
+        value = json.loads(text)
+    except RecursionError as exc:
+        raise LLMReplyInvalid("the reply's JSON nests too deeply") from exc
+    problem = data_limit_problem(value)
+    if problem:
+        raise LLMReplyInvalid(f"the reply's JSON is refused: {problem}")
+    return value
 
 
 def _candidates(text: str) -> list[str]:
