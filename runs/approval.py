@@ -224,6 +224,9 @@ def _parse_json(text: str) -> Any:
     except json.JSONDecodeError as exc:
         message = f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         raise DefinitionInvalid([ValidationIssue("json_invalid", "", message)]) from exc
+    except RecursionError as exc:
+        message = "not accepted: the JSON nests too deeply"
+        raise DefinitionInvalid([ValidationIssue("json_invalid", "", message)]) from exc
     if not isinstance(data, dict):
         message = f"the definition must be a JSON object, not {type(data).__name__}"
         raise DefinitionInvalid([ValidationIssue("json_invalid", "", message)])

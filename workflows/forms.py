@@ -124,6 +124,8 @@ class NewPlanForm(forms.Form):
             raise forms.ValidationError(
                 f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
             ) from exc
+        except RecursionError as exc:
+            raise forms.ValidationError("not accepted: the JSON nests too deeply") from exc
         if not isinstance(value, dict):
             raise forms.ValidationError("sample inputs must be a JSON object")
         return value

@@ -43,7 +43,7 @@ def coerce_text(value: str, spec: InputSpec | None) -> Any:
         return value  # left as text; the type check reports it
     try:
         return json.loads(value)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return value
 
 
