@@ -28,6 +28,7 @@ from tools.data_limits import data_limit_problem
 from tools.errors import ToolConfigError
 from tools.spec import ToolSpec
 from tools.templating import placeholders
+from tools.yaml_strict import strict_safe_load
 
 NEW_KEYS = frozenset(
     {
@@ -139,7 +140,7 @@ def load_tool_file(path: str | Path) -> list[ToolSpec]:
 def load_tool_text(text: str, *, source: str = "<string>") -> list[ToolSpec]:
     """Parse YAML text holding one tool or a ``tools:`` list."""
     try:
-        data = yaml.safe_load(text)
+        data = strict_safe_load(text)
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)

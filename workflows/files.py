@@ -10,6 +10,7 @@ import yaml
 
 from tools.data_limits import data_limit_problem
 from tools.errors import FlowpilotError
+from tools.yaml_strict import strict_safe_load
 
 MAX_FILE_BYTES = 5 * 1024 * 1024
 
@@ -23,7 +24,7 @@ def parse_workflow_text(text: str, *, source: str, fmt: str | None = None) -> di
     if fmt is None:
         fmt = "json" if text.lstrip().startswith(("{", "[")) else "yaml"
     try:
-        data = json.loads(text) if fmt == "json" else yaml.safe_load(text)
+        data = json.loads(text) if fmt == "json" else strict_safe_load(text)
     except json.JSONDecodeError as exc:
         raise WorkflowFileError(
             f"{source}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"

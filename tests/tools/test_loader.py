@@ -204,3 +204,9 @@ def test_legacy_relative_url_with_base_url():
 
 def test_legacy_host_placeholder_rejected():
     assert "field url: base_url may only use" in _problems("name: t\nurl: 'https://{{h}}/a'\n")
+
+
+def test_a_tool_key_written_twice_is_refused_not_silently_dropped():
+    text = "name: a\nkind: http\nname: b\n"
+    with pytest.raises(ToolConfigError, match="duplicate key 'name'"):
+        load_tool_text(text, source="dup.yaml")

@@ -203,3 +203,16 @@ def test_deep_nesting_is_a_file_error_not_a_crash(fmt):
 def test_recursive_anchor_is_a_file_error():
     with pytest.raises(WorkflowFileError, match="itself"):
         parse_workflow_text("name: r\nx: &a [*a]\n", source="r.yaml")
+
+
+def test_a_key_written_twice_is_an_error_with_both_lines():
+    text = "name: first\nsteps: []\nname: second\n"
+    with pytest.raises(
+        WorkflowFileError, match=r"line 3.*duplicate key 'name' \(first written on line 1\)"
+    ):
+        parse_workflow_text(text, source="dup.yaml")
+
+
+def test_merge_keys_may_still_override_what_they_merge():
+    text = "base: &b {kind: tool, tool: t}\nstep:\n  <<: *b\n  tool: u\n"
+    assert parse_workflow_text(text, source="m.yaml")["step"] == {"kind": "tool", "tool": "u"}
