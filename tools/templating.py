@@ -162,11 +162,13 @@ def _render_string(
 def encode_segment(text: str) -> str:
     """Percent-encode ``text`` so it stays inside one URL path segment.
 
-    ``/ ? # @ :`` and friends are encoded; a value that is exactly ``.`` or ``..``
-    is fully encoded so it cannot walk the path.
+    ``/ ? # @ :`` and friends are encoded. A value that is exactly ``.`` or ``..``
+    is refused: servers may normalise even ``%2E%2E`` back to a step up the path.
     """
     if text in (".", ".."):
-        return "%2E" * len(text)
+        raise TemplateError(
+            f"a URL path value may not be `{text}`: it would walk the path (a fatal input error)"
+        )
     return quote(text, safe="")
 
 

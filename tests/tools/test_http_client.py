@@ -7,6 +7,7 @@ import pytest
 
 from tests.tools.conftest import Reply
 from tools.errors import (
+    TemplateError,
     ToolAuthFailed,
     ToolConfigError,
     ToolHTTPError,
@@ -50,7 +51,6 @@ def ctx_for(server, make_ctx):
         ("evil.com/x", "/repos/evil.com%2Fx/info"),
         ("a?b#c", "/repos/a%3Fb%23c/info"),
         ("@evil", "/repos/%40evil/info"),
-        ("..", "/repos/%2E%2E/info"),
         ("octo cat", "/repos/octo%20cat/info"),
     ],
 )
@@ -59,6 +59,13 @@ def test_hostile_path_values_stay_in_one_segment(server, ctx_for, owner, expecte
     assert server.requests[-1].raw_path == expected_path
     assert result.request["status"] == 200
     assert result.request["url"].startswith(server.url)
+
+
+@pytest.mark.parametrize("walker", [".", ".."])
+def test_dot_segments_are_refused_before_any_request(server, ctx_for, walker):
+    with pytest.raises(TemplateError, match="would walk the path"):
+        call_http_tool(make_spec("/repos/{{owner}}/info"), {"owner": walker}, ctx_for())
+    assert server.requests == []
 
 
 def test_query_rendering_drops_none_and_repeats_lists(server, ctx_for):

@@ -113,11 +113,15 @@ def test_url_path_encodes_every_value():
         ("evil.com/x", "evil.com%2Fx"),
         ("a?b#c", "a%3Fb%23c"),
         ("@evil", "%40evil"),
-        ("..", "%2E%2E"),
-        (".", "%2E"),
         ("a b", "a%20b"),
     ]:
         assert render_url_path("/repos/{{o}}/x", {"o": hostile}, {}) == f"/repos/{expected}/x"
+
+
+def test_url_path_refuses_dot_segments():
+    for walker in (".", ".."):
+        with pytest.raises(TemplateError, match="would walk the path"):
+            render_url_path("/repos/{{o}}/x", {"o": walker}, {})
 
 
 def test_url_path_keeps_template_literals_and_exact_is_text():
