@@ -175,6 +175,18 @@ def run_prepare_resume(*, run: Run, force: bool = False) -> Run:
         raise RunStateError(
             f"run {run.pk} is {run.status}; only failed or cancelled runs resume{hint}"
         )
+    if run.status == RunStatus.CANCELLED and not force:
+        # Cancel lets steps in flight finish; resuming now would call them a second time.
+        # A plain read, not a row lock: a finishing step task holds its row, then the run's.
+        busy = run.step_results.filter(status__in=[StepStatus.RUNNING, StepStatus.QUEUED])
+        busy_ids = list(busy.order_by("step_id").values_list("step_id", flat=True))
+        if busy_ids:
+            names = ", ".join(f"`{s}`" for s in busy_ids)
+            raise RunStateError(
+                f"run {run.pk} was cancelled, but {'steps' if len(busy_ids) > 1 else 'step'} "
+                f"{names} {'are' if len(busy_ids) > 1 else 'is'} still running; resume once "
+                "they have finished (use --force if the process running them died)"
+            )
     spec = workflow_spec(run.workflow)
     registry = ToolRegistry.from_db()
     for result in run.step_results.select_for_update().order_by("step_id"):

@@ -104,3 +104,32 @@ def test_a_run_whose_context_cannot_be_built_fails_instead_of_staying_running(
     assert run.status == "failed"
     assert run.finished_at is not None
     assert "database is locked" in run.error_summary
+
+
+def test_resume_waits_until_the_steps_in_flight_of_a_cancelled_run_have_finished(fake_api):
+    """Cancel lets a step in flight finish; resuming meanwhile must not call it a second time."""
+    from runs.services import RunStateError, run_prepare_resume
+
+    run = run_create(workflow=import_example("geo_weather"), trigger="api")
+    fake_api.delay("restcountries", 1.0)
+
+    def execute() -> None:
+        try:
+            run_execute(run=Run.objects.get(pk=run.pk))
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=execute)
+    worker.start()
+    wait_for(lambda: fake_api.requests("restcountries"))
+    assert run_cancel(run=Run.objects.get(pk=run.pk)) is True
+
+    with pytest.raises(RunStateError, match=r"cancelled, but steps? .*`country`.* still"):
+        run_prepare_resume(run=Run.objects.get(pk=run.pk))
+    assert statuses(run)["country"] == "running"
+
+    worker.join(timeout=10)
+    prepared = run_prepare_resume(run=Run.objects.get(pk=run.pk))
+    done = run_execute(run=prepared)
+    assert done.status == "succeeded"
+    assert len(fake_api.requests("restcountries")) == 1  # never called twice
