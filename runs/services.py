@@ -96,12 +96,8 @@ def run_execute(
             _finish(ctx, run, views)
     except BaseException as exc:
         summary = f"engine error: {type(exc).__name__}: {exc}"
-        _transition(
-            run,
-            RunStatus.FAILED,
-            finished_at=timezone.now(),
-            error_summary=ctx.redactor.scrub_text(summary) if ctx is not None else summary,
-        )
+        summary = ctx.redactor.scrub_text(summary) if ctx is not None else summary
+        _transition(run, RunStatus.FAILED, finished_at=timezone.now(), error_summary=summary[:5000])
         raise
     finally:
         if context is None and ctx is not None:

@@ -58,11 +58,26 @@ def execute_attempt(ctx, step, args: dict[str, Any]) -> Attempt:
         raise FlowpilotError(f"{type(exc).__name__}: {exc}") from exc
 
 
+MAX_ERROR_MESSAGE_CHARS = 4000  # an error quoting a huge value must not fill the checkpoint
+
+
 def error_record(ctx, exc: FlowpilotError) -> dict:
     record = exc.as_dict()
     if record["type"] == "error":
         record["type"] = "internal_error"
-    return ctx.redactor.scrub(record)
+    return capped_error(ctx.redactor.scrub(record))
+
+
+def capped_error(record: dict) -> dict:
+    """``record`` with its message cut to ``MAX_ERROR_MESSAGE_CHARS``.
+
+    Cut after scrubbing, so a cut never leaves part of a secret unmasked.
+    """
+    message = record.get("message")
+    if isinstance(message, str) and len(message) > MAX_ERROR_MESSAGE_CHARS:
+        cut = f"{message[:MAX_ERROR_MESSAGE_CHARS]}… [truncated: {len(message)} characters in all]"
+        record = {**record, "message": cut}
+    return record
 
 
 def retry_delay(ctx, policy: RetryPolicy, attempt: int, exc: FlowpilotError) -> float:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from runs.engine.attempt import capped_error
 from runs.engine.readiness import FAILED, StepState
 from runs.engine.resolve import step_view_value
 from runs.models import Run, StepResult, StepStatus
@@ -93,7 +94,7 @@ def mark_failed_before_call(ctx, result: StepResult, error: dict, inputs_record=
     """A step that failed before its tool was called (a reference or template error)."""
     now = ctx.now()
     result.status = StepStatus.FAILED
-    result.error = ctx.redactor.scrub(error)
+    result.error = capped_error(ctx.redactor.scrub(error))
     result.inputs = inputs_record
     result.started_at = result.started_at or now
     result.finished_at = now

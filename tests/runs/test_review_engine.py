@@ -133,3 +133,51 @@ def test_resume_waits_until_the_steps_in_flight_of_a_cancelled_run_have_finished
     done = run_execute(run=prepared)
     assert done.status == "succeeded"
     assert len(fake_api.requests("restcountries")) == 1  # never called twice
+
+
+def test_an_error_message_quoting_a_huge_argument_is_stored_capped(fake_api):
+    """jsonschema quotes the offending value: a 50,000-item list must not fill the checkpoint."""
+    data = {
+        "name": "big_error",
+        "inputs": {"ids": {"type": "array"}},
+        "steps": [
+            {
+                "id": "locate",
+                "kind": "tool",
+                "tool": "ip_geolocate",
+                "input_mapping": {"ip": "$input.ids"},
+            }
+        ],
+    }
+    workflow, _ = workflow_import(data=data)
+    ids = [f"10.0.0.{i % 250}" for i in range(50_000)]
+
+    run = run_execute(run=run_create(workflow=workflow, trigger="api", inputs={"ids": ids}))
+
+    result = run.step_results.get()
+    assert run.status == "failed"
+    assert result.error["type"] == "tool_input_invalid"
+    assert result.error["message"].startswith("tool 'ip_geolocate': invalid arguments: $.ip: [")
+    assert "characters in all]" in result.error["message"]
+    assert len(result.error["message"]) < 5_000
+    assert len(str(result.attempt_log)) < 6_000
+
+
+def test_an_engine_error_summary_is_capped(output_dir, monkeypatch):
+    from django.db import OperationalError
+
+    from tools.registry import ToolRegistry
+
+    run = run_create(workflow=import_example("sales_report"), trigger="api")
+
+    def unavailable(cls, **kwargs):
+        raise OperationalError("x" * 100_000)
+
+    monkeypatch.setattr(ToolRegistry, "from_db", classmethod(unavailable))
+    with pytest.raises(OperationalError):
+        run_execute(run=run)
+
+    run.refresh_from_db()
+    assert run.status == "failed"
+    assert run.error_summary.startswith("engine error: OperationalError: xxx")
+    assert len(run.error_summary) <= 5_000
