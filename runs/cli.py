@@ -5,8 +5,11 @@ from __future__ import annotations
 import logging
 import sys
 
+from django.core.management.base import CommandError
+
 from runs.models import RUN_TERMINAL, Run, StepResult
 from runs.services import run_enqueue, run_execute
+from tools.errors import FlowpilotError
 
 _MARKS = {
     "started": "..",
@@ -46,7 +49,10 @@ def summary_line(run: Run) -> str:
 def execute_and_report(out, run: Run, *, enqueue: bool) -> None:
     """Run in this process (or hand to the Celery workers) and print how it went."""
     if enqueue:
-        run = run_enqueue(run=run, observer=ProgressPrinter(out))
+        try:
+            run = run_enqueue(run=run, observer=ProgressPrinter(out))
+        except FlowpilotError as exc:  # the run cannot start, or the broker is down
+            raise CommandError(exc.message, returncode=1) from exc
         if run.status not in RUN_TERMINAL:
             out.write(
                 f"run {run.pk} queued on the Celery workers; "

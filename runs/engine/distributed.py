@@ -35,12 +35,13 @@ from django.db import transaction
 from django.db.models import Count, F, Func, Max, Q, Subquery
 from django.db.models.fields.json import KT
 from django.utils import timezone
+from kombu.exceptions import OperationalError as KombuOperationalError
 
 from runs.engine.attempt import effective_retry
 from runs.engine.context import RunContext, build_run_context
 from runs.engine.readiness import StepState, next_actions
 from runs.models import Run, RunStatus, StepResult, StepStatus
-from runs.services import RunStateError, _finish, _transition
+from runs.services import RunError, RunStateError, _finish, _transition
 from tools.models import Tool
 from tools.registry import ToolRegistry
 from workflows.schema import WorkflowSpec
@@ -156,15 +157,30 @@ def lock_run(run_id: int) -> Run:
 # --- the coordinator -----------------------------------------------------------
 
 
+class BrokerUnavailable(RunError):
+    code = "broker_unavailable"
+
+
 def run_start(*, run: Run, publish: Publish = publish_step) -> Run:
-    """Move a pending run to running and queue its first steps (published on commit)."""
-    with transaction.atomic():
-        locked = lock_run(run.pk)
-        now = timezone.now()
-        if not _transition(locked, RunStatus.RUNNING, started_at=locked.started_at or now):
-            raise RunStateError(f"run {locked.pk} is {locked.status}; it cannot start")
-        with run_context(locked) as ctx:
-            advance_locked(ctx, locked, publish=publish, now=now)
+    """Move a pending run to running and queue its first steps (published on commit).
+
+    Raises ``BrokerUnavailable`` when the broker refuses the steps: the run is started
+    and its steps queued by then, so the sweeper publishes them again later.
+    """
+    try:
+        with transaction.atomic():
+            locked = lock_run(run.pk)
+            now = timezone.now()
+            if not _transition(locked, RunStatus.RUNNING, started_at=locked.started_at or now):
+                raise RunStateError(f"run {locked.pk} is {locked.status}; it cannot start")
+            with run_context(locked) as ctx:
+                advance_locked(ctx, locked, publish=publish, now=now)
+    except KombuOperationalError as exc:
+        raise BrokerUnavailable(
+            f"run {run.pk} started, but its steps could not be sent to the broker ({exc}); "
+            "the sweeper sends them again once the broker is back, or cancel it with "
+            f"`manage.py cancelrun {run.pk}`"
+        ) from exc
     logger.info("run %s started on the Celery workers", run.pk)
     return locked
 

@@ -181,3 +181,29 @@ def test_an_engine_error_summary_is_capped(output_dir, monkeypatch):
     assert run.status == "failed"
     assert run.error_summary.startswith("engine error: OperationalError: xxx")
     assert len(run.error_summary) <= 5_000
+
+
+@pytest.fixture
+def broker_down():
+    """A configured broker that refuses connections (not the embedded eager mode)."""
+    from celery import current_app
+
+    conf = current_app.conf
+    saved = conf.task_always_eager, conf.broker_url
+    conf.task_always_eager, conf.broker_url = False, "redis://127.0.0.1:1/0"
+    yield
+    conf.task_always_eager, conf.broker_url = saved
+
+
+def test_runflow_async_with_the_broker_down_says_so_instead_of_a_traceback(
+    cli, output_dir, broker_down
+):
+    result = cli("runflow", "examples/sales_report.yaml", "--async")
+
+    run = Run.objects.get()
+    assert result.code == 1
+    assert f"run {run.pk} started, but its steps could not be sent to the broker" in result.err
+    assert f"cancelrun {run.pk}" in result.err
+    # Committed before the publish: the sweeper sends the queued step again later.
+    assert run.status == "running"
+    assert statuses(run)["load"] == "queued"
