@@ -207,3 +207,31 @@ def test_runflow_async_with_the_broker_down_says_so_instead_of_a_traceback(
     # Committed before the publish: the sweeper sends the queued step again later.
     assert run.status == "running"
     assert statuses(run)["load"] == "queued"
+
+
+def test_each_foreach_item_call_sends_its_own_idempotency_key(fake_api):
+    """One key for N different POSTs would let the server drop items 2..N as replays."""
+    data = {
+        "name": "notify_each",
+        "inputs": {"events": {"type": "array"}},
+        "steps": [
+            {
+                "id": "notify",
+                "kind": "foreach",
+                "tool": "post_json",
+                "input_mapping": {"items": "$input.events"},
+                "item_mapping": {"payload": "$item"},
+                "concurrency": 1,
+            }
+        ],
+    }
+    workflow, _ = workflow_import(data=data)
+    events = [{"n": 1}, {"n": 2}, {"n": 3}]
+
+    run = run_execute(run=run_create(workflow=workflow, trigger="api", inputs={"events": events}))
+
+    assert run.status == "succeeded"
+    keys = [r.headers["idempotency-key"] for r in fake_api.requests("post")]
+    assert len(keys) == 3
+    assert len(set(keys)) == 3, keys
+    assert all(key.startswith(f"{run.pk}:notify") for key in keys)

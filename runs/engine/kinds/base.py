@@ -28,11 +28,13 @@ def check_allowed(ctx, step, tool: str) -> None:
         )
 
 
-def call_tool(ctx, step, tool: str, args: dict[str, Any]) -> ToolResult:
+def call_tool(ctx, step, tool: str, args: dict[str, Any], *, item: int | None = None) -> ToolResult:
     """Call a tool for a step, enforcing the flow's allowlist at execution time.
 
     The validator checks the allowlist before every run; this check holds even when
-    a definition was edited by hand between validation and execution.
+    a definition was edited by hand between validation and execution. The idempotency
+    key is the run and step (and, for a foreach item, its index): stable across retries
+    and resumes, distinct for every different call.
     """
     check_allowed(ctx, step, tool)
     call_ctx = ToolCallContext(
@@ -40,7 +42,7 @@ def call_tool(ctx, step, tool: str, args: dict[str, Any]) -> ToolResult:
         redactor=ctx.redactor,
         http=ctx.http,
         timeout=step.timeout,
-        idempotency_key=f"{ctx.run_id}:{step.id}",
+        idempotency_key=f"{ctx.run_id}:{step.id}" + ("" if item is None else f":{item}"),
         max_response_bytes=ctx.limits.max_response_bytes,
         output_dir=ctx.output_dir,
         data_dirs=ctx.data_dirs,

@@ -34,11 +34,11 @@ def item_policy(ctx, step) -> RetryPolicy:
     return spec.retry if spec is not None and spec.retry is not None else RetryPolicy()
 
 
-def _call_item(ctx, step, args: dict[str, Any], policy: RetryPolicy) -> Any:
+def _call_item(ctx, step, args: dict[str, Any], policy: RetryPolicy, index: int) -> Any:
     attempt = 1
     while True:
         try:
-            return call_tool(ctx, step, step.tool, args).output
+            return call_tool(ctx, step, step.tool, args, item=index).output
         except FlowpilotError as exc:
             if not exc.retryable or attempt >= policy.max_attempts:
                 raise
@@ -64,7 +64,7 @@ def execute_foreach_step(ctx, step, args: dict[str, Any]) -> Attempt:
 
     def one(index: int) -> tuple[Any, dict | None]:
         try:
-            return _call_item(ctx, step, {**shared, **each[index]}, policy), None
+            return _call_item(ctx, step, {**shared, **each[index]}, policy, index), None
         except FlowpilotError as exc:
             return None, ctx.redactor.scrub(exc.as_dict())
 
