@@ -46,15 +46,22 @@ def view_of(result: StepResult) -> Any:
     return step_view_value(result.status, result.output, result.error)
 
 
-def mark_running(ctx, result: StepResult, *, inputs_record: dict) -> None:
-    result.status = StepStatus.RUNNING
-    result.inputs = inputs_record
-    result.started_at = ctx.now()
-    result.finished_at = None
-    result.error = None
-    result.save(
-        update_fields=["status", "inputs", "started_at", "finished_at", "error", "updated_at"]
-    )
+def mark_running(ctx, result: StepResult, *, inputs_record: dict) -> bool:
+    """Claim a pending step of a running run. False when it was not pending any more
+    (a cancel skipped it, or another driver took it): then it must not start."""
+    now = ctx.now()
+    claimed = StepResult.objects.filter(
+        pk=result.pk, status=StepStatus.PENDING, run__status="running"
+    ).update(
+        status=StepStatus.RUNNING, inputs=inputs_record, started_at=now, finished_at=None,
+        error=None, updated_at=now,
+    )  # fmt: skip
+    if claimed:
+        result.status, result.inputs, result.started_at = StepStatus.RUNNING, inputs_record, now
+        result.finished_at, result.error = None, None
+    else:
+        result.refresh_from_db()
+    return bool(claimed)
 
 
 def mark_skipped(results: list[StepResult], now) -> None:

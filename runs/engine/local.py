@@ -106,7 +106,10 @@ def _start(ctx, run, result: StepResult, views, states, pool, notify, previews) 
         views[step.id] = {"error": result.error}
         notify("failed", result)
         return None
-    checkpoint.mark_running(ctx, result, inputs_record=record)
+    if not checkpoint.mark_running(ctx, result, inputs_record=record):
+        # The run was cancelled meanwhile: the step does not start (and is never retried here).
+        states[step.id] = StepState(SKIPPED if result.status == "pending" else result.status)
+        return None
     states[step.id] = StepState("running")
     notify("started", result)
     logger.debug("run %s: step %s started", run.pk, step.id)

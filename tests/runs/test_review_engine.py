@@ -8,11 +8,13 @@ import time
 import pytest
 from django.db import connection
 
+from runs.engine import checkpoint as checkpoint_module
+from runs.engine.context import build_run_context
 from runs.models import Run
 from runs.services import run_cancel, run_create, run_execute
 from tests.conftest import EXAMPLES_DIR
 from workflows.files import read_workflow_file
-from workflows.services import workflow_import
+from workflows.services import workflow_import, workflow_spec
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("example_tools")]
 
@@ -235,3 +237,20 @@ def test_each_foreach_item_call_sends_its_own_idempotency_key(fake_api):
     assert len(keys) == 3
     assert len(set(keys)) == 3, keys
     assert all(key.startswith(f"{run.pk}:notify") for key in keys)
+
+
+def test_a_step_skipped_by_a_cancel_is_never_started_by_the_in_process_driver(fake_api):
+    """The driver checks for a cancel at most every 0.2 s; the claim closes that window."""
+    workflow = import_example("geo_weather")
+    run = run_create(workflow=workflow, trigger="api")
+    run.status = "running"
+    run.save(update_fields=["status"])
+    run_cancel(run=run)  # every pending step is now skipped
+    result = run.step_results.get(step_id="locate")
+
+    with build_run_context(run_id=run.pk, spec=workflow_spec(workflow)) as ctx:
+        claimed = checkpoint_module.mark_running(ctx, result, inputs_record={})
+
+    assert claimed is False
+    assert result.status == "skipped"
+    assert fake_api.requests() == []
