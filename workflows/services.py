@@ -53,8 +53,20 @@ def workflow_parse(data: Mapping[str, Any] | WorkflowSpec) -> WorkflowSpec:
 
 
 def workflow_spec(workflow: Workflow) -> WorkflowSpec:
-    """The frozen definition of a version as a model."""
-    return WorkflowSpec.model_validate(workflow.definition)
+    """The frozen definition of a version as a model.
+
+    Raises ``WorkflowError`` when the stored JSON no longer fits the format (edited by
+    hand, or written by an older release), naming the version and the first problems.
+    """
+    try:
+        return WorkflowSpec.model_validate(workflow.definition)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        raise WorkflowError(
+            f"the stored definition of `{workflow}` does not fit the workflow format: {problems}"
+        ) from exc
 
 
 @transaction.atomic

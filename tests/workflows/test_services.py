@@ -255,3 +255,12 @@ def test_activating_a_version_archives_the_active_one_it_replaces():
     second.refresh_from_db()
     assert (first.status, second.status) == ("archived", "active")
     assert workflow_get_runnable(name="sales_report").pk == second.pk
+
+
+def test_a_stored_definition_that_no_longer_parses_is_a_clear_error():
+    workflow, _ = workflow_import(data=example("sales_report"))
+    Workflow.objects.filter(pk=workflow.pk).update(definition={"name": "sales_report", "steps": 3})
+    workflow.refresh_from_db()
+
+    with pytest.raises(WorkflowError, match=r"stored definition of `sales_report v1`.*steps"):
+        workflow_spec(workflow)
