@@ -141,7 +141,11 @@ def step_execute(*, step_result_id: int, worker: str, publish: Publish = publish
         logger.debug("step result %s is %s: duplicate or stale message", result.pk, result.status)
         return Verdict(claimed=False)
     run = result.run
-    with run_context(run, tools_key=tools_key(result)) as ctx:
+    try:
+        context = run_context(run, tools_key=tools_key(result))
+    except FlowpilotError as exc:
+        return _fail_unstartable(result, run, exc, worker=worker)
+    with context as ctx:
         step = ctx.spec.step(result.step_id)
         failure = None
         try:
@@ -322,6 +326,27 @@ def _settle_failed_before_call(ctx, result, token, exc, *, publish: Publish) -> 
         if run.status == RunStatus.RUNNING:
             advance_locked(ctx, run, publish=publish, now=timezone.now())
         return Verdict(claimed=True, status=StepStatus.FAILED)
+
+
+def _fail_unstartable(result: StepResult, run: Run, exc: FlowpilotError, *, worker: str) -> Verdict:
+    """No context can be built for the run (its stored definition or tools are broken):
+    fail the step and the run at once, instead of re-queueing the step forever."""
+    token = claim_step(result.pk, worker=worker)
+    if token is None:
+        return Verdict(claimed=False)
+    now = timezone.now()
+    error = {"type": exc.code, "message": exc.message[:4000], "retryable": False}
+    with transaction.atomic():
+        StepResult.objects.filter(pk=result.pk, claim_token=token).update(
+            status=StepStatus.FAILED, error=error, finished_at=now, claim_token="",
+            lease_expires_at=None, updated_at=now,
+        )  # fmt: skip
+        Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
+            status=RunStatus.FAILED, finished_at=now,
+            error_summary=f"step `{result.step_id}` could not start: {error['message']}"[:5000],
+        )  # fmt: skip
+    logger.error("run %s step %s could not start: %s", run.pk, result.step_id, exc.message)
+    return Verdict(claimed=True, status=StepStatus.FAILED)
 
 
 def _settle_not_started(result: StepResult, token: str) -> Verdict:

@@ -19,6 +19,7 @@ from runs.models import Run, StepResult
 from runs.services import run_cancel, run_create, run_enqueue
 from tests.celery_support import Bus, fan_out_flow, import_flow, install_echo, load_echo_tools
 from tests.fakes import FakeAPI
+from workflows.models import Workflow
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -231,6 +232,22 @@ def test_a_fatal_error_is_not_retried(echo_api):
 
     assert [v.status for v in verdicts] == ["failed"]
     assert results(run)["s01"].attempts == 1
+
+
+def test_a_step_whose_run_context_cannot_be_built_fails_the_run_instead_of_waiting(echo_api):
+    run, bus = started(fan_out_flow("fan", 1))
+    Workflow.objects.filter(pk=run.workflow_id).update(definition={"name": "fan", "steps": 3})
+    distributed._specs.clear()  # this process parsed the good definition already
+
+    verdicts = bus.drain(worker=WORKER)
+
+    assert [v.status for v in verdicts] == ["failed"]
+    step = results(run)["s01"]
+    assert (step.status, step.error["type"]) == ("failed", "workflow_error")
+    run.refresh_from_db()
+    assert run.status == "failed"
+    assert "could not start" in run.error_summary
+    assert echo_api.requests() == []
 
 
 def test_an_output_stored_truncated_fails_the_step_that_reads_it(echo_api, settings):
