@@ -207,6 +207,36 @@ def test_two_tool_calls_then_a_final_answer(llm, client, provider):
     assert third.messages == output["conversation"][:-1]
 
 
+class KeyRecordingProvider(GeoProvider):
+    """Records the Idempotency-Key each call was given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keys: list[str | None] = []
+
+    def lookup(self, arguments, ctx):
+        self.keys.append(ctx.idempotency_key)
+        return super().lookup(arguments, ctx)
+
+    def forecast(self, arguments, ctx):
+        self.keys.append(ctx.idempotency_key)
+        return super().forecast(arguments, ctx)
+
+
+def test_each_tool_call_of_an_llm_step_gets_its_own_idempotency_key(llm, client):
+    provider = KeyRecordingProvider()
+    llm.reply(tool_calls=[tool_call("lookup_city", {"city": "Oslo"}, call_id="c1")])
+    llm.reply(tool_calls=[tool_call("lookup_city", {"city": "Bergen"}, call_id="c2")])
+    llm.reply("Done.")
+
+    run = execute(
+        llm_flow(), client=client, registry=ToolRegistry([], [provider]), inputs={"city": "Oslo"}
+    )
+
+    assert run.status == "succeeded", run.error_summary
+    assert provider.keys == [f"{run.pk}:ask:1", f"{run.pk}:ask:2"]
+
+
 def test_a_call_to_a_tool_outside_the_step_allowlist_is_refused(llm, client, provider):
     llm.reply(tool_calls=[tool_call("forecast", {"lat": 1, "lon": 2}, call_id="x")])
     llm.reply("I cannot check the forecast.")

@@ -235,7 +235,9 @@ def _tool_message(ctx, step, call: ToolCall, meter: Meter) -> dict[str, Any]:
     else:
         meter.before_tool_call(call.name)
         try:
-            content = call_tool(ctx, step, call.name, call.parsed_arguments()).output
+            # Each tool call of the step sends its own Idempotency-Key (`run:step:N`).
+            args = call.parsed_arguments()
+            content = call_tool(ctx, step, call.name, args, item=meter.tool_calls).output
         except FlowpilotError as exc:
             content = {"error": exc.as_dict()}
     text = json.dumps(ctx.redactor.scrub(content), ensure_ascii=False, default=str)
