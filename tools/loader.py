@@ -28,7 +28,7 @@ from tools.data_limits import data_limit_problem
 from tools.errors import ToolConfigError
 from tools.spec import ToolSpec
 from tools.templating import placeholders
-from tools.yaml_strict import strict_safe_load
+from tools.yaml_strict import describe_yaml_error, strict_safe_load
 
 NEW_KEYS = frozenset(
     {
@@ -143,9 +143,8 @@ def load_tool_text(text: str, *, source: str = "<string>") -> list[ToolSpec]:
         data = strict_safe_load(text)
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{source}:{mark.line + 1}" if mark else source
-        problem = getattr(exc, "problem", None) or str(exc)
+        line, _, problem = describe_yaml_error(exc)
+        where = f"{source}:{line}" if line else source
         raise ToolConfigError(f"{where}: malformed YAML: {problem}") from exc
     except RecursionError as exc:
         raise ToolConfigError(f"{source}: malformed YAML: the document nests too deeply") from exc

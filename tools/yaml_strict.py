@@ -44,3 +44,12 @@ StrictSafeLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
 
 def strict_safe_load(text: str) -> Any:
     return yaml.load(text, Loader=StrictSafeLoader)  # noqa: S506 - a SafeLoader subclass
+
+
+def describe_yaml_error(exc: yaml.YAMLError) -> tuple[int | None, int | None, str]:
+    """``(line, column, problem)`` of a YAML error, 1-based, for messages that say where."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    if mark is None:
+        return None, None, problem
+    return mark.line + 1, mark.column + 1, problem

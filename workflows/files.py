@@ -10,7 +10,7 @@ import yaml
 
 from tools.data_limits import data_limit_problem
 from tools.errors import FlowpilotError
-from tools.yaml_strict import strict_safe_load
+from tools.yaml_strict import describe_yaml_error, strict_safe_load
 
 MAX_FILE_BYTES = 5 * 1024 * 1024
 
@@ -30,9 +30,8 @@ def parse_workflow_text(text: str, *, source: str, fmt: str | None = None) -> di
             f"{source}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
         ) from exc
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
+        line, column, problem = describe_yaml_error(exc)
+        where = f" at line {line}, column {column}" if line else ""
         raise WorkflowFileError(f"{source}: invalid YAML{where}: {problem}") from exc
     except RecursionError as exc:
         raise WorkflowFileError(f"{source}: the document nests too deeply") from exc
