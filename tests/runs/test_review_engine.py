@@ -190,11 +190,18 @@ def broker_down():
     """A configured broker that refuses connections (not the embedded eager mode)."""
     from celery import current_app
 
+    def fresh_connections() -> None:
+        # Earlier tests (real workers) leave pooled connections to the real broker.
+        current_app.close()
+        current_app.amqp._producer_pool = None
+
     conf = current_app.conf
     saved = conf.task_always_eager, conf.broker_url
     conf.task_always_eager, conf.broker_url = False, "redis://127.0.0.1:1/0"
+    fresh_connections()
     yield
     conf.task_always_eager, conf.broker_url = saved
+    fresh_connections()
 
 
 def test_runflow_async_with_the_broker_down_says_so_instead_of_a_traceback(
