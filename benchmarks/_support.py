@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -209,3 +210,8 @@ def format_table(rows: list[Row]) -> str:
 
 def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f} ms"
+
+
+def progress(what: str) -> None:
+    """What is being measured now, on stderr (the table goes to stdout)."""
+    print(f"measuring {what}…", file=sys.stderr, flush=True)

@@ -46,6 +46,7 @@ from benchmarks._support import (  # noqa: E402
     Row,
     compare,
     format_table,
+    progress,
     throwaway_database,
 )
 
@@ -277,11 +278,11 @@ def main(argv: list[str] | None = None) -> int:
             database_url=_database_url(),
         ) as workers:
             point_celery_at(args.redis_url, workers.queue)
-            _progress(f"fan-out of {args.fanout} x {args.delay_ms} ms")
+            progress(f"fan-out of {args.fanout} x {args.delay_ms} ms")
             rows = bench_fanout(
                 server.url, n=args.fanout, delay_ms=args.delay_ms, slots=slots, repeat=args.repeat
             )
-            _progress(f"chain of {args.chain}")
+            progress(f"chain of {args.chain}")
             rows += bench_chain(server.url, n=args.chain, repeat=args.repeat)
     print(
         f"flowpilot on Celery — {where}; Redis {args.redis_url}; {args.workers} workers x "
@@ -290,10 +291,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(format_table(rows))
     return 0
-
-
-def _progress(what: str) -> None:
-    print(f"measuring {what}…", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script
 
-from benchmarks._support import LoopbackServer, format_table, throwaway_database
+from benchmarks._support import LoopbackServer, format_table, progress, throwaway_database
 
 
 def _positive(text: str) -> int:
@@ -51,11 +51,11 @@ def main(argv: list[str] | None = None) -> int:
     with throwaway_database(args.database_url) as where, LoopbackServer() as server:
         from benchmarks import _cases  # the project's modules need django.setup() first
 
-        _progress(f"chain of {args.chain}")
+        progress(f"chain of {args.chain}")
         rows = [_cases.bench_chain(server.url, n=args.chain, repeat=args.repeat)]
-        _progress(f"fan-out of {args.fanout}")
+        progress(f"fan-out of {args.fanout}")
         rows.append(_cases.bench_fanout(server.url, n=args.fanout, repeat=args.repeat))
-        _progress(f"validation of a {args.dag}-step DAG")
+        progress(f"validation of a {args.dag}-step DAG")
         rows += _cases.bench_validation(n=args.dag, repeat=args.repeat)
     print(
         f"flowpilot engine — {where}; Python {platform.python_version()}, "
@@ -63,10 +63,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(format_table(rows))
     return 0
-
-
-def _progress(what: str) -> None:
-    print(f"measuring {what}…", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":
