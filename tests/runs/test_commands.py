@@ -12,6 +12,8 @@ import re
 
 import pytest
 import yaml
+from django.core.management import call_command
+from django.db import connection
 
 from runs.models import Run, StepResult
 from tests.conftest import EXAMPLE_TOOLS_DIR, EXAMPLES_DIR
@@ -415,3 +417,18 @@ def test_a_malformed_inputs_file_is_reported_with_its_location(cli, tmp_path):
     assert result.code == 1
     assert re.search(r"invalid JSON at line 2, column \d+", result.err)
     assert StepResult.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_database_that_was_never_migrated_is_a_clear_error(cli):
+    with connection.cursor() as cursor:  # as if `migrate` had never run
+        cursor.execute("DROP TABLE tools_tool")
+    try:
+        result = cli("runflow", "examples/sales_report.yaml")
+    finally:
+        call_command("migrate", "tools", "zero", "--fake", verbosity=0)
+        call_command("migrate", "tools", verbosity=0)
+
+    assert result.code == 1
+    assert "run `python manage.py migrate` first" in result.err
+    assert "Traceback" not in result.err

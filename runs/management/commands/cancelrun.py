@@ -1,12 +1,13 @@
 """cancelrun RUN_ID …: cancel pending or running runs; queued steps never start."""
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from runs.models import Run
 from runs.services import run_cancel
+from tools.commands import FlowpilotCommand
 
 
-class Command(BaseCommand):
+class Command(FlowpilotCommand):
     help = (
         "Cancel pending or running runs. Steps in flight finish their current attempt; "
         "queued and pending steps never start. Exit status 1 if any run could not be cancelled."

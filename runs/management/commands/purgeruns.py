@@ -1,13 +1,13 @@
 """purgeruns: delete finished runs older than their workflow's retention period."""
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
 from django.utils import timezone
 
 from runs.services import run_purge
+from tools.commands import FlowpilotCommand
 
 
-class Command(BaseCommand):
+class Command(FlowpilotCommand):
     help = (
         "Delete finished runs past retention: the workflow's `retention_days`, else "
         "FLOWPILOT_RUN_RETENTION_DAYS (0 keeps runs forever)."

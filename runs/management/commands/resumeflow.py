@@ -1,14 +1,15 @@
 """resumeflow RUN_ID: continue a failed or cancelled run from its checkpoint."""
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from runs.cli import configure_logging, execute_and_report
 from runs.models import Run
 from runs.services import run_prepare_resume
+from tools.commands import FlowpilotCommand
 from tools.errors import FlowpilotError
 
 
-class Command(BaseCommand):
+class Command(FlowpilotCommand):
     help = "Resume a failed or cancelled run; steps that succeeded are never run again."
 
     def add_arguments(self, parser):

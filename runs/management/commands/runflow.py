@@ -1,11 +1,12 @@
 """runflow FILE|NAME: run a workflow and print one progress line per step."""
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from runs.cli import configure_logging, execute_and_report
 from runs.dryrun import plan_lines
 from runs.models import RunTrigger
 from runs.services import run_create
+from tools.commands import FlowpilotCommand
 from tools.errors import FlowpilotError
 from tools.registry import ToolRegistry
 from workflows.cli import (
@@ -22,7 +23,7 @@ from workflows.services import workflow_import, workflow_parse, workflow_spec
 from workflows.validator import WorkflowInvalid, validate_workflow
 
 
-class Command(BaseCommand):
+class Command(FlowpilotCommand):
     help = (
         "Run a workflow file (stored as a draft version of its name) or the active version "
         "of a stored workflow. Exit status 1 when the run fails."

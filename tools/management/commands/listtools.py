@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 
-from django.core.management.base import BaseCommand
-
+from tools.commands import FlowpilotCommand
 from tools.services import tool_entries
 
 
-class Command(BaseCommand):
+class Command(FlowpilotCommand):
     help = "List tools (stored and built-in): name, kind, description, inputs (* = required)."
 
     def add_arguments(self, parser):

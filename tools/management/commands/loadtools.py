@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from tools.commands import FlowpilotCommand
 from tools.services import tools_load_dir
 
 
-class Command(BaseCommand):
+class Command(FlowpilotCommand):
     help = (
         "Load http tool definitions (*.yaml, *.yml) from directories or files into the "
         "database, and sync the built-in tools. Exits 1 if any file failed."

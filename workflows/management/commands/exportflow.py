@@ -1,13 +1,14 @@
 """exportflow NAME: print a stored version in the file form (YAML or JSON)."""
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from tools.commands import FlowpilotCommand
 from workflows.files import dump_workflow
 from workflows.models import Workflow
 from workflows.services import workflow_export
 
 
-class Command(BaseCommand):
+class Command(FlowpilotCommand):
     help = (
         "Print a stored workflow version as YAML or JSON (import → export → import is identical)."
     )

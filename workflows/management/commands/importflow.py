@@ -1,7 +1,8 @@
 """importflow FILE [...]: store workflow files as versions."""
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from tools.commands import FlowpilotCommand
 from tools.errors import FlowpilotError
 from tools.registry import ToolRegistry
 from workflows.cli import format_issue
@@ -10,7 +11,7 @@ from workflows.services import workflow_activate_trusted, workflow_import
 from workflows.validator import validate_workflow
 
 
-class Command(BaseCommand):
+class Command(FlowpilotCommand):
     help = (
         "Store workflow files as new versions (unchanged files keep their version). "
         "--activate makes a valid version active without review (operator shortcut)."

@@ -1,12 +1,12 @@
 """listflows: stored workflows, one line per version."""
 
-from django.core.management.base import BaseCommand
 from django.db.models import Count
 
+from tools.commands import FlowpilotCommand
 from workflows.selectors import workflow_list
 
 
-class Command(BaseCommand):
+class Command(FlowpilotCommand):
     help = "List stored workflows: name, version, status, steps, runs and last run status."
 
     def add_arguments(self, parser):

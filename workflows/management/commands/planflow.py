@@ -1,15 +1,16 @@
 """planflow "GOAL" [--input k=v …] [--model M]: plan a workflow, store it pending review."""
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from tools.commands import FlowpilotCommand
 from tools.llm import LLMClient
 from workflows.cli import load_tool_dirs, parse_input_pairs
 from workflows.models import PlanAttempt, Workflow
 from workflows.planner import PlanError, PlanFailed, plan_create
 
 
-class Command(BaseCommand):
+class Command(FlowpilotCommand):
     help = (
         "Ask the planner (the LLM at OPENAI_BASE_URL) for a workflow reaching GOAL; store it "
         "as a version pending review. Prints every attempt. Exit status 1 when planning fails."

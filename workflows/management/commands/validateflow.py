@@ -1,7 +1,8 @@
 """validateflow FILE|NAME [...]: print every problem with its location; exit 1 on errors."""
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from tools.commands import FlowpilotCommand
 from tools.registry import ToolRegistry
 from workflows.cli import format_issue, is_file_target, load_tool_dirs
 from workflows.files import WorkflowFileError, read_workflow_file
@@ -9,7 +10,7 @@ from workflows.models import Workflow
 from workflows.validator import validate_workflow
 
 
-class Command(BaseCommand):
+class Command(FlowpilotCommand):
     help = "Validate workflow files or stored workflows; every problem is listed with its location."
 
     def add_arguments(self, parser):
