@@ -129,30 +129,23 @@ class _Fault:
     delay: float
 
 
-class FakeAPI:
-    """The server plus its routes, recorded requests and injected faults."""
+class LoopbackServer:
+    """A ThreadingHTTPServer on 127.0.0.1:0 in a daemon thread; ``handler`` reaches the
+    subclass as ``self.server.fake``. Subclasses set ``handler`` and keep their state."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._routes: list[Route] = []
-        self._requests: list[RecordedRequest] = []
-        self._faults: dict[str, list[_Fault]] = {}
-        self._delays: dict[str, float] = {}
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+    handler: type[BaseHTTPRequestHandler]
 
-    # --- lifecycle ---------------------------------------------------------
+    _server: ThreadingHTTPServer | None = None
 
-    def start(self) -> FakeAPI:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _RequestHandler)
+    def start(self):
+        server = ThreadingHTTPServer(("127.0.0.1", 0), self.handler)
         server.daemon_threads = True
         server.block_on_close = False
         server.fake = self  # type: ignore[attr-defined]
         self._server = server
-        self._thread = threading.Thread(
+        threading.Thread(
             target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
+        ).start()
         return self
 
     def stop(self) -> None:
@@ -161,18 +154,33 @@ class FakeAPI:
             self._server.server_close()
             self._server = None
 
-    def __enter__(self) -> FakeAPI:
+    def __enter__(self):
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
 
     @property
-    def url(self) -> str:
+    def origin(self) -> str:
         if self._server is None:
-            raise RuntimeError("the fake server is not running")
+            raise RuntimeError(f"the {type(self).__name__} server is not running")
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}"
+
+
+class FakeAPI(LoopbackServer):
+    """The server plus its routes, recorded requests and injected faults."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._routes: list[Route] = []
+        self._requests: list[RecordedRequest] = []
+        self._faults: dict[str, list[_Fault]] = {}
+        self._delays: dict[str, float] = {}
+
+    @property
+    def url(self) -> str:
+        return self.origin
 
     # --- routes and faults ---------------------------------------------------
 
@@ -371,3 +379,6 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _handle
+
+
+FakeAPI.handler = _RequestHandler

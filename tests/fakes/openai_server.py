@@ -24,8 +24,10 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.fakes.http import LoopbackServer
 
 DEFAULT_USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
 
@@ -94,46 +96,17 @@ def completion(
     }
 
 
-class FakeLLM:
+class FakeLLM(LoopbackServer):
     """The server, its queue of scripted answers and the requests it received."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._queue: deque[Scripted] = deque()
         self._requests: list[ChatRequest] = []
-        self._server: ThreadingHTTPServer | None = None
-
-    # --- lifecycle -----------------------------------------------------------
-
-    def start(self) -> FakeLLM:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        server.daemon_threads = True
-        server.block_on_close = False
-        server.fake = self  # type: ignore[attr-defined]
-        self._server = server
-        threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        ).start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> FakeLLM:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     @property
     def base_url(self) -> str:
-        if self._server is None:
-            raise RuntimeError("the fake LLM server is not running")
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"{self.origin}/v1"
 
     # --- scripting -------------------------------------------------------------
 
@@ -233,3 +206,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format, *args) -> None:
         pass
+
+
+FakeLLM.handler = _Handler
