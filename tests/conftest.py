@@ -183,3 +183,36 @@ def echo_tools(echo_fake):
     echo_fake.clear()
     load_echo_tools(echo_fake)
     return echo_fake
+
+
+# --- review and approval (admin, services, browser) ----------------------------------
+
+
+@pytest.fixture
+def fast_passwords(settings):
+    """Cheap password hashing for tests that create and log in users."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def approver(db):
+    from tests.review_factories import make_user
+
+    return make_user("approver", approver=True)
+
+
+@pytest.fixture
+def reviewer(db):
+    from tests.review_factories import make_user
+
+    return make_user("reviewer")
+
+
+@pytest.fixture
+def planner_llm(settings):
+    """The loopback OpenAI-compatible server, with the settings pointed at it."""
+    from tests.review_factories import start_fake_llm
+
+    fake = start_fake_llm(settings)
+    yield fake
+    fake.stop()

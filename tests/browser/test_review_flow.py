@@ -20,11 +20,10 @@ from tests.review_factories import (
     hostile_data,
     make_user,
     pending_version,
-    start_fake_llm,
 )
 from workflows.models import Workflow
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
 
 DIGEST_NODES = {
     "load": "csv_read",
@@ -33,18 +32,6 @@ DIGEST_NODES = {
     "report": "write_report",
     "note": "write_json",
 }
-
-
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
-def llm(settings):
-    fake = start_fake_llm(settings)
-    yield fake
-    fake.stop()
 
 
 def log_in(page, live_server, username: str) -> None:
@@ -92,13 +79,13 @@ def message(page) -> str:
 
 
 def test_plan_review_reject_and_approve_in_the_browser(
-    live_server, page, llm, output_dir, artifacts
+    live_server, page, planner_llm, output_dir, artifacts
 ):
     make_user("root", superuser=True)
     log_in(page, live_server, "root")
 
     # New plan: the goal typed into the admin goes to the planner (the fake LLM).
-    llm.reply_json(digest_plan())
+    planner_llm.reply_json(digest_plan())
     page.goto(f"{live_server.url}/admin/workflows/workflow/")
     page.click("#fp-new-plan")
     page.fill("#id_goal", DIGEST_GOAL)
@@ -124,7 +111,7 @@ def test_plan_review_reject_and_approve_in_the_browser(
     page.screenshot(path=str(artifacts / "review_page.png"), full_page=True)
 
     # Reject with feedback: the planner revises; the new version opens.
-    llm.reply_json(digest_plan(with_products=True))
+    planner_llm.reply_json(digest_plan(with_products=True))
     page.fill("#id_feedback", "Also total the sales by product")
     page.click("#fp-reject")
     page.wait_for_url(re.compile(r"/admin/workflows/workflow/\d+/change/$"))
@@ -133,7 +120,7 @@ def test_plan_review_reject_and_approve_in_the_browser(
     assert page.locator("#fp-plan-history tbody tr").count() == 2
     assert "Also total the sales by product" in page.inner_text("#fp-plan-history")
     assert "1 of 5 revision rounds used" in page.inner_text("#fp-rounds")
-    assert "revise" in llm.requests[-1].text.lower()
+    assert "revise" in planner_llm.requests[-1].text.lower()
 
     # Approve with inputs that break the validation run: it stays in review, showing why.
     assert page.input_value("#id_input__csv_path") == "data/sales.csv"  # the declared default

@@ -27,7 +27,6 @@ from tests.review_factories import (
     make_user,
     pending_version,
     sales_report_data,
-    start_fake_llm,
 )
 from workflows.inputs import InputsInvalid
 from workflows.models import PlanAttempt, Workflow
@@ -35,29 +34,7 @@ from workflows.planner import PlanRoundsExhausted, plan_create
 from workflows.services import workflow_export, workflow_import
 from workflows.validator import WorkflowInvalid
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
-def approver(db):
-    return make_user("approver", approver=True)
-
-
-@pytest.fixture
-def reviewer(db):
-    return make_user("reviewer")
-
-
-@pytest.fixture
-def llm(settings):
-    fake = start_fake_llm(settings)
-    yield fake
-    fake.stop()
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
 
 def fresh(workflow: Workflow) -> Workflow:
@@ -320,10 +297,10 @@ def test_edit_needs_the_change_permission(db):
 # --- workflow_reject -----------------------------------------------------------------------
 
 
-def test_reject_asks_the_planner_for_a_revision(llm, reviewer):
-    llm.reply_json(digest_plan())
+def test_reject_asks_the_planner_for_a_revision(planner_llm, reviewer):
+    planner_llm.reply_json(digest_plan())
     version = plan_create(goal=DIGEST_GOAL, owner=reviewer)
-    llm.reply_json(digest_plan(with_products=True))
+    planner_llm.reply_json(digest_plan(with_products=True))
 
     revised = workflow_reject(version=version, rejected_by=reviewer, feedback="Add products too")
 
@@ -333,29 +310,29 @@ def test_reject_asks_the_planner_for_a_revision(llm, reviewer):
     attempt = PlanAttempt.objects.get(workflow=revised)
     assert (attempt.revision, attempt.based_on) == (2, version)
     assert attempt.feedback == "Add products too"
-    assert "Add products too" in llm.requests[-1].text
+    assert "Add products too" in planner_llm.requests[-1].text
 
 
-def test_reject_needs_feedback(llm, reviewer):
+def test_reject_needs_feedback(planner_llm, reviewer):
     version = pending_version()
 
     with pytest.raises(FeedbackRequired):
         workflow_reject(version=version, rejected_by=reviewer, feedback="   ")
 
-    assert llm.requests == []
+    assert planner_llm.requests == []
     assert fresh(version).status == "pending_review"
 
 
-def test_reject_refuses_a_version_not_in_review(llm, reviewer):
+def test_reject_refuses_a_version_not_in_review(planner_llm, reviewer):
     active, _ = workflow_import(data=sales_report_data(), status="active")
 
     with pytest.raises(ApprovalStateError, match="is active"):
         workflow_reject(version=active, rejected_by=reviewer, feedback="change it")
 
-    assert llm.requests == []
+    assert planner_llm.requests == []
 
 
-def test_reject_needs_the_change_permission(llm, db):
+def test_reject_needs_the_change_permission(planner_llm, db):
     viewer = make_user("viewer")
     viewer.user_permissions.clear()
 
@@ -363,13 +340,13 @@ def test_reject_needs_the_change_permission(llm, db):
         workflow_reject(version=pending_version(), rejected_by=viewer, feedback="change it")
 
 
-def test_reject_after_five_revisions_says_so(llm, reviewer):
-    llm.reply_json(digest_plan())
+def test_reject_after_five_revisions_says_so(planner_llm, reviewer):
+    planner_llm.reply_json(digest_plan())
     version = plan_create(goal=DIGEST_GOAL, owner=reviewer)
     for round_ in range(5):
         plan = digest_plan(with_products=True)
         plan["description"] = f"revision {round_ + 1}"
-        llm.reply_json(plan)
+        planner_llm.reply_json(plan)
         version = workflow_reject(version=version, rejected_by=reviewer, feedback=f"r{round_}")
 
     with pytest.raises(PlanRoundsExhausted, match="5 revision rounds"):

@@ -26,13 +26,12 @@ from tests.review_factories import (
     make_user,
     pending_version,
     sales_report_data,
-    start_fake_llm,
 )
 from workflows.models import PlanAttempt, Workflow
 from workflows.planner import plan_create
 from workflows.services import workflow_export, workflow_import
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
 
 class CSRFClient(Client):
@@ -51,28 +50,6 @@ def login(user) -> CSRFClient:
     client = CSRFClient()
     assert client.login(username=user.username, password=PASSWORD)
     return client
-
-
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
-def approver(db):
-    return make_user("approver", approver=True)
-
-
-@pytest.fixture
-def reviewer(db):
-    return make_user("reviewer")
-
-
-@pytest.fixture
-def llm(settings):
-    fake = start_fake_llm(settings)
-    yield fake
-    fake.stop()
 
 
 def url(name: str, workflow: Workflow | None = None) -> str:
@@ -101,10 +78,10 @@ def fresh(workflow: Workflow) -> Workflow:
 # --- the review page ------------------------------------------------------------------------
 
 
-def test_the_review_page_shows_graph_steps_goal_warnings_and_plan_history(llm, approver):
+def test_the_review_page_shows_graph_steps_goal_warnings_and_plan_history(planner_llm, approver):
     plan = digest_plan()
     plan["inputs"]["unused"] = {"type": "string", "default": "x"}
-    llm.reply_json(plan)
+    planner_llm.reply_json(plan)
     version = plan_create(goal=DIGEST_GOAL, owner=approver)
 
     response = login(approver).get(url("change", version))
@@ -291,10 +268,10 @@ def test_approve_page_lists_validator_errors(approver):
 # --- reject --------------------------------------------------------------------------------
 
 
-def test_reject_with_feedback_shows_the_revised_version(llm, reviewer):
-    llm.reply_json(digest_plan())
+def test_reject_with_feedback_shows_the_revised_version(planner_llm, reviewer):
+    planner_llm.reply_json(digest_plan())
     version = plan_create(goal=DIGEST_GOAL, owner=reviewer)
-    llm.reply_json(digest_plan(with_products=True))
+    planner_llm.reply_json(digest_plan(with_products=True))
     client = login(reviewer)
 
     response = client.post(url("reject", version), {"feedback": "List products as well"})
@@ -311,19 +288,19 @@ def test_reject_with_feedback_shows_the_revised_version(llm, reviewer):
     assert '<tr data-step-id="by_product">' in page
 
 
-def test_reject_needs_feedback_and_calls_nobody_without_it(llm, reviewer):
+def test_reject_needs_feedback_and_calls_nobody_without_it(planner_llm, reviewer):
     version = pending_version()
 
     response = login(reviewer).post(url("reject", version), {"feedback": ""})
 
     assert response.status_code == 200
     assert "This field is required." in response.content.decode()
-    assert llm.requests == []
+    assert planner_llm.requests == []
     assert fresh(version).status == "pending_review"
 
 
-def test_reject_at_the_round_limit_says_so(llm, reviewer):
-    llm.reply_json(digest_plan())
+def test_reject_at_the_round_limit_says_so(planner_llm, reviewer):
+    planner_llm.reply_json(digest_plan())
     version = plan_create(goal=DIGEST_GOAL, owner=reviewer)
     PlanAttempt.objects.create(
         goal=DIGEST_GOAL, workflow=version, revision=6, status="valid", model="fake-planner"
@@ -342,9 +319,9 @@ def test_reject_at_the_round_limit_says_so(llm, reviewer):
     assert "5 of 5 revision rounds used — the limit is reached" in page
 
 
-def test_a_planner_failure_on_reject_keeps_the_feedback(llm, reviewer):
+def test_a_planner_failure_on_reject_keeps_the_feedback(planner_llm, reviewer):
     version = pending_version()
-    llm.fail(500, message="upstream down")
+    planner_llm.fail(500, message="upstream down")
 
     response = login(reviewer).post(url("reject", version), {"feedback": "Shorter, please"})
 
@@ -489,8 +466,8 @@ def test_actions_need_the_change_permission(db):
 # --- new plan ------------------------------------------------------------------------------
 
 
-def test_new_plan_stores_the_plan_and_opens_it(llm, reviewer):
-    llm.reply_json(digest_plan())
+def test_new_plan_stores_the_plan_and_opens_it(planner_llm, reviewer):
+    planner_llm.reply_json(digest_plan())
 
     response = login(reviewer).post(
         url("plan"), {"goal": DIGEST_GOAL, "sample_inputs": '{"threshold": 500}'}
@@ -502,12 +479,12 @@ def test_new_plan_stores_the_plan_and_opens_it(llm, reviewer):
     assert (workflow.status, workflow.owner) == ("pending_review", reviewer)
     assert workflow.goal == DIGEST_GOAL
     assert 'Sample inputs (what a first run will use): {"threshold": 500}' in str(
-        llm.requests[0].messages
+        planner_llm.requests[0].messages
     )
 
 
-def test_new_plan_keeps_what_was_typed_when_the_planner_fails(llm, reviewer):
-    llm.fail(500, message="upstream down")
+def test_new_plan_keeps_what_was_typed_when_the_planner_fails(planner_llm, reviewer):
+    planner_llm.fail(500, message="upstream down")
 
     response = login(reviewer).post(url("plan"), {"goal": DIGEST_GOAL, "sample_inputs": ""})
 
@@ -517,13 +494,13 @@ def test_new_plan_keeps_what_was_typed_when_the_planner_fails(llm, reviewer):
     assert not Workflow.objects.exists()
 
 
-def test_new_plan_rejects_sample_inputs_that_are_not_a_json_object(llm, reviewer):
+def test_new_plan_rejects_sample_inputs_that_are_not_a_json_object(planner_llm, reviewer):
     response = login(reviewer).post(url("plan"), {"goal": DIGEST_GOAL, "sample_inputs": "{oops"})
 
     body = response.content.decode()
     assert "not valid JSON" in body
     assert "{oops</textarea>" in body
-    assert llm.requests == []
+    assert planner_llm.requests == []
 
 
 def test_new_plan_needs_the_add_permission(db):
