@@ -75,11 +75,14 @@ class Command(FlowpilotCommand):
         if options["dry_run"]:
             return self._dry_run(target, options)
         try:
-            workflow = self._workflow(target, options)
+            registry = ToolRegistry.from_db()
+            workflow = self._workflow(target, options, registry)
             spec = workflow_spec(workflow)
             inputs = read_inputs_file(options["inputs_file"]) if options["inputs_file"] else {}
             inputs.update(parse_input_pairs(options["input"], dict(spec.inputs)))
-            run = run_create(workflow=workflow, trigger=RunTrigger.CLI, inputs=inputs)
+            run = run_create(
+                workflow=workflow, trigger=RunTrigger.CLI, inputs=inputs, registry=registry
+            )
         except WorkflowInvalid as exc:
             for issue in exc.report.errors:
                 self.stdout.write(format_issue(issue))
@@ -93,11 +96,11 @@ class Command(FlowpilotCommand):
         )
         execute_and_report(self.stdout, run, enqueue=options["enqueue"])
 
-    def _workflow(self, target, options):
+    def _workflow(self, target, options, registry):
         if is_file_target(target):
             data = read_workflow_file(target)
             # Validate before storing: a file with errors never becomes a version.
-            validate_workflow(data, registry=ToolRegistry.from_db()).raise_for_errors()
+            validate_workflow(data, registry=registry).raise_for_errors()
             workflow, _ = workflow_import(data=data)
             return workflow
         return workflow_get_runnable(name=target, version=options["flow_version"])
