@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from tests.review_factories import (
+from tests.factories import (
     DIGEST_GOAL,
     HOSTILE_TEXT,
     PASSWORD,

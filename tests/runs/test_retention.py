@@ -1,4 +1,5 @@
-"""purgeruns: finished runs past retention go; running, recent and kept-forever runs stay."""
+"""purgeruns: finished runs past retention go; running, recent, kept-forever and validation
+runs stay."""
 
 from datetime import timedelta
 
@@ -6,7 +7,8 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from runs.models import Approval, Run, RunStatus, RunTrigger
+from review.models import Approval
+from runs.models import Run, RunStatus, RunTrigger
 from workflows.services import workflow_import
 
 pytestmark = pytest.mark.django_db
@@ -23,10 +25,10 @@ def _flow(name, **extra):
     return workflow
 
 
-def _run(workflow, *, status, age_days):
+def _run(workflow, *, status, age_days, trigger=RunTrigger.CLI):
     finished = timezone.now() - timedelta(days=age_days)
     return Run.objects.create(
-        workflow=workflow, definition_hash=workflow.definition_hash, trigger=RunTrigger.CLI,
+        workflow=workflow, definition_hash=workflow.definition_hash, trigger=trigger,
         status=status, finished_at=finished if status != RunStatus.RUNNING else None,
     )
 
@@ -40,7 +42,7 @@ def test_purge_respects_default_and_per_workflow_retention(capsys):
     old_short = _run(short, status=RunStatus.FAILED, age_days=3)
     running_short = _run(short, status=RunStatus.RUNNING, age_days=10)
     old_forever = _run(forever, status=RunStatus.SUCCEEDED, age_days=4000)
-    approved = _run(short, status=RunStatus.SUCCEEDED, age_days=30)
+    approved = _run(short, status=RunStatus.FAILED, age_days=30, trigger=RunTrigger.VALIDATION)
     Approval.objects.create(workflow=short, definition_hash="x", validation_run=approved)
 
     call_command("purgeruns", "--days", "30", "--dry-run")
