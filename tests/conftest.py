@@ -196,16 +196,16 @@ def fast_passwords(settings):
 
 @pytest.fixture
 def approver(db):
-    from tests.factories import make_user
+    from tests.factories import UserFactory
 
-    return make_user("approver", approver=True)
+    return UserFactory(username="approver", approver=True)
 
 
 @pytest.fixture
 def reviewer(db):
-    from tests.factories import make_user
+    from tests.factories import UserFactory
 
-    return make_user("reviewer")
+    return UserFactory(username="reviewer")
 
 
 @pytest.fixture

@@ -22,9 +22,9 @@ from tests.factories import (
     DIGEST_GOAL,
     HOSTILE_TEXT,
     PASSWORD,
+    UserFactory,
     digest_plan,
     hostile_data,
-    make_user,
     pending_version,
     sales_report_data,
 )
@@ -450,7 +450,7 @@ def test_submit_a_draft_for_review(reviewer):
 
 
 def test_actions_need_the_change_permission(db):
-    viewer = make_user("viewer")
+    viewer = UserFactory(username="viewer")
     viewer.user_permissions.remove(*viewer.user_permissions.exclude(codename="view_workflow"))
     version = pending_version()
     client = login(viewer)
@@ -505,7 +505,7 @@ def test_new_plan_rejects_sample_inputs_that_are_not_a_json_object(planner_llm, 
 
 
 def test_new_plan_needs_the_add_permission(db):
-    viewer = make_user("viewer")
+    viewer = UserFactory(username="viewer")
     viewer.user_permissions.remove(*viewer.user_permissions.filter(codename="add_workflow"))
 
     assert login(viewer).get(url("plan")).status_code == 403

@@ -9,7 +9,13 @@ import json
 
 import pytest
 
-from tests.factories import DIGEST_GOAL, digest_plan, make_user, pending_version, sales_report_data
+from tests.factories import (
+    DIGEST_GOAL,
+    UserFactory,
+    digest_plan,
+    pending_version,
+    sales_report_data,
+)
 from workflows.models import PlanAttempt, Workflow
 from workflows.planner import PlanRoundsExhausted, plan_create
 from workflows.revisions import (
@@ -138,7 +144,7 @@ def test_an_unchanged_edit_is_refused(reviewer):
 
 
 def test_edit_needs_the_change_permission(db):
-    viewer = make_user("viewer")
+    viewer = UserFactory(username="viewer")
     viewer.user_permissions.clear()
     version = pending_version()
 
@@ -187,7 +193,7 @@ def test_reject_refuses_a_version_not_in_review(planner_llm, reviewer):
 
 
 def test_reject_needs_the_change_permission(planner_llm, db):
-    viewer = make_user("viewer")
+    viewer = UserFactory(username="viewer")
     viewer.user_permissions.clear()
 
     with pytest.raises(ApprovalForbidden):
