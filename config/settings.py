@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "tools",
     "workflows",
     "runs",
+    "review",
 ]
 
 MIDDLEWARE = [
@@ -51,7 +52,7 @@ WSGI_APPLICATION = "config.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [

@@ -6,7 +6,6 @@ from django.contrib import admin, messages
 from django.utils.html import format_html
 from django.utils.translation import ngettext
 
-from runs import workflow_admin  # noqa: F401 - registers the Workflow review admin
 from runs.models import Run, RunTrigger, StepResult
 from runs.services import run_cancel, run_repeat, run_resume
 from tools.errors import FlowpilotError

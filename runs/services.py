@@ -256,12 +256,13 @@ def run_repeat(*, run: Run, trigger: str = RunTrigger.MANUAL) -> Run:
 
 
 def run_purge(*, now, default_days: int, dry_run: bool = False) -> dict[str, int]:
-    """Delete finished runs past their workflow's retention period (DESIGN §8).
+    """Delete finished runs past their workflow's retention period.
 
     A workflow's ``retention_days`` (newest version) wins over ``default_days``;
     0 keeps runs forever. Returns the number of runs removed (or that would be) per
-    workflow name. Runs that are still pending or running are never touched, nor is
-    a validation run an approval points to.
+    workflow name. Runs that are still pending or running are never touched, nor are
+    validation runs: each is the evidence an approval points to (only approving a
+    version starts one), so the design-phase record outlives the retention period.
     """
     from datetime import timedelta
 
@@ -279,8 +280,7 @@ def run_purge(*, now, default_days: int, dry_run: bool = False) -> dict[str, int
             workflow__name=name,
             status__in=list(RUN_TERMINAL),
             finished_at__lt=now - timedelta(days=days),
-            approval__isnull=True,
-        )
+        ).exclude(trigger=RunTrigger.VALIDATION)
         count = runs.count()
         if count and not dry_run:
             runs.delete()

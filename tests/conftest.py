@@ -196,22 +196,22 @@ def fast_passwords(settings):
 
 @pytest.fixture
 def approver(db):
-    from tests.review_factories import make_user
+    from tests.factories import UserFactory
 
-    return make_user("approver", approver=True)
+    return UserFactory(username="approver", approver=True)
 
 
 @pytest.fixture
 def reviewer(db):
-    from tests.review_factories import make_user
+    from tests.factories import UserFactory
 
-    return make_user("reviewer")
+    return UserFactory(username="reviewer")
 
 
 @pytest.fixture
 def planner_llm(settings):
     """The loopback OpenAI-compatible server, with the settings pointed at it."""
-    from tests.review_factories import start_fake_llm
+    from tests.factories import start_fake_llm
 
     fake = start_fake_llm(settings)
     yield fake

@@ -12,13 +12,13 @@ import re
 
 import pytest
 
-from tests.review_factories import (
+from tests.factories import (
     DIGEST_GOAL,
     HOSTILE_TEXT,
     PASSWORD,
+    UserFactory,
     digest_plan,
     hostile_data,
-    make_user,
     pending_version,
 )
 from workflows.models import Workflow
@@ -81,7 +81,7 @@ def message(page) -> str:
 def test_plan_review_reject_and_approve_in_the_browser(
     live_server, page, planner_llm, output_dir, artifacts
 ):
-    make_user("root", superuser=True)
+    UserFactory(username="root", superuser=True)
     log_in(page, live_server, "root")
 
     # New plan: the goal typed into the admin goes to the planner (the fake LLM).
@@ -150,7 +150,7 @@ def test_plan_review_reject_and_approve_in_the_browser(
 
 
 def test_approval_is_refused_for_a_user_without_the_permission(live_server, page):
-    make_user("reviewer")
+    UserFactory(username="reviewer")
     version = pending_version()
     log_in(page, live_server, "reviewer")
 
@@ -178,7 +178,7 @@ def test_approval_is_refused_for_a_user_without_the_permission(live_server, page
 
 
 def test_hostile_labels_are_drawn_as_text(live_server, page):
-    make_user("root", superuser=True)
+    UserFactory(username="root", superuser=True)
     version = pending_version(hostile_data())
     log_in(page, live_server, "root")
 

@@ -1,34 +1,24 @@
-"""purgeruns: finished runs past retention go; running, recent and kept-forever runs stay."""
+"""purgeruns: finished runs past retention go; running, recent, kept-forever and validation
+runs stay."""
 
 from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
-from django.utils import timezone
 
-from runs.models import Approval, Run, RunStatus, RunTrigger
-from workflows.services import workflow_import
+from runs.models import Run, RunStatus, RunTrigger
+from tests.factories import ApprovalFactory, RunFactory, WorkflowFactory, sales_report_data
 
 pytestmark = pytest.mark.django_db
 
 
 def _flow(name, **extra):
-    data = {
-        "name": name,
-        "steps": [{"id": "load", "kind": "tool", "tool": "csv_read",
-                   "input_mapping": {"path": "data/sales.csv"}}],
-        **extra,
-    }  # fmt: skip
-    workflow, _ = workflow_import(data=data)
-    return workflow
+    return WorkflowFactory(data=sales_report_data(name=name, **extra))
 
 
-def _run(workflow, *, status, age_days):
-    finished = timezone.now() - timedelta(days=age_days)
-    return Run.objects.create(
-        workflow=workflow, definition_hash=workflow.definition_hash, trigger=RunTrigger.CLI,
-        status=status, finished_at=finished if status != RunStatus.RUNNING else None,
-    )
+def _run(workflow, *, status, age_days, trigger=RunTrigger.CLI):
+    age = timedelta(days=age_days)
+    return RunFactory(workflow=workflow, status=status, age=age, trigger=trigger)
 
 
 def test_purge_respects_default_and_per_workflow_retention(capsys):
@@ -40,8 +30,8 @@ def test_purge_respects_default_and_per_workflow_retention(capsys):
     old_short = _run(short, status=RunStatus.FAILED, age_days=3)
     running_short = _run(short, status=RunStatus.RUNNING, age_days=10)
     old_forever = _run(forever, status=RunStatus.SUCCEEDED, age_days=4000)
-    approved = _run(short, status=RunStatus.SUCCEEDED, age_days=30)
-    Approval.objects.create(workflow=short, definition_hash="x", validation_run=approved)
+    approved = _run(short, status=RunStatus.FAILED, age_days=30, trigger=RunTrigger.VALIDATION)
+    ApprovalFactory(workflow=short, validation_run=approved)
 
     call_command("purgeruns", "--days", "30", "--dry-run")
     assert "would delete 2 run(s) in all" in capsys.readouterr().out
@@ -54,3 +44,4 @@ def test_purge_respects_default_and_per_workflow_retention(capsys):
     remaining = set(Run.objects.values_list("pk", flat=True))
     assert remaining == {young_default.pk, running_short.pk, old_forever.pk, approved.pk}
     assert not Run.objects.filter(pk__in=[old_default.pk, old_short.pk]).exists()
+    assert approved.approval.validation_run_id == approved.pk  # the approval keeps its run

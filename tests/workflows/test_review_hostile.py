@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from runs.approval import DefinitionInvalid, _parse_json
-from workflows.forms import NewPlanForm
+from review.forms import NewPlanForm
 from workflows.inputs import coerce_text
+from workflows.revisions import DefinitionInvalid, _parse_json
 from workflows.schema import InputSpec
 
 DEEP = "[" * 100_000 + "]" * 100_000

@@ -6,8 +6,8 @@ JSON (a new version), run, archive, submit for review, and "New plan". A form
 that fails comes back with what was typed and every error; permissions are
 enforced by the services, so a forged POST is refused the same way.
 
-The admin is a surface, like the API and the commands: it calls ``runs``
-services, while the core of ``workflows`` never imports ``runs``.
+The admin is a surface, like the API and the commands: it calls the services of
+``review``, ``runs`` and ``workflows``; none of those lower layers imports this app.
 """
 
 from __future__ import annotations
@@ -27,29 +27,29 @@ from django.http import (
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from runs.approval import (
-    APPROVE_PERMISSION,
+from review.forms import EditJSONForm, InputsForm, NewPlanForm, RejectForm
+from review.models import ApprovalStatus
+from review.selectors import declared_inputs, sample_input_defaults
+from review.services import APPROVE_PERMISSION, workflow_approve
+from runs.models import RUN_TERMINAL, Run, RunStatus, RunTrigger
+from runs.services import run_create, run_enqueue
+from tools.errors import FlowpilotError
+from workflows.inputs import InputsInvalid
+from workflows.models import Workflow, WorkflowStatus
+from workflows.planner import PlanError, PlanRoundsExhausted, plan_create
+from workflows.revisions import (
     ApprovalError,
     ApprovalForbidden,
     ApprovalStateError,
     DefinitionInvalid,
     DefinitionUnchanged,
-    workflow_approve,
     workflow_edit_json,
     workflow_reject,
 )
-from runs.models import RUN_TERMINAL, ApprovalStatus, Run, RunStatus, RunTrigger
-from runs.services import run_create, run_enqueue
-from tools.errors import FlowpilotError
-from workflows.forms import EditJSONForm, InputsForm, NewPlanForm, RejectForm
-from workflows.inputs import InputsInvalid
-from workflows.models import Workflow, WorkflowStatus
-from workflows.planner import PlanError, PlanRoundsExhausted, plan_create
-from workflows.review import declared_inputs, sample_input_defaults
 from workflows.services import WorkflowTransitionError, workflow_export, workflow_transition
 from workflows.validator import WorkflowInvalid
 
-ACTION_TEMPLATE = "admin/workflows/workflow/action.html"
+ACTION_TEMPLATE = "review/workflow/action.html"
 
 
 def change_url(workflow: Workflow) -> str:

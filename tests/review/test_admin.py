@@ -16,14 +16,15 @@ from django.contrib.messages import get_messages
 from django.test import Client
 from django.urls import reverse
 
-from runs.models import Approval, Run
-from tests.review_factories import (
+from review.models import Approval
+from runs.models import Run
+from tests.factories import (
     DIGEST_GOAL,
     HOSTILE_TEXT,
     PASSWORD,
+    UserFactory,
     digest_plan,
     hostile_data,
-    make_user,
     pending_version,
     sales_report_data,
 )
@@ -104,8 +105,8 @@ def test_the_review_page_shows_graph_steps_goal_warnings_and_plan_history(planne
         ("size", "report", "large", False),
         ("size", "note", "small", False),
     }
-    assert 'src="/static/workflows/vendor/dagre-3.1.3/dagre.min.js"' in body
-    assert 'src="/static/workflows/graph.js"' in body
+    assert 'src="/static/review/vendor/dagre-3.1.3/dagre.min.js"' in body
+    assert 'src="/static/review/graph.js"' in body
     assert DIGEST_GOAL in body
     steps = re.findall(r'<tr data-step-id="([a-z_]+)">', body)
     assert steps == ["load", "by_region", "size", "report", "note"]
@@ -449,7 +450,7 @@ def test_submit_a_draft_for_review(reviewer):
 
 
 def test_actions_need_the_change_permission(db):
-    viewer = make_user("viewer")
+    viewer = UserFactory(username="viewer")
     viewer.user_permissions.remove(*viewer.user_permissions.exclude(codename="view_workflow"))
     version = pending_version()
     client = login(viewer)
@@ -504,7 +505,7 @@ def test_new_plan_rejects_sample_inputs_that_are_not_a_json_object(planner_llm, 
 
 
 def test_new_plan_needs_the_add_permission(db):
-    viewer = make_user("viewer")
+    viewer = UserFactory(username="viewer")
     viewer.user_permissions.remove(*viewer.user_permissions.filter(codename="add_workflow"))
 
     assert login(viewer).get(url("plan")).status_code == 403

@@ -1,13 +1,20 @@
-"""Users and workflow versions for the review and approval tests (admin, services, browser)."""
+"""Test data: factories (factory_boy) for users, workflow versions, runs, step results and
+approvals, and the workflow definitions the review tests plan and approve."""
 
 from __future__ import annotations
 
 import copy
+from datetime import timedelta
 from typing import Any
 
+import factory
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
+from django.utils import timezone
+from factory.django import DjangoModelFactory
 
+from review.models import Approval, ApprovalStatus
+from runs.models import Run, RunStatus, RunTrigger, StepResult, StepStatus
 from tests.conftest import EXAMPLES_DIR
 from workflows.files import read_workflow_file
 from workflows.models import Workflow, WorkflowStatus
@@ -24,20 +31,46 @@ REVIEWER_PERMISSIONS = (
     ("runs", "view_run"),
     ("runs", "add_run"),
 )
+APPROVE = ("workflows", "approve_workflow")
 
 
-def make_user(username: str, *, approver: bool = False, superuser: bool = False, **perms):
-    """A staff user with the reviewer permissions, plus ``approve_workflow`` when asked."""
-    User = get_user_model()
-    if superuser:
-        return User.objects.create_superuser(username, f"{username}@example.com", PASSWORD)
-    user = User.objects.create_user(username, f"{username}@example.com", PASSWORD, is_staff=True)
-    wanted = list(REVIEWER_PERMISSIONS) + ([("workflows", "approve_workflow")] if approver else [])
-    for app_label, codename in wanted:
-        user.user_permissions.add(
-            Permission.objects.get(content_type__app_label=app_label, codename=codename)
-        )
-    return User.objects.get(pk=user.pk)  # a fresh instance: no stale permission cache
+class UserFactory(DjangoModelFactory):
+    """A staff user with the reviewer permissions; ``approver=True`` adds approving.
+
+    ``UserFactory(username="root", superuser=True)`` makes a superuser instead. The
+    password is ``PASSWORD``. The permissions are added after the save and the
+    instance is read afresh, so no stale permission cache hides them.
+    """
+
+    class Meta:
+        model = get_user_model()
+        django_get_or_create = ("username",)
+        skip_postgeneration_save = True
+
+    class Params:
+        approver = factory.Trait(permissions__approve=True)
+        superuser = factory.Trait(is_superuser=True)
+
+    username = factory.Sequence(lambda n: f"user{n}")
+    email = factory.LazyAttribute(lambda user: f"{user.username}@example.com")
+    is_staff = True
+    password = factory.django.Password(PASSWORD)
+
+    @factory.post_generation
+    def permissions(user, create, extracted, approve=False, **kwargs):
+        if not create or user.is_superuser:
+            return
+        wanted = list(REVIEWER_PERMISSIONS) + ([APPROVE] if approve else [])
+        for app_label, codename in wanted:
+            user.user_permissions.add(
+                Permission.objects.get(content_type__app_label=app_label, codename=codename)
+            )
+
+    @classmethod
+    def _after_postgeneration(cls, instance, create, results=None):
+        if create:
+            for cache in ("_perm_cache", "_user_perm_cache", "_group_perm_cache"):
+                instance.__dict__.pop(cache, None)
 
 
 def sales_report_data(**changes: Any) -> dict[str, Any]:
@@ -48,10 +81,10 @@ def sales_report_data(**changes: Any) -> dict[str, Any]:
 
 
 def pending_version(data: dict[str, Any] | None = None, **changes: Any) -> Workflow:
-    workflow, _ = workflow_import(
+    """The offline example (with top-level changes), stored as a version pending review."""
+    return WorkflowFactory(
         data=data or sales_report_data(**changes), status=WorkflowStatus.PENDING_REVIEW
     )
-    return workflow
 
 
 HOSTILE_ID = "evil_step"
@@ -184,3 +217,70 @@ def start_fake_llm(settings):
     settings.PLANNER_MODEL = "fake-planner"
     settings.LLM_MAX_RETRIES = 0
     return llm
+
+
+class WorkflowFactory(factory.Factory):
+    """A stored version of ``data`` (the offline example unless given), via ``workflow_import``.
+
+    Going through the service keeps the version's Step and Edge rows and its hash
+    true to the definition. ``WorkflowFactory(data={..., "name": "x"})`` stores another.
+    """
+
+    class Meta:
+        model = Workflow
+
+    data = factory.LazyFunction(sales_report_data)
+    status = WorkflowStatus.DRAFT
+    owner = None
+
+    @classmethod
+    def _create(cls, model_class, *, data, status, owner):
+        workflow, _ = workflow_import(data=data, status=status, owner=owner)
+        return workflow
+
+
+class RunFactory(DjangoModelFactory):
+    """A finished run of a version, recorded directly (nothing executes).
+
+    ``finished_at`` is ``age`` ago (default: now); pass ``status=RunStatus.RUNNING``
+    for a run still in flight (no finish time).
+    """
+
+    class Meta:
+        model = Run
+
+    class Params:
+        age = timedelta(0)
+
+    workflow = factory.SubFactory(WorkflowFactory)
+    definition_hash = factory.SelfAttribute("workflow.definition_hash")
+    trigger = RunTrigger.CLI
+    status = RunStatus.SUCCEEDED
+    finished_at = factory.LazyAttribute(
+        lambda run: None if run.status == RunStatus.RUNNING else timezone.now() - run.age
+    )
+
+
+class StepResultFactory(DjangoModelFactory):
+    class Meta:
+        model = StepResult
+
+    run = factory.SubFactory(RunFactory)
+    step_id = factory.Sequence(lambda n: f"step_{n}")
+    status = StepStatus.SUCCEEDED
+    attempts = 1
+
+
+class ApprovalFactory(DjangoModelFactory):
+    """An approval of a version by an approver, with its (validation-trigger) run."""
+
+    class Meta:
+        model = Approval
+
+    workflow = factory.SubFactory(WorkflowFactory, status=WorkflowStatus.ACTIVE)
+    definition_hash = factory.SelfAttribute("workflow.definition_hash")
+    approved_by = factory.SubFactory(UserFactory, approver=True)
+    status = ApprovalStatus.PASSED
+    validation_run = factory.SubFactory(
+        RunFactory, workflow=factory.SelfAttribute("..workflow"), trigger=RunTrigger.VALIDATION
+    )

@@ -1,31 +1,22 @@
-"""Approval services (writes): approve with a validation run, reject with feedback, edit.
-
-The design phase ends here (DESIGN §1): a reviewer approves a *pending_review*
-version with sample inputs; the version is frozen (``validating``), an
-``Approval`` records who approved which definition hash, and a validation run
-proves it. Green → ``active``; red → back to ``pending_review`` with the failed
-run attached to the approval, so the failure is shown where the review happens.
+"""New versions from a reviewer: reject with feedback, or edit as JSON.
 
 Rejecting hands the reviewer's feedback to the planner (``plan_revise``), which
 proposes the next version. Editing as JSON never touches a stored definition:
-a valid edit is stored as a new version that needs approval again.
+a valid edit is stored as a new version that needs approval again. Neither needs
+a run, so both live here; approving (which starts a validation run) is
+``review.services.workflow_approve``, above ``runs``.
 
-These live in ``runs`` because approving creates and executes a run; imports
-still flow one way (``tools`` ← ``workflows`` ← ``runs``).
+The approval errors are declared here, the lowest layer that raises them.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
 from typing import Any
 
 from django.db import transaction
-from django.utils import timezone
 
-from runs.models import Approval, ApprovalStatus, RunStatus, RunTrigger
-from runs.services import run_create, run_execute
 from tools.errors import FlowpilotError
 from tools.registry import ToolRegistry
 from workflows.models import Workflow, WorkflowStatus
@@ -36,7 +27,6 @@ from workflows.validator import validate_workflow
 
 logger = logging.getLogger("flowpilot.approval")
 
-APPROVE_PERMISSION = "workflows.approve_workflow"
 CHANGE_PERMISSION = "workflows.change_workflow"
 
 
@@ -84,71 +74,11 @@ class DefinitionUnchanged(ApprovalError):
         self.existing = existing
 
 
-def _require(user, permission: str, action: str) -> None:
+def permission_require(*, user, permission: str, action: str) -> None:
+    """Refuse (``ApprovalForbidden``) an anonymous or inactive user, or one lacking it."""
     if user is None or not user.is_active or not user.has_perm(permission):
         who = getattr(user, "get_username", lambda: "anonymous")()
         raise ApprovalForbidden(f"{who} may not {action} (needs the `{permission}` permission)")
-
-
-def workflow_approve(
-    *,
-    version: Workflow,
-    approved_by,
-    sample_inputs: Mapping[str, Any] | None,
-    registry: ToolRegistry | None = None,
-) -> Approval:
-    """Approve a pending version and prove it with a validation run (in this process).
-
-    Refuses (``ApprovalForbidden``) a user without ``workflows.approve_workflow``
-    and (``ApprovalStateError``) a version that is not ``pending_review``. The
-    version is validated against the tool registry and the sample inputs are
-    checked *before* anything changes (``WorkflowInvalid`` / ``InputsInvalid``).
-    Then: ``pending_review → validating``, an ``Approval`` pinned to the
-    definition hash, the validation run; green → ``active`` (approved_by/at set),
-    red → ``pending_review`` with ``Approval.status = failed`` and the run's
-    error summary. Returns the approval; its ``validation_run`` is the run.
-    """
-    _require(approved_by, APPROVE_PERMISSION, f"approve {version}")
-    with transaction.atomic():
-        locked = Workflow.objects.select_for_update().get(pk=version.pk)
-        if locked.status != WorkflowStatus.PENDING_REVIEW:
-            raise ApprovalStateError(
-                f"`{locked}` is {locked.status}; only a version pending review can be approved"
-            )
-        run = run_create(
-            workflow=locked,
-            trigger=RunTrigger.VALIDATION,
-            inputs=dict(sample_inputs or {}),
-            registry=registry,
-        )
-        workflow_transition(workflow=locked, to=WorkflowStatus.VALIDATING, actor=approved_by)
-        approval = Approval.objects.create(
-            workflow=locked,
-            definition_hash=locked.definition_hash,
-            approved_by=approved_by,
-            sample_inputs=run.inputs,
-            validation_run=run,
-        )
-    # Outside the transaction: the engine checkpoints every step as it goes.
-    try:
-        run = run_execute(run=run)
-    except BaseException:
-        _settle(approval, locked, passed=False, actor=approved_by)
-        raise
-    _settle(approval, locked, passed=run.status == RunStatus.SUCCEEDED, actor=approved_by)
-    version.refresh_from_db()
-    return approval
-
-
-def _settle(approval: Approval, workflow: Workflow, *, passed: bool, actor) -> None:
-    with transaction.atomic():
-        approval.status = ApprovalStatus.PASSED if passed else ApprovalStatus.FAILED
-        approval.finished_at = timezone.now()
-        approval.save(update_fields=["status", "finished_at"])
-        workflow.refresh_from_db()
-        target = WorkflowStatus.ACTIVE if passed else WorkflowStatus.PENDING_REVIEW
-        workflow_transition(workflow=workflow, to=target, actor=actor)
-    logger.info("approval %s of %s: %s", approval.pk, workflow, approval.status)
 
 
 def workflow_reject(*, version: Workflow, rejected_by, feedback: str) -> Workflow:
@@ -159,7 +89,7 @@ def workflow_reject(*, version: Workflow, rejected_by, feedback: str) -> Workflo
     round limit it raises ``PlanRoundsExhausted``; a failed revision raises
     ``PlanFailed``. Both leave this version as it was.
     """
-    _require(rejected_by, CHANGE_PERMISSION, f"reject {version}")
+    permission_require(user=rejected_by, permission=CHANGE_PERMISSION, action=f"reject {version}")
     feedback = (feedback or "").strip()
     if not feedback:
         raise FeedbackRequired("say what should change: the planner revises from your feedback")
@@ -185,7 +115,7 @@ def workflow_edit_json(
     saved. An edit of a pending version supersedes it (it becomes ``rejected``);
     an active version stays active until the new one is approved.
     """
-    _require(user, CHANGE_PERMISSION, f"edit {version}")
+    permission_require(user=user, permission=CHANGE_PERMISSION, action=f"edit {version}")
     data = _parse_json(definition)
     issues = []
     if isinstance(data, dict) and data.get("name", version.name) != version.name:

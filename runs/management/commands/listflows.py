@@ -1,9 +1,7 @@
-"""listflows: stored workflows, one line per version."""
+"""listflows: stored workflows, one line per version, with their runs."""
 
-from django.db.models import Count
-
+from runs.selectors import run_latest_by_workflow
 from tools.commands import FlowpilotCommand
-from workflows.selectors import workflow_list
 
 
 class Command(FlowpilotCommand):
@@ -13,10 +11,7 @@ class Command(FlowpilotCommand):
         parser.add_argument("--all", action="store_true", help="Include archived versions.")
 
     def handle(self, *args, **options):
-        rows = workflow_list().annotate(step_count=Count("steps", distinct=True))
-        if not options["all"]:
-            rows = rows.exclude(status="archived")
-        rows = list(rows)
+        rows = list(run_latest_by_workflow(include_archived=options["all"]))
         if not rows:
             self.stdout.write("no workflows stored (runflow FILE or importflow FILE stores one)")
             return
@@ -24,9 +19,8 @@ class Command(FlowpilotCommand):
             f"{'NAME':<28} {'VER':>4} {'STATUS':<15} {'STEPS':>5} {'RUNS':>5} LAST RUN"
         )
         for wf in rows:
-            last = wf.runs.order_by("-created_at", "-id").first()
-            last_text = f"#{last.pk} {last.status}" if last else "-"
+            last_text = f"#{wf.last_run_id} {wf.last_run_status}" if wf.last_run_id else "-"
             self.stdout.write(
                 f"{wf.name:<28} {wf.version:>4} {wf.status:<15} {wf.step_count:>5} "
-                f"{wf.runs.count():>5} {last_text}"
+                f"{wf.run_count:>5} {last_text}"
             )

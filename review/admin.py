@@ -1,13 +1,16 @@
 """Workflow admin: the review page of a version, its actions, and the planner's audit trail.
 
-It lives in ``runs`` because approving starts a validation run: ``workflows`` never
-imports ``runs`` (tools ← workflows ← runs). ``runs/admin.py`` imports this module.
+It lives in ``review``, the top layer, because approving starts a validation run:
+``review`` may import ``runs``, ``workflows`` and ``tools``, and none of them imports it.
+The model is still ``workflows.Workflow``, so the pages stay under
+``/admin/workflows/workflow/``; the templates are set explicitly below because they
+live in this app (``review/templates/review/workflow/``).
 
 The change page of a version shows the DAG as a picture (``graph.js`` on the
 vendored dagre layout, data embedded with ``json_script``), the steps table with
 mappings, the validator's issues against the current tool registry, the goal,
 the approvals with their validation runs and the plan history. Its buttons POST
-to the review views (``runs.workflow_views``), wired here by ``get_urls``. A stored
+to the review views (``review.views``), wired here by ``get_urls``. A stored
 definition never changes here: "Edit as JSON" saves a new version.
 """
 
@@ -18,11 +21,11 @@ from django.urls import path
 from django.utils.html import format_html
 from django.utils.translation import ngettext
 
-from runs.approval import APPROVE_PERMISSION
-from runs.workflow_views import WorkflowReviewViews
-from workflows.forms import RejectForm
+from review.forms import RejectForm
+from review.selectors import workflow_review
+from review.services import APPROVE_PERMISSION
+from review.views import WorkflowReviewViews
 from workflows.models import WORKFLOW_TRANSITIONS, PlanAttempt, Workflow, WorkflowStatus
-from workflows.review import workflow_review
 from workflows.services import WorkflowTransitionError, workflow_export, workflow_transition
 
 
@@ -35,8 +38,8 @@ def pretty_json(value) -> str:
 
 @admin.register(Workflow)
 class WorkflowAdmin(WorkflowReviewViews, admin.ModelAdmin):
-    change_form_template = "admin/workflows/workflow/change_form.html"
-    change_list_template = "admin/workflows/workflow/change_list.html"
+    change_form_template = "review/workflow/change_form.html"
+    change_list_template = "review/workflow/change_list.html"
     list_display = ("name", "version", "status", "step_count", "approved_by", "created_at")
     list_filter = ("status",)
     search_fields = ("name", "description", "goal")

@@ -15,6 +15,7 @@ from typing import Any
 from django.db.models import QuerySet
 from pydantic import ValidationError
 
+from review.models import Approval
 from tools.registry import ToolRegistry
 from workflows.models import PlanAttemptStatus, Step, Workflow
 from workflows.planner import MAX_REVISION_ROUNDS
@@ -41,7 +42,7 @@ class StepRow:
 
 @dataclass(frozen=True)
 class ApprovalRow:
-    approval: Any  # runs.models.Approval (read through the reverse relation)
+    approval: Approval
     inputs: str  # pretty JSON
 
 
@@ -117,9 +118,9 @@ def workflow_review(*, workflow: Workflow, registry: ToolRegistry | None = None)
         warnings=report.warnings,
         approvals=[
             ApprovalRow(a, _pretty(a.sample_inputs))
-            for a in workflow.approvals.select_related("approved_by", "validation_run").order_by(
-                "-created_at", "-id"
-            )
+            for a in Approval.objects.filter(workflow=workflow)
+            .select_related("approved_by", "validation_run")
+            .order_by("-created_at", "-id")
         ],
         plan_attempts=history,
         revisions_used=max(answered, default=1) - 1,
@@ -137,7 +138,11 @@ def declared_inputs(workflow: Workflow) -> dict[str, InputSpec]:
 
 def sample_input_defaults(workflow: Workflow, declared: dict[str, InputSpec]) -> dict[str, Any]:
     """Prefill for the approve form: the last approval's inputs, else the declared defaults."""
-    last = workflow.approvals.filter(definition_hash=workflow.definition_hash).first()
+    last = (
+        Approval.objects.filter(workflow=workflow, definition_hash=workflow.definition_hash)
+        .order_by("-created_at", "-id")
+        .first()
+    )
     values = {
         name: spec.default for name, spec in declared.items() if "default" in spec.model_fields_set
     }
