@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 
+from runs.approval import DefinitionInvalid, _parse_json
 from tests.conftest import EXAMPLES_DIR
 from tools.errors import FlowpilotError
 from workflows.files import read_workflow_file
@@ -264,3 +265,15 @@ def test_a_stored_definition_that_no_longer_parses_is_a_clear_error():
 
     with pytest.raises(WorkflowError, match=r"stored definition of `sales_report v1`.*steps"):
         workflow_spec(workflow)
+
+
+# --- edit as JSON: parsing what the reviewer typed -----------------------------------------
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def test_deep_edited_definition_is_invalid_not_a_crash():
+    with pytest.raises(DefinitionInvalid) as caught:
+        _parse_json('{"name": "x", "steps": ' + DEEP + "}")
+    assert "nests too deeply" in caught.value.issues[0].message
