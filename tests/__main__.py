@@ -4,6 +4,11 @@ Runs pytest on the embedded default (SQLite), then again on PostgreSQL. The
 PostgreSQL URL is ``FLOWPILOT_TEST_POSTGRES_URL`` (default: the local server,
 user ``postgres``). Under ``CI=true`` an unreachable PostgreSQL fails the run;
 elsewhere that pass is skipped with a note saying why.
+
+Coverage is on unless ``--no-cov`` is given, and enforced: the last pass's report
+(SQLite and PostgreSQL combined, or SQLite alone when the PostgreSQL pass is
+skipped) fails the run below ``fail_under`` of ``[tool.coverage.report]`` in
+pyproject.toml. Pass ``--no-cov`` when running part of the suite.
 """
 
 from __future__ import annotations
@@ -26,6 +31,13 @@ def _reachable(url: str) -> bool:
         return False
 
 
+def _coverage_args(*, final: bool) -> list[str]:
+    """pytest-cov flags: the last pass reports and enforces the floor; a first one records."""
+    if final:
+        return ["--cov", "--cov-report=term:skip-covered"]
+    return ["--cov", "--cov-report=", "--cov-fail-under=0"]
+
+
 def _pytest(args: list[str], env: dict[str, str], label: str) -> int:
     print(f"\n=== flowpilot tests on {label} ===", flush=True)
     return subprocess.call([sys.executable, "-m", "pytest", *args], env=env)
@@ -34,13 +46,17 @@ def _pytest(args: list[str], env: dict[str, str], label: str) -> int:
 def main(argv: list[str]) -> int:
     ci = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
     base_env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    cov = ["--cov", "--cov-report="] if "--no-cov" not in argv else []
+    cov = "--no-cov" not in argv
     args = [a for a in argv if a != "--no-cov"]
-    status = _pytest([*cov, *args], base_env, "SQLite (embedded default)")
     pg_url = os.environ.get("FLOWPILOT_TEST_POSTGRES_URL", DEFAULT_PG)
-    if _reachable(pg_url):
+    pg_runs = _reachable(pg_url)
+    # The coverage floor (fail_under in pyproject) judges the final, combined report:
+    # the SQLite pass defers to the PostgreSQL pass when one follows.
+    cov_sqlite = _coverage_args(final=not pg_runs) if cov else []
+    status = _pytest([*cov_sqlite, *args], base_env, "SQLite (embedded default)")
+    if pg_runs:
         pg_env = {**base_env, "DATABASE_URL": pg_url}
-        cov_pg = ["--cov", "--cov-append", "--cov-report=term:skip-covered"] if cov else []
+        cov_pg = [*_coverage_args(final=True), "--cov-append"] if cov else []
         status = _pytest([*cov_pg, *args], pg_env, "PostgreSQL") or status
     elif ci:
         print(f"PostgreSQL at {pg_url} is unreachable, and CI=true requires it", file=sys.stderr)

@@ -61,6 +61,39 @@ def example_tools():
     return report
 
 
+# --- Run rows and workflow files, as the run tests read and write them -------------------
+
+
+def statuses(run) -> dict[str, str]:
+    """``{step_id: status}`` of a run's StepResults."""
+    return dict(run.step_results.order_by("step_id").values_list("step_id", "status"))
+
+
+def results_of(run) -> dict:
+    """``{step_id: StepResult}`` of a run, in step-id order."""
+    return {r.step_id: r for r in run.step_results.order_by("step_id")}
+
+
+def import_example(name: str, **changes):
+    """Store ``examples/<name>.yaml`` (top-level keys replaced by ``changes``) as a version."""
+    from workflows.files import read_workflow_file
+    from workflows.services import workflow_import
+
+    data = read_workflow_file(EXAMPLES_DIR / f"{name}.yaml")
+    data.update(changes)
+    workflow, _ = workflow_import(data=data)
+    return workflow
+
+
+def write_flow(tmp_path, data: dict, name: str = "flow.yaml") -> str:
+    """Write a workflow definition as a YAML file under ``tmp_path``; return its path."""
+    import yaml
+
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return str(path)
+
+
 @dataclass
 class CommandResult:
     """What a user sees from a management command: exit code, stdout, stderr."""

@@ -1,5 +1,7 @@
 """Enqueueing surfaces on the embedded default (no broker): they run in process, as before.
 
+Named after the feature, not a module: the admin, the commands and the services enqueue runs.
+
 ``runflow --async``, ``resumeflow --async``, ``cancelrun`` and the run admin's actions
 (run again, resume, cancel). With a broker the same calls queue on the workers; that
 is ``test_celery_workers.py``.

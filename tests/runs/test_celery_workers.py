@@ -1,5 +1,7 @@
 """Runs on real Celery workers: Redis as broker and result backend, PostgreSQL shared.
 
+Named after the feature, not a module: real workers exercise the whole Celery driver.
+
 Two ``celery worker`` subprocesses (``w1``, ``w2``: prefork, concurrency 4) consume a
 queue of this module; this process enqueues runs and watches the database. The
 steps call a recording HTTP server on loopback, so every assertion about "ran once"
@@ -17,6 +19,7 @@ import yaml
 from runs.models import Run, StepResult
 from runs.services import run_create, run_enqueue
 from tests.celery_support import fan_out_flow, import_flow, wait_until
+from tests.conftest import statuses
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -47,10 +50,6 @@ def finished(run: Run, *, timeout: float = RUN_TIMEOUT, cluster=None) -> Run:
         logs = cluster.logs() if cluster else ""
         raise AssertionError(f"run {run.pk} is {run.status}: {statuses(run)}\n{logs}") from None
     return run
-
-
-def statuses(run: Run) -> dict[str, str]:
-    return dict(run.step_results.order_by("step_id").values_list("step_id", "status"))
 
 
 def step_rows(run: Run) -> dict[str, StepResult]:

@@ -16,7 +16,7 @@ from django.core.management import call_command
 from django.db import connection
 
 from runs.models import Run, StepResult
-from tests.conftest import EXAMPLE_TOOLS_DIR, EXAMPLES_DIR
+from tests.conftest import EXAMPLE_TOOLS_DIR, EXAMPLES_DIR, statuses
 from workflows.files import read_workflow_file
 from workflows.models import Workflow
 
@@ -432,3 +432,39 @@ def test_a_database_that_was_never_migrated_is_a_clear_error(cli):
     assert result.code == 1
     assert "run `python manage.py migrate` first" in result.err
     assert "Traceback" not in result.err
+
+
+# --- runflow --async with the broker down -----------------------------------------------
+
+
+@pytest.fixture
+def broker_down():
+    """A configured broker that refuses connections (not the embedded eager mode)."""
+    from celery import current_app
+
+    def fresh_connections() -> None:
+        # Earlier tests (real workers) leave pooled connections to the real broker.
+        current_app.close()
+        current_app.amqp._producer_pool = None
+
+    conf = current_app.conf
+    saved = conf.task_always_eager, conf.broker_url
+    conf.task_always_eager, conf.broker_url = False, "redis://127.0.0.1:1/0"
+    fresh_connections()
+    yield
+    conf.task_always_eager, conf.broker_url = saved
+    fresh_connections()
+
+
+def test_runflow_async_with_the_broker_down_says_so_instead_of_a_traceback(
+    cli, output_dir, broker_down
+):
+    result = cli("runflow", "examples/sales_report.yaml", "--async")
+
+    run = Run.objects.get()
+    assert result.code == 1
+    assert f"run {run.pk} started, but its steps could not be sent to the broker" in result.err
+    assert f"cancelrun {run.pk}" in result.err
+    # Committed before the publish: the sweeper sends the queued step again later.
+    assert run.status == "running"
+    assert statuses(run)["load"] == "queued"

@@ -1,5 +1,7 @@
 """Control flow end to end: decisions, skips and joins, foreach, error branches, the allowlist.
 
+Named after the feature, not a module: control flow spans the validator, graph and engine kinds.
+
 Runs go through ``runflow`` (or the run services, where a test must bypass
 validation) with the ops-API tool files of ``tests/data/tools/control`` against
 the fake ops API on loopback (``control_api``); the tests assert what the server
@@ -11,12 +13,11 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
 
 from runs.engine.readiness import PENDING, SKIPPED, SUCCEEDED, StepState, next_actions
 from runs.models import Run, StepResult
 from runs.services import run_create, run_execute
-from tests.conftest import CONTROL_TOOLS_DIR
+from tests.conftest import CONTROL_TOOLS_DIR, results_of, statuses, write_flow
 from tests.fakes.control import item_record
 from workflows.graph import build_graph
 from workflows.models import Workflow
@@ -27,26 +28,12 @@ from workflows.validator import WorkflowInvalid
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def write_flow(tmp_path, data: dict, name: str = "flow.yaml") -> str:
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    return str(path)
-
-
 def runflow(cli, tmp_path, flow: str, **inputs):
     inputs_file = tmp_path / "inputs.json"
     inputs_file.write_text(json.dumps(inputs), encoding="utf-8")
     return cli(
         "runflow", flow, "--tools", str(CONTROL_TOOLS_DIR), "--inputs-file", str(inputs_file)
     )
-
-
-def results_of(run: Run) -> dict[str, StepResult]:
-    return {r.step_id: r for r in run.step_results.order_by("step_id")}
-
-
-def statuses(run: Run) -> dict[str, str]:
-    return {s: r.status for s, r in results_of(run).items()}
 
 
 def last_run() -> Run:

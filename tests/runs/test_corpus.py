@@ -1,5 +1,7 @@
 """The control-flow corpus: every file validates to its expected codes, and runs as expected.
 
+Named after its data (the corpus), not a module: it drives the validator, runflow and docs/.
+
 Files live in ``tests/data/flows/corpus/``; each carries its expectation in a leading
 ``# expect:`` comment block (format in that directory's README). Runnable files go
 through ``runflow`` with the ops-API tools (``tests/data/tools/control``) against the

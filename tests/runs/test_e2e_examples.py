@@ -1,5 +1,7 @@
 """The shipped examples, end to end: ``runflow examples/<x>.yaml --tools examples/tools``.
 
+Named after the feature, not a module: each test spans the command, the engine and the tools.
+
 Every HTTP call goes to the recording fake of the public APIs on loopback
 (``fake_api``); the tests assert what the APIs received, every StepResult row,
 the run's outputs and what the user reads on stdout.
@@ -16,8 +18,8 @@ from decimal import Decimal
 
 import pytest
 
-from runs.models import Run, StepResult
-from tests.conftest import EXAMPLE_TOOLS_DIR, EXAMPLES_DIR
+from runs.models import Run
+from tests.conftest import EXAMPLE_TOOLS_DIR, EXAMPLES_DIR, results_of
 from tests.fakes.apis import CITIES, COUNTRIES, EUR_RATES, IP_RECORDS, current_reading
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -35,10 +37,6 @@ def run_example(cli, name: str, *inputs: str):
 
 def step_lines(result) -> list[tuple[str, str]]:
     return [m.groups() for line in result.lines if (m := STEP_LINE.match(line))]
-
-
-def results_of(run: Run) -> dict[str, StepResult]:
-    return {r.step_id: r for r in run.step_results.order_by("step_id")}
 
 
 def assert_all_overlap(requests) -> None:

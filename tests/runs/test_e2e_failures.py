@@ -1,5 +1,7 @@
 """Failures end to end: retries, fatal errors, on_error: continue, resume, cancel, hostile input.
 
+Named after the feature, not a module: failures cross the command, engine, tools and services.
+
 Runs go through ``runflow`` / ``resumeflow`` with the shipped tool files, against
 the recording fake of the public APIs (``fake_api``), whose routes are made to
 fail on purpose.
@@ -15,13 +17,12 @@ import time
 import tracemalloc
 
 import pytest
-import yaml
 from django.db import connection
 from django.forms.models import model_to_dict
 
 from runs.models import Run, StepResult
 from runs.services import run_cancel, run_create, run_execute
-from tests.conftest import EXAMPLE_TOOLS_DIR, EXAMPLES_DIR
+from tests.conftest import EXAMPLE_TOOLS_DIR, EXAMPLES_DIR, write_flow
 from tests.fakes import FakeResponse
 from tests.fakes.apis import default_repo
 from workflows.files import read_workflow_file
@@ -30,12 +31,6 @@ from workflows.models import Workflow
 pytestmark = pytest.mark.django_db(transaction=True)
 
 FAST_RETRY = {"max_attempts": 3, "initial_delay": 0.01, "max_delay": 0.05, "jitter": 0}
-
-
-def write_flow(tmp_path, data: dict, name: str = "flow.yaml"):
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    return str(path)
 
 
 def runflow(cli, target: str, *inputs: str):

@@ -1,5 +1,7 @@
 """`llm` steps and LLM decisions at run time, through the engine, against a real fake LLM.
 
+Named after the feature, not a module: the engine's llm kind and tools/llm work together here.
+
 Runs are stored and executed with the real services; the model is the
 OpenAI-compatible server on loopback (tests/fakes/openai_server.py), called through
 the real openai SDK; tools are an in-process provider and an http tool behind the

@@ -17,7 +17,7 @@ from runs.services import (
     run_execute,
     run_prepare_resume,
 )
-from tests.conftest import EXAMPLES_DIR
+from tests.conftest import EXAMPLES_DIR, import_example, statuses
 from tests.fakes.apis import IP_RECORDS
 from workflows.files import read_workflow_file
 from workflows.inputs import InputsInvalid
@@ -25,17 +25,6 @@ from workflows.services import workflow_import, workflow_spec
 from workflows.validator import WorkflowInvalid
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("example_tools")]
-
-
-def import_example(name: str, **changes):
-    data = read_workflow_file(EXAMPLES_DIR / f"{name}.yaml")
-    data.update(changes)
-    workflow, _ = workflow_import(data=data)
-    return workflow
-
-
-def statuses(run: Run) -> dict[str, str]:
-    return dict(run.step_results.order_by("step_id").values_list("step_id", "status"))
 
 
 # --- run_create -------------------------------------------------------------------------

@@ -1,6 +1,9 @@
 """call_http_tool against a real HTTP server on loopback; asserts what the server received."""
 
 import base64
+import gzip
+import tracemalloc
+import zlib
 
 import httpx
 import pytest
@@ -354,3 +357,66 @@ def test_parse_body_rules():
     assert parse_body("  ", "application/json") == {}
     assert parse_body("nope", "application/json") == {"text": "nope"}
     assert parse_body("3", "text/plain") == {"text": "3"}
+
+
+# --- compressed bodies and hostile header values -----------------------------------------
+
+
+def _gzip_bomb(megabytes: int) -> bytes:
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
+    block = b"\0" * (1 << 20)
+    return b"".join(compressor.compress(block) for _ in range(megabytes)) + compressor.flush()
+
+
+def test_gzip_bomb_is_cut_at_the_limit_without_inflating_it(server, make_ctx):
+    server.reply(Reply(body=_gzip_bomb(256), headers={"Content-Encoding": "gzip"}))
+    spec = ToolSpec(name="t", http={"base_url": "{{env.BASE}}", "request": {"url": "/x"}})
+    ctx = make_ctx(env={"BASE": server.url}, max_response_bytes=1000)
+    tracemalloc.start()
+    try:
+        result = call_http_tool(spec, {}, ctx)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert result.truncated
+    assert result.output["text"] == "\0" * 1000
+    assert peak < 8 * 1024 * 1024
+
+
+def test_gzip_body_within_the_limit_is_decoded(server, make_ctx):
+    body = gzip.compress(b'{"a": 1}')
+    server.reply(
+        Reply(body=body, headers={"Content-Encoding": "gzip", "Content-Type": "application/json"})
+    )
+    spec = ToolSpec(name="t", http={"base_url": "{{env.BASE}}", "request": {"url": "/x"}})
+    result = call_http_tool(spec, {}, make_ctx(env={"BASE": server.url}))
+    assert result.output == {"a": 1}
+    assert not result.truncated
+
+
+@pytest.mark.parametrize("wbits", [zlib.MAX_WBITS, -zlib.MAX_WBITS])
+def test_deflate_body_zlib_wrapped_or_raw_is_decoded(server, make_ctx, wbits):
+    compressor = zlib.compressobj(6, zlib.DEFLATED, wbits)
+    body = compressor.compress(b'{"a": 2}') + compressor.flush()
+    server.reply(Reply(body=body, headers={"Content-Encoding": "deflate"}))
+    spec = ToolSpec(name="t", http={"base_url": "{{env.BASE}}", "request": {"url": "/x"}})
+    assert call_http_tool(spec, {}, make_ctx(env={"BASE": server.url})).output == {"a": 2}
+
+
+def test_malformed_gzip_body_is_an_invalid_response(server, make_ctx):
+    server.reply(Reply(body=b"not gzip at all", headers={"Content-Encoding": "gzip"}))
+    spec = ToolSpec(name="t", http={"base_url": "{{env.BASE}}", "request": {"url": "/x"}})
+    with pytest.raises(ToolResponseInvalid):
+        call_http_tool(spec, {}, make_ctx(env={"BASE": server.url}))
+
+
+@pytest.mark.parametrize("value", ["a\r\nX-Evil: 1", "a\nb", "a\0b"])
+def test_header_value_with_a_line_break_is_a_fatal_template_error(server, make_ctx, value):
+    spec = ToolSpec(
+        name="t",
+        http={"base_url": "{{env.BASE}}", "request": {"url": "/x", "headers": {"X-U": "{{u}}"}}},
+    )
+    with pytest.raises(TemplateError, match="X-U") as caught:
+        call_http_tool(spec, {"u": value}, make_ctx(env={"BASE": server.url}))
+    assert not caught.value.retryable
+    assert server.requests == []

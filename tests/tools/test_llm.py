@@ -251,3 +251,15 @@ def test_tool_call_with_bad_arguments_is_reply_invalid(llm, client):
         reply.tool_calls[0].parsed_arguments()
     with pytest.raises(LLMReplyInvalid, match="not an object"):
         reply.tool_calls[1].parsed_arguments()
+
+
+# --- hostile replies ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("depth", [500, 100_000])
+def test_deeply_nested_llm_reply_is_an_invalid_reply_not_a_crash(depth):
+    text = '{"steps": ' + "[" * depth + "]" * depth + "}"
+    with pytest.raises(LLMReplyInvalid, match="nest"):
+        parse_json_reply(text)
+    with pytest.raises(LLMReplyInvalid, match="nest"):
+        parse_json_reply("Here it is:\n```json\n" + text + "\n```")

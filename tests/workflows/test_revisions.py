@@ -24,6 +24,7 @@ from workflows.revisions import (
     DefinitionInvalid,
     DefinitionUnchanged,
     FeedbackRequired,
+    _parse_json,
     workflow_edit_json,
     workflow_reject,
 )
@@ -214,3 +215,15 @@ def test_reject_after_five_revisions_says_so(planner_llm, reviewer):
 
     assert version.version == 6
     assert fresh(version).status == "pending_review"
+
+
+# --- edit as JSON: parsing what the reviewer typed -----------------------------------------
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def test_deep_edited_definition_is_invalid_not_a_crash():
+    with pytest.raises(DefinitionInvalid) as caught:
+        _parse_json('{"name": "x", "steps": ' + DEEP + "}")
+    assert "nests too deeply" in caught.value.issues[0].message

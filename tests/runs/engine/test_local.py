@@ -1,4 +1,4 @@
-"""Engine edge cases found in review: cancel, resume and failure paths of the in-process driver."""
+"""The in-process driver (runs/engine/local.py) via ``run_execute``: cancel, resume, failures."""
 
 from __future__ import annotations
 
@@ -12,22 +12,10 @@ from runs.engine import checkpoint as checkpoint_module
 from runs.engine.context import build_run_context
 from runs.models import Run
 from runs.services import run_cancel, run_create, run_execute
-from tests.conftest import EXAMPLES_DIR
-from workflows.files import read_workflow_file
+from tests.conftest import import_example, statuses
 from workflows.services import workflow_import, workflow_spec
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("example_tools")]
-
-
-def import_example(name: str, **changes):
-    data = read_workflow_file(EXAMPLES_DIR / f"{name}.yaml")
-    data.update(changes)
-    workflow, _ = workflow_import(data=data)
-    return workflow
-
-
-def statuses(run: Run) -> dict[str, str]:
-    return dict(run.step_results.order_by("step_id").values_list("step_id", "status"))
 
 
 def wait_for(predicate, timeout: float = 5.0) -> None:
@@ -183,39 +171,6 @@ def test_an_engine_error_summary_is_capped(output_dir, monkeypatch):
     assert run.status == "failed"
     assert run.error_summary.startswith("engine error: OperationalError: xxx")
     assert len(run.error_summary) <= 5_000
-
-
-@pytest.fixture
-def broker_down():
-    """A configured broker that refuses connections (not the embedded eager mode)."""
-    from celery import current_app
-
-    def fresh_connections() -> None:
-        # Earlier tests (real workers) leave pooled connections to the real broker.
-        current_app.close()
-        current_app.amqp._producer_pool = None
-
-    conf = current_app.conf
-    saved = conf.task_always_eager, conf.broker_url
-    conf.task_always_eager, conf.broker_url = False, "redis://127.0.0.1:1/0"
-    fresh_connections()
-    yield
-    conf.task_always_eager, conf.broker_url = saved
-    fresh_connections()
-
-
-def test_runflow_async_with_the_broker_down_says_so_instead_of_a_traceback(
-    cli, output_dir, broker_down
-):
-    result = cli("runflow", "examples/sales_report.yaml", "--async")
-
-    run = Run.objects.get()
-    assert result.code == 1
-    assert f"run {run.pk} started, but its steps could not be sent to the broker" in result.err
-    assert f"cancelrun {run.pk}" in result.err
-    # Committed before the publish: the sweeper sends the queued step again later.
-    assert run.status == "running"
-    assert statuses(run)["load"] == "queued"
 
 
 def test_each_foreach_item_call_sends_its_own_idempotency_key(fake_api):
