@@ -3,7 +3,8 @@
 ``execute_attempt`` is the single entry point every driver uses (the in-process
 thread pool here, Celery tasks for scale-out): it dispatches on the step kind and
 either returns an ``Attempt`` or raises a typed ``FlowpilotError``. Errors carry
-their retryability on the class (DESIGN §5); anything else a tool raises is an
+their retryability on the class (network, timeout, 429 and 5xx errors are retried;
+other errors are fatal); anything else a tool raises is an
 ``internal_error`` (fatal) whose message, never its stack locals, is recorded.
 """
 
@@ -16,10 +17,19 @@ from typing import Any
 
 from runs.engine.kinds import EXECUTORS
 from runs.engine.kinds.base import Attempt
+from runs.state import StepStatus
 from tools.errors import FlowpilotError, ToolRateLimited
 from tools.policy import RetryPolicy
+from tools.registry import ToolRegistry
 
-__all__ = ["Attempt", "StepOutcome", "effective_retry", "execute_attempt", "run_with_retries"]
+__all__ = [
+    "Attempt",
+    "StepOutcome",
+    "effective_retry",
+    "execute_attempt",
+    "run_with_retries",
+    "step_idempotent",
+]
 
 
 @dataclass
@@ -46,6 +56,14 @@ def effective_retry(ctx, step) -> RetryPolicy:
     if spec is not None and spec.retry is not None:
         return spec.retry
     return RetryPolicy()
+
+
+def step_idempotent(registry: ToolRegistry, step) -> bool:
+    """Whether repeating the step's call is safe: its tool says so (a step calling no
+    tool, or an unknown one, repeats nothing)."""
+    tool = getattr(step, "tool", None)
+    spec = registry.get(tool) if tool else None
+    return True if spec is None else spec.idempotent
 
 
 def execute_attempt(ctx, step, args: dict[str, Any]) -> Attempt:
@@ -110,7 +128,7 @@ def run_with_retries(
         try:
             result = execute_attempt(ctx, step, args)
         except FlowpilotError as exc:
-            entry.update(_timing(t0), status="failed", error=error_record(ctx, exc))
+            entry.update(_timing(t0), status=StepStatus.FAILED, error=error_record(ctx, exc))
             if exc.retryable and attempt < last_allowed:
                 entry["retry_in"] = round(
                     retry_delay(ctx, policy, attempt - first_attempt + 1, exc), 3
@@ -122,11 +140,11 @@ def run_with_retries(
                 attempt += 1
                 continue
             log.append(entry)
-            return StepOutcome("failed", error=entry["error"], attempts=log)
-        entry.update(_timing(t0), status="succeeded")
+            return StepOutcome(StepStatus.FAILED, error=entry["error"], attempts=log)
+        entry.update(_timing(t0), status=StepStatus.SUCCEEDED)
         log.append(entry)
         return StepOutcome(
-            "succeeded",
+            StepStatus.SUCCEEDED,
             output=result.output,
             truncated=result.truncated,
             branch=result.branch,

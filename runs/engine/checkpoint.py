@@ -11,9 +11,10 @@ import json
 from typing import Any
 
 from runs.engine.attempt import capped_error
-from runs.engine.readiness import FAILED, StepState
+from runs.engine.readiness import StepState
 from runs.engine.resolve import step_view_value
-from runs.models import Run, StepResult, StepStatus
+from runs.models import Run, StepResult
+from runs.state import RunStatus, StepStatus, step_transition
 
 
 def stored_output(ctx, output: Any) -> tuple[Any, bool]:
@@ -38,7 +39,7 @@ def state_of(result: StepResult, step) -> StepState:
     return StepState(
         status=result.status,
         branch=branch,
-        continued=result.status == FAILED and step.on_error == "continue",
+        continued=result.status == StepStatus.FAILED and step.on_error == "continue",
     )
 
 
@@ -50,11 +51,12 @@ def mark_running(ctx, result: StepResult, *, inputs_record: dict) -> bool:
     """Claim a pending step of a running run. False when it was not pending any more
     (a cancel skipped it, or another driver took it): then it must not start."""
     now = ctx.now()
-    claimed = StepResult.objects.filter(
-        pk=result.pk, status=StepStatus.PENDING, run__status="running"
-    ).update(
-        status=StepStatus.RUNNING, inputs=inputs_record, started_at=now, finished_at=None,
-        error=None, updated_at=now,
+    claimed = step_transition(
+        StepResult.objects.filter(
+            pk=result.pk, status=StepStatus.PENDING, run__status=RunStatus.RUNNING
+        ),
+        StepStatus.RUNNING,
+        inputs=inputs_record, started_at=now, finished_at=None, error=None, updated_at=now,
     )  # fmt: skip
     if claimed:
         result.status, result.inputs, result.started_at = StepStatus.RUNNING, inputs_record, now
@@ -65,10 +67,14 @@ def mark_running(ctx, result: StepResult, *, inputs_record: dict) -> bool:
 
 
 def mark_skipped(results: list[StepResult], now) -> None:
+    """Skip steps that never started (pending, or claimed but not yet called)."""
+    step_transition(
+        StepResult.objects.filter(pk__in=[r.pk for r in results]), StepStatus.SKIPPED,
+        finished_at=now,
+    )  # fmt: skip
     for result in results:
         result.status = StepStatus.SKIPPED
         result.finished_at = now
-    StepResult.objects.bulk_update(results, ["status", "finished_at"])
 
 
 def mark_finished(ctx, result: StepResult, outcome) -> None:
@@ -76,35 +82,29 @@ def mark_finished(ctx, result: StepResult, outcome) -> None:
     output, capped = (None, False)
     if outcome.status == StepStatus.SUCCEEDED:
         output, capped = stored_output(ctx, outcome.output)
-    result.status = outcome.status
-    result.output = output
-    result.output_truncated = capped or outcome.truncated
-    result.error = outcome.error
-    result.attempts = (result.attempts or 0) + len(outcome.attempts)
-    result.attempt_log = [*(result.attempt_log or []), *outcome.attempts]
-    result.finished_at = ctx.now()
-    result.save(
-        update_fields=[
-            "status",
-            "output",
-            "output_truncated",
-            "error",
-            "attempts",
-            "attempt_log",
-            "finished_at",
-            "updated_at",
-        ]
+    now = ctx.now()
+    step_transition(
+        result,
+        outcome.status,
+        output=output,
+        output_truncated=capped or outcome.truncated,
+        error=outcome.error,
+        attempts=(result.attempts or 0) + len(outcome.attempts),
+        attempt_log=[*(result.attempt_log or []), *outcome.attempts],
+        finished_at=now,
+        updated_at=now,
     )
 
 
 def mark_failed_before_call(ctx, result: StepResult, error: dict, inputs_record=None) -> None:
     """A step that failed before its tool was called (a reference or template error)."""
     now = ctx.now()
-    result.status = StepStatus.FAILED
-    result.error = capped_error(ctx.redactor.scrub(error))
-    result.inputs = inputs_record
-    result.started_at = result.started_at or now
-    result.finished_at = now
-    result.save(
-        update_fields=["status", "error", "inputs", "started_at", "finished_at", "updated_at"]
+    step_transition(
+        result,
+        StepStatus.FAILED,
+        error=capped_error(ctx.redactor.scrub(error)),
+        inputs=inputs_record,
+        started_at=result.started_at or now,
+        finished_at=now,
+        updated_at=now,
     )

@@ -33,6 +33,9 @@ from workflows.references import parse_value
 from workflows.schema import WorkflowSpec
 from workflows.transform import compile_transform
 
+Clock = Callable[[], datetime]
+DEFAULT_CLOCK: Clock = timezone.now  # the engine's only wall clock; tests inject their own
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -67,7 +70,7 @@ class RunContext:
     compiled: Mapping[tuple[str, str], Any]  # (step id, branch label | "expression") -> compiled
     llm: LLMClient | None = None  # for llm steps and LLM decisions; None when none needs it
     owns_llm: bool = False  # built here (closed with the context), not passed in
-    now: Callable[[], datetime] = timezone.now
+    now: Clock = DEFAULT_CLOCK
     sleep: Callable[[float], None] = time.sleep
     rand: random.Random = field(default_factory=random.Random)
 

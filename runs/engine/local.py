@@ -16,9 +16,10 @@ from typing import Any
 
 from runs.engine import checkpoint
 from runs.engine.attempt import StepOutcome, run_with_retries
-from runs.engine.readiness import SKIPPED, StepState, next_actions
+from runs.engine.readiness import StepState, next_actions
 from runs.engine.resolve import resolve_step_call
-from runs.models import Run, RunStatus, StepResult
+from runs.models import Run, StepResult
+from runs.state import RunStatus, StepStatus
 from tools.errors import FlowpilotError
 from workflows.references import StepRef, iter_refs
 
@@ -39,7 +40,7 @@ def drive_local(ctx, run: Run, *, observer: Observer | None = None) -> dict[str,
     views: dict[str, Any] = {sid: checkpoint.view_of(r) for sid, r in results.items()}
     # Outputs read back from the checkpoint as capped previews cannot feed a step.
     previews = frozenset(
-        sid for sid, r in results.items() if r.status == "succeeded" and r.output_truncated
+        sid for sid, r in results.items() if r.status == StepStatus.SUCCEEDED and r.output_truncated
     )
     notify = observer or (lambda event, result: None)
     futures: dict[Future, str] = {}
@@ -56,8 +57,8 @@ def drive_local(ctx, run: Run, *, observer: Observer | None = None) -> dict[str,
             if skipped:
                 checkpoint.mark_skipped(skipped, ctx.now())
                 for result in skipped:
-                    states[result.step_id] = StepState(SKIPPED)
-                    notify("skipped", result)
+                    states[result.step_id] = StepState(StepStatus.SKIPPED)
+                    notify(StepStatus.SKIPPED, result)
             for step_id in actions.start:
                 future = _start(ctx, run, results[step_id], views, states, pool, notify, previews)
                 if future is not None:
@@ -73,9 +74,8 @@ def drive_local(ctx, run: Run, *, observer: Observer | None = None) -> dict[str,
                 result = results[step_id]
                 checkpoint.mark_finished(ctx, result, outcome)
                 states[step_id] = checkpoint.state_of(result, spec.step(step_id))
-                views[step_id] = (
-                    outcome.output if outcome.status == "succeeded" else {"error": outcome.error}
-                )
+                succeeded = outcome.status == StepStatus.SUCCEEDED
+                views[step_id] = outcome.output if succeeded else {"error": outcome.error}
                 notify(outcome.status, result)
 
 
@@ -86,7 +86,7 @@ def _settle_cancelled(ctx, futures: dict[Future, str], results, notify) -> None:
     if never_started:
         checkpoint.mark_skipped(never_started, ctx.now())
         for result in never_started:
-            notify("skipped", result)
+            notify(StepStatus.SKIPPED, result)
     for future, step_id in sorted(futures.items(), key=lambda item: item[1]):
         if future.cancelled():
             continue
@@ -104,13 +104,14 @@ def _start(ctx, run, result: StepResult, views, states, pool, notify, previews) 
         checkpoint.mark_failed_before_call(ctx, result, exc.as_dict())
         states[step.id] = checkpoint.state_of(result, step)
         views[step.id] = {"error": result.error}
-        notify("failed", result)
+        notify(StepStatus.FAILED, result)
         return None
     if not checkpoint.mark_running(ctx, result, inputs_record=record):
         # The run was cancelled meanwhile: the step does not start (and is never retried here).
-        states[step.id] = StepState(SKIPPED if result.status == "pending" else result.status)
+        pending = result.status == StepStatus.PENDING
+        states[step.id] = StepState(StepStatus.SKIPPED if pending else result.status)
         return None
-    states[step.id] = StepState("running")
+    states[step.id] = StepState(StepStatus.RUNNING)
     notify("started", result)
     logger.debug("run %s: step %s started", run.pk, step.id)
     return pool.submit(run_with_retries, ctx, step, args, first_attempt=(result.attempts or 0) + 1)

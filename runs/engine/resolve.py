@@ -1,4 +1,4 @@
-"""Resolving a step's parsed input mapping into values (DESIGN §3, context scoping).
+"""Resolving a step's parsed input mapping into values.
 
 A step sees exactly the values its mapping names. Each resolution gives two
 things: the values the call receives, and the record stored in the checkpoint,
@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from runs.state import StepStatus
 from tools.redaction import Redactor
 from workflows.references import EnvRef, InputRef, ItemRef, Literal, StepRef, dig
 
@@ -22,9 +23,9 @@ def step_view_value(status: str, output: Any, error: Any) -> Any:
 
     A skipped or unfinished step reads as null.
     """
-    if status == "succeeded":
+    if status == StepStatus.SUCCEEDED:
         return output
-    if status == "failed":
+    if status == StepStatus.FAILED:
         return {"error": error}
     return None
 

@@ -13,9 +13,10 @@ import json
 import pytest
 import yaml
 
-from runs.engine.readiness import PENDING, SKIPPED, SUCCEEDED, StepState, next_actions
+from runs.engine.readiness import StepState, next_actions
 from runs.models import Run, StepResult
 from runs.services import run_create, run_execute
+from runs.state import StepStatus
 from tests.conftest import CONTROL_TOOLS_DIR
 from tests.fakes.control import item_record
 from workflows.graph import build_graph
@@ -25,6 +26,8 @@ from workflows.services import workflow_import
 from workflows.validator import WorkflowInvalid
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+PENDING, SKIPPED, SUCCEEDED = StepStatus.PENDING, StepStatus.SKIPPED, StepStatus.SUCCEEDED
 
 
 def write_flow(tmp_path, data: dict, name: str = "flow.yaml") -> str:

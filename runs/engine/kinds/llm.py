@@ -1,4 +1,4 @@
-"""`llm` steps, and the LLM form of `decision` steps (DESIGN §2, §9.9).
+"""`llm` steps, and the LLM form of `decision` steps.
 
 An ``llm`` step renders its prompt over its mapped values only (``{{name}}``;
 no ``env`` is given to the renderer, so ``{{env.X}}`` can never read a secret),
