@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from runs.engine.kinds import EXECUTORS
+from runs.engine.kinds import KINDS
 from runs.engine.kinds.base import Attempt
 from runs.state import StepStatus
 from tools.errors import FlowpilotError, ToolRateLimited
@@ -47,29 +47,28 @@ def effective_retry(ctx, step) -> RetryPolicy:
 
     A foreach step retries per item (inside the step), so the step itself is tried once.
     """
-    if step.kind == "foreach":
+    if step.retries_per_item:
         return RetryPolicy()
     if step.retry is not None:
         return step.retry
-    tool_name = getattr(step, "tool", None)
-    spec = ctx.registry.get(tool_name) if tool_name else None
-    if spec is not None and spec.retry is not None:
-        return spec.retry
+    for tool_name in step.direct_tools():
+        spec = ctx.registry.get(tool_name)
+        if spec is not None and spec.retry is not None:
+            return spec.retry
     return RetryPolicy()
 
 
 def step_idempotent(registry: ToolRegistry, step) -> bool:
     """Whether repeating the step's call is safe: its tool says so (a step calling no
     tool, or an unknown one, repeats nothing)."""
-    tool = getattr(step, "tool", None)
-    spec = registry.get(tool) if tool else None
-    return True if spec is None else spec.idempotent
+    specs = [registry.get(tool) for tool in step.direct_tools()]
+    return all(spec.idempotent for spec in specs if spec is not None)
 
 
 def execute_attempt(ctx, step, args: dict[str, Any]) -> Attempt:
     """One try of ``step`` with resolved ``args``. Raises FlowpilotError on failure."""
     try:
-        return EXECUTORS[step.kind](ctx, step, args)
+        return KINDS[step.kind].execute(ctx, step, args)
     except FlowpilotError:
         raise
     except Exception as exc:

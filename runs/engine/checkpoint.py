@@ -33,12 +33,9 @@ def load_results(run: Run) -> dict[str, StepResult]:
 
 
 def state_of(result: StepResult, step) -> StepState:
-    branch = None
-    if step.kind == "decision" and isinstance(result.output, dict):
-        branch = result.output.get("branch")
     return StepState(
         status=result.status,
-        branch=branch,
+        branch=step.branch_of(result.output),
         continued=result.status == StepStatus.FAILED and step.on_error == "continue",
     )
 

@@ -91,7 +91,7 @@ def time_limit_of(step) -> float | None:
 
     A foreach step applies its ``timeout`` to every item call instead.
     """
-    return None if step.kind == "foreach" else step.timeout
+    return step.step_time_limit()
 
 
 def run_context(run: Run, *, tools_key: tuple | None = None) -> RunContext:
@@ -225,7 +225,7 @@ def _state(step, status: str, branch: str | None) -> StepState:
     """``checkpoint.state_of`` from the columns ``advance_locked`` reads."""
     return StepState(
         status=status,
-        branch=branch if step.kind == "decision" else None,
+        branch=branch if step.picks_branch else None,
         continued=status == StepStatus.FAILED and step.on_error == "continue",
     )
 

@@ -105,7 +105,7 @@ def resolve_step_call(
     """
     common = {"inputs": inputs, "step_value": step_value, "env": ctx.env, "redactor": ctx.redactor}
     args, record = resolve_mapping(ctx.parsed[step.id], **common)
-    if step.kind != "foreach" or not isinstance(args.get("items"), list):
+    if step.id not in ctx.parsed_items or not isinstance(args.get("items"), list):
         return args, record
     pairs = [
         resolve(ctx.parsed_items[step.id], item=item, index=index, **common)

@@ -25,10 +25,11 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from runs.engine.kinds.base import Attempt, StepKindUnsupported, call_tool
+from runs.engine.kinds.base import Attempt, StepKind, StepKindUnsupported, call_tool
 from tools.errors import FlowpilotError
 from tools.llm import LLMClient, LLMReply, LLMReplyInvalid, ToolCall, Usage, parse_json_reply
 from tools.templating import render_text
+from workflows.schema import LLMStep
 
 DEFAULT_SYSTEM = (
     "You are one step of an automated workflow. Do the task with the data you are given. "
@@ -280,3 +281,6 @@ def _where(path) -> str:
     for part in path:
         text += f"[{part}]" if isinstance(part, int) else f".{part}"
     return text
+
+
+KIND = StepKind(model=LLMStep, execute=execute_llm_step)
