@@ -15,12 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from runs.engine.context import RunContext
 from runs.engine.kinds import KINDS
 from runs.engine.kinds.base import Attempt
 from runs.state import StepStatus
 from tools.errors import FlowpilotError, ToolRateLimited
 from tools.policy import RetryPolicy
 from tools.registry import ToolRegistry
+from workflows.schema import AnyStep
 
 __all__ = [
     "Attempt",
@@ -42,7 +44,7 @@ class StepOutcome:
     attempts: list[dict] = field(default_factory=list)
 
 
-def effective_retry(ctx, step) -> RetryPolicy:
+def effective_retry(ctx: RunContext, step: AnyStep) -> RetryPolicy:
     """The step's own policy, else its tool's, else a single try.
 
     A foreach step retries per item (inside the step), so the step itself is tried once.
@@ -58,14 +60,14 @@ def effective_retry(ctx, step) -> RetryPolicy:
     return RetryPolicy()
 
 
-def step_idempotent(registry: ToolRegistry, step) -> bool:
+def step_idempotent(registry: ToolRegistry, step: AnyStep) -> bool:
     """Whether repeating the step's call is safe: its tool says so (a step calling no
     tool, or an unknown one, repeats nothing)."""
     specs = [registry.get(tool) for tool in step.direct_tools()]
     return all(spec.idempotent for spec in specs if spec is not None)
 
 
-def execute_attempt(ctx, step, args: dict[str, Any]) -> Attempt:
+def execute_attempt(ctx: RunContext, step: AnyStep, args: dict[str, Any]) -> Attempt:
     """One try of ``step`` with resolved ``args``. Raises FlowpilotError on failure."""
     try:
         return KINDS[step.kind].execute(ctx, step, args)
@@ -78,7 +80,7 @@ def execute_attempt(ctx, step, args: dict[str, Any]) -> Attempt:
 MAX_ERROR_MESSAGE_CHARS = 4000  # an error quoting a huge value must not fill the checkpoint
 
 
-def error_record(ctx, exc: FlowpilotError) -> dict:
+def error_record(ctx: RunContext, exc: FlowpilotError) -> dict:
     record = exc.as_dict()
     if record["type"] == "error":
         record["type"] = "internal_error"
@@ -97,7 +99,7 @@ def capped_error(record: dict) -> dict:
     return record
 
 
-def retry_delay(ctx, policy: RetryPolicy, attempt: int, exc: FlowpilotError) -> float:
+def retry_delay(ctx: RunContext, policy: RetryPolicy, attempt: int, exc: FlowpilotError) -> float:
     delay = policy.delay(attempt, ctx.rand.random())
     if isinstance(exc, ToolRateLimited) and exc.retry_after:
         delay = max(delay, min(exc.retry_after, policy.max_delay))
@@ -105,8 +107,8 @@ def retry_delay(ctx, policy: RetryPolicy, attempt: int, exc: FlowpilotError) -> 
 
 
 def run_with_retries(
-    ctx,
-    step,
+    ctx: RunContext,
+    step: AnyStep,
     args: dict[str, Any],
     *,
     first_attempt: int = 1,

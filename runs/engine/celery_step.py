@@ -56,6 +56,7 @@ from runs.engine.distributed import (
     run_context,
     tools_key,
 )
+from runs.engine.kinds.base import Attempt
 from runs.engine.local import CheckpointTruncated
 from runs.engine.resolve import resolve_step_call
 from runs.models import Run, StepResult
@@ -68,6 +69,7 @@ from runs.state import (
 )
 from tools.errors import FlowpilotError, ToolTimeout
 from workflows.references import StepRef, iter_refs
+from workflows.schema import AnyStep
 
 logger = logging.getLogger("flowpilot.engine")
 
@@ -183,7 +185,7 @@ def step_execute(
         return _settle(ctx, result, token, entry, attempt, error, publish=publish)
 
 
-def _resolve(ctx: RunContext, run: Run, step) -> tuple[dict[str, Any], dict[str, Any]]:
+def _resolve(ctx: RunContext, run: Run, step: AnyStep) -> tuple[dict[str, Any], dict[str, Any]]:
     """The step's inputs, read from the stored outputs of the steps it references.
 
     An output stored as a capped preview (over ``FLOWPILOT_MAX_STORED_OUTPUT_BYTES``)
@@ -212,7 +214,9 @@ def _is_preview(value: Any) -> bool:
     return isinstance(value, dict) and value.get("_truncated") is True and "preview" in value
 
 
-def _attempt(ctx, step, args, *, number: int, worker: str):
+def _attempt(
+    ctx: RunContext, step: AnyStep, args: dict[str, Any], *, number: int, worker: str
+) -> tuple[dict[str, Any], Attempt | None, FlowpilotError | None]:
     """One try. Returns ``(log entry, Attempt or None, FlowpilotError or None)``."""
     entry: dict[str, Any] = {
         "attempt": number,
@@ -239,7 +243,7 @@ def _hit_time_limit(exc: BaseException | None) -> bool:
     return False
 
 
-def _as_timeout(step, exc: BaseException) -> ToolTimeout:
+def _as_timeout(step: AnyStep, exc: BaseException) -> ToolTimeout:
     error = ToolTimeout(f"step `{step.id}` ran past its {step.timeout:g} s timeout")
     error.__cause__ = exc
     return error
@@ -259,7 +263,16 @@ def _locked_claim(result: StepResult, token: str) -> tuple[Run, StepResult] | No
     return run, current
 
 
-def _settle(ctx, result, token, entry, attempt, error, *, publish: Publish) -> Verdict:
+def _settle(
+    ctx: RunContext,
+    result: StepResult,
+    token: str,
+    entry: dict[str, Any],
+    attempt: Attempt | None,
+    error: FlowpilotError | None,
+    *,
+    publish: Publish,
+) -> Verdict:
     """Record the attempt: a retry, or the outcome and an advance of the run."""
     if error is not None and error.retryable and entry["attempt"] < result.attempt_limit:
         return _settle_retry(ctx, result, token, entry, error, publish=publish)
@@ -273,7 +286,9 @@ def _settle(ctx, result, token, entry, attempt, error, *, publish: Publish) -> V
     return _settle_outcome(ctx, result, token, outcome, publish=publish)
 
 
-def _settle_outcome(ctx, result, token, outcome: StepOutcome, *, publish: Publish) -> Verdict:
+def _settle_outcome(
+    ctx: RunContext, result: StepResult, token: str, outcome: StepOutcome, *, publish: Publish
+) -> Verdict:
     """Write the outcome if the claim is still ours, then advance under the run lock.
 
     The step row is written first and the run row locked second, which keeps the lock
@@ -294,7 +309,9 @@ def _settle_outcome(ctx, result, token, outcome: StepOutcome, *, publish: Publis
     return Verdict(claimed=True, status=outcome.status)
 
 
-def _write_outcome(ctx, result: StepResult, token: str, outcome: StepOutcome, now) -> bool:
+def _write_outcome(
+    ctx: RunContext, result: StepResult, token: str, outcome: StepOutcome, now: datetime
+) -> bool:
     """``checkpoint.mark_finished`` as one UPDATE conditional on the claim."""
     output, capped = (None, False)
     if outcome.status == StepStatus.SUCCEEDED:
@@ -314,7 +331,15 @@ def _write_outcome(ctx, result: StepResult, token: str, outcome: StepOutcome, no
     )
 
 
-def _settle_retry(ctx, result, token, entry, error, *, publish: Publish) -> Verdict:
+def _settle_retry(
+    ctx: RunContext,
+    result: StepResult,
+    token: str,
+    entry: dict[str, Any],
+    error: FlowpilotError,
+    *,
+    publish: Publish,
+) -> Verdict:
     """Back to ``queued`` for the policy's countdown, unless the run ended meanwhile."""
     with transaction.atomic():
         locked = _locked_claim(result, token)
@@ -331,7 +356,9 @@ def _settle_retry(ctx, result, token, entry, error, *, publish: Publish) -> Verd
     return _settle_outcome(ctx, result, token, outcome, publish=publish)
 
 
-def _settle_failed_before_call(ctx, result, token, exc, *, publish: Publish) -> Verdict:
+def _settle_failed_before_call(
+    ctx: RunContext, result: StepResult, token: str, exc: FlowpilotError, *, publish: Publish
+) -> Verdict:
     """A reference or template error: the step fails without a call, the run advances."""
     with transaction.atomic():
         locked = _locked_claim(result, token)
@@ -382,7 +409,9 @@ def _settle_not_started(result: StepResult, token: str, *, now: Clock = DEFAULT_
     return Verdict(claimed=True, status=StepStatus.SKIPPED)
 
 
-def requeue(result: StepResult, entry: dict, now: datetime, *, delay: float, error) -> None:
+def requeue(
+    result: StepResult, entry: dict, now: datetime, *, delay: float, error: dict[str, Any] | None
+) -> None:
     """Back to ``queued`` with the attempt recorded; due ``delay`` seconds from now."""
     step_transition(
         result,

@@ -8,16 +8,19 @@ before they are stored.
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
-from runs.engine.attempt import capped_error
+from runs.engine.attempt import StepOutcome, capped_error
+from runs.engine.context import RunContext
 from runs.engine.readiness import StepState
 from runs.engine.resolve import step_view_value
 from runs.models import Run, StepResult
 from runs.state import RunStatus, StepStatus, step_transition
+from workflows.schema import AnyStep
 
 
-def stored_output(ctx, output: Any) -> tuple[Any, bool]:
+def stored_output(ctx: RunContext, output: Any) -> tuple[Any, bool]:
     """The scrubbed output, or a flagged preview when it is over the stored-size cap."""
     scrubbed = ctx.redactor.scrub(output)
     text = json.dumps(scrubbed, ensure_ascii=False, default=str)
@@ -32,7 +35,7 @@ def load_results(run: Run) -> dict[str, StepResult]:
     return {r.step_id: r for r in run.step_results.order_by("step_id")}
 
 
-def state_of(result: StepResult, step) -> StepState:
+def state_of(result: StepResult, step: AnyStep) -> StepState:
     return StepState(
         status=result.status,
         branch=step.branch_of(result.output),
@@ -44,7 +47,7 @@ def view_of(result: StepResult) -> Any:
     return step_view_value(result.status, result.output, result.error)
 
 
-def mark_running(ctx, result: StepResult, *, inputs_record: dict) -> bool:
+def mark_running(ctx: RunContext, result: StepResult, *, inputs_record: dict) -> bool:
     """Claim a pending step of a running run. False when it was not pending any more
     (a cancel skipped it, or another driver took it): then it must not start."""
     now = ctx.now()
@@ -63,7 +66,7 @@ def mark_running(ctx, result: StepResult, *, inputs_record: dict) -> bool:
     return bool(claimed)
 
 
-def mark_skipped(results: list[StepResult], now) -> None:
+def mark_skipped(results: list[StepResult], now: datetime) -> None:
     """Skip steps that never started (pending, or claimed but not yet called)."""
     step_transition(
         StepResult.objects.filter(pk__in=[r.pk for r in results]), StepStatus.SKIPPED,
@@ -74,7 +77,7 @@ def mark_skipped(results: list[StepResult], now) -> None:
         result.finished_at = now
 
 
-def mark_finished(ctx, result: StepResult, outcome) -> None:
+def mark_finished(ctx: RunContext, result: StepResult, outcome: StepOutcome) -> None:
     """Write the outcome of a step (its checkpoint)."""
     output, capped = (None, False)
     if outcome.status == StepStatus.SUCCEEDED:
@@ -93,7 +96,9 @@ def mark_finished(ctx, result: StepResult, outcome) -> None:
     )
 
 
-def mark_failed_before_call(ctx, result: StepResult, error: dict, inputs_record=None) -> None:
+def mark_failed_before_call(
+    ctx: RunContext, result: StepResult, error: dict, inputs_record: dict[str, Any] | None = None
+) -> None:
     """A step that failed before its tool was called (a reference or template error)."""
     now = ctx.now()
     step_transition(

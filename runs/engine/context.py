@@ -81,7 +81,7 @@ class RunContext:
     def __enter__(self) -> RunContext:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

@@ -51,7 +51,7 @@ from runs.state import (
 )
 from tools.models import Tool
 from tools.registry import ToolRegistry
-from workflows.schema import WorkflowSpec
+from workflows.schema import AnyStep, WorkflowSpec
 from workflows.services import workflow_spec
 
 logger = logging.getLogger("flowpilot.engine")
@@ -86,7 +86,7 @@ def lease_until(seconds: float, now: datetime) -> datetime:
     return now + timedelta(seconds=seconds)
 
 
-def time_limit_of(step) -> float | None:
+def time_limit_of(step: AnyStep) -> float | None:
     """The per-attempt limit enforced as the task's soft time limit.
 
     A foreach step applies its ``timeout`` to every item call instead.
@@ -221,7 +221,7 @@ def advance_locked(ctx: RunContext, run: Run, *, publish: Publish, now: datetime
         logger.info("run %s %s", run.pk, run.status)
 
 
-def _state(step, status: str, branch: str | None) -> StepState:
+def _state(step: AnyStep, status: str, branch: str | None) -> StepState:
     """``checkpoint.state_of`` from the columns ``advance_locked`` reads."""
     return StepState(
         status=status,
@@ -249,4 +249,9 @@ def _queue(ctx: RunContext, rows: dict, *, publish: Publish, now: datetime) -> N
             updated_at=now,
         )
     jobs = [(pk, time_limit_of(ctx.spec.step(sid))) for sid, (pk, *_) in rows.items()]
-    transaction.on_commit(lambda: [publish(pk, time_limit=limit) for pk, limit in jobs])
+
+    def publish_all() -> None:
+        for pk, limit in jobs:
+            publish(pk, time_limit=limit)
+
+    transaction.on_commit(publish_all)

@@ -10,25 +10,29 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from runs.engine import checkpoint
 from runs.engine.attempt import StepOutcome, run_with_retries
+from runs.engine.context import RunContext
 from runs.engine.readiness import StepState, next_actions
 from runs.engine.resolve import resolve_step_call
 from runs.models import Run, StepResult
 from runs.state import RunStatus, StepStatus
 from tools.errors import FlowpilotError
 from workflows.references import StepRef, iter_refs
+from workflows.schema import AnyStep
 
 logger = logging.getLogger("flowpilot.engine")
 
 Observer = Callable[[str, StepResult], None]
 
 
-def drive_local(ctx, run: Run, *, observer: Observer | None = None) -> dict[str, Any] | None:
+def drive_local(
+    ctx: RunContext, run: Run, *, observer: Observer | None = None
+) -> dict[str, Any] | None:
     """Run every runnable step of ``run``.
 
     Returns what each step's references read (full outputs, not the capped stored
@@ -79,7 +83,9 @@ def drive_local(ctx, run: Run, *, observer: Observer | None = None) -> dict[str,
                 notify(outcome.status, result)
 
 
-def _settle_cancelled(ctx, futures: dict[Future, str], results, notify) -> None:
+def _settle_cancelled(
+    ctx: RunContext, futures: dict[Future, str], results: Mapping[str, StepResult], notify: Observer
+) -> None:
     """The run was cancelled: a step not yet started never starts (skipped); a step in
     flight finishes and its outcome is recorded, so none is left ``running``."""
     never_started = [results[sid] for future, sid in futures.items() if future.cancel()]
@@ -95,7 +101,16 @@ def _settle_cancelled(ctx, futures: dict[Future, str], results, notify) -> None:
         notify(outcome.status, results[step_id])
 
 
-def _start(ctx, run, result: StepResult, views, states, pool, notify, previews) -> Future | None:
+def _start(
+    ctx: RunContext,
+    run: Run,
+    result: StepResult,
+    views: dict[str, Any],
+    states: dict[str, StepState],
+    pool: ThreadPoolExecutor,
+    notify: Observer,
+    previews: frozenset[str],
+) -> Future | None:
     step = ctx.spec.step(result.step_id)
     try:
         _refuse_previews(step, ctx.parsed[step.id], previews)
@@ -121,7 +136,7 @@ class CheckpointTruncated(FlowpilotError):
     code = "checkpoint_truncated"
 
 
-def _refuse_previews(step, parsed: dict[str, Any], previews: frozenset[str]) -> None:
+def _refuse_previews(step: AnyStep, parsed: dict[str, Any], previews: frozenset[str]) -> None:
     """Fail clearly rather than pass null where a capped checkpoint preview stands."""
     for ref in iter_refs(parsed):
         if isinstance(ref, StepRef) and ref.step_id in previews:

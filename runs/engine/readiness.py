@@ -21,10 +21,11 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from runs.state import STEP_IN_FLIGHT, STEP_TERMINAL, StepStatus
+from workflows.graph import EdgeInfo, FlowGraph
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,14 +48,14 @@ class Actions:
         return self.done and not self.fatal
 
 
-def _edge_active(edge, parent: StepState) -> bool:
+def _edge_active(edge: EdgeInfo, parent: StepState) -> bool:
     finished = parent.status == StepStatus.SUCCEEDED
     if finished or (parent.status == StepStatus.FAILED and parent.continued):
         return edge.when is None or edge.when == parent.branch
     return False
 
 
-def _runs(graph, incoming, current: Mapping[str, StepState]) -> bool:
+def _runs(graph: FlowGraph, incoming: Sequence[EdgeInfo], current: Mapping[str, StepState]) -> bool:
     """Whether a step whose parents all finished runs (else it is skipped)."""
     active = [e for e in incoming if _edge_active(e, current[e.source])]
     if len(active) == len(incoming):
@@ -69,7 +70,7 @@ def _runs(graph, incoming, current: Mapping[str, StepState]) -> bool:
     )
 
 
-def next_actions(graph, states: Mapping[str, StepState]) -> Actions:
+def next_actions(graph: FlowGraph, states: Mapping[str, StepState]) -> Actions:
     """Decide what starts and what is skipped. ``graph`` is a ``workflows.graph.FlowGraph``."""
     current = dict(states)
     start: list[str] = []

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -113,7 +114,7 @@ def _take_back(
         result.save(update_fields=["lease_expires_at", "updated_at"])
         transaction.on_commit(lambda: publish(result.pk, time_limit=limit))
         return "republished"
-    entry = {
+    entry: dict[str, Any] = {
         "attempt": result.attempts + 1,
         "started_at": result.started_at.isoformat() if result.started_at else None,
         "worker": result.worker,

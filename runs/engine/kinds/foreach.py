@@ -77,7 +77,9 @@ def execute_foreach_step(ctx: RunContext, step: ForeachStep, args: dict[str, Any
 
     with ThreadPoolExecutor(max_workers=step.concurrency, thread_name_prefix=step.id) as pool:
         outcomes = list(pool.map(one, range(len(items))))
-    errors = [{"index": i, "error": err} for i, (_, err) in enumerate(outcomes) if err]
+    errors: list[dict[str, Any]] = [
+        {"index": i, "error": err} for i, (_, err) in enumerate(outcomes) if err
+    ]
     if errors and step.on_error != "continue":
         first = errors[0]
         raise ForeachItemsFailed(
