@@ -40,7 +40,7 @@ class Approval(models.Model):
         ordering = ["-created_at", "-id"]
         constraints = [
             models.CheckConstraint(
-                condition=models.Q(status__in=["validating", "passed", "failed"]),
+                condition=models.Q(status__in=[s.value for s in ApprovalStatus]),
                 name="approval_status_valid",
             ),
         ]

@@ -7,15 +7,16 @@ import sys
 
 from django.core.management.base import CommandError
 
-from runs.models import RUN_TERMINAL, Run, StepResult
+from runs.models import Run, StepResult
 from runs.services import run_enqueue, run_execute
+from runs.state import RUN_TERMINAL, RunStatus, StepStatus
 from tools.errors import FlowpilotError
 
 _MARKS = {
     "started": "..",
-    "succeeded": "ok",
-    "failed": "FAILED",
-    "skipped": "skipped",
+    StepStatus.SUCCEEDED: "ok",
+    StepStatus.FAILED: "FAILED",
+    StepStatus.SKIPPED: "skipped",
 }
 
 
@@ -30,11 +31,11 @@ class ProgressPrinter:
         if event == "started" and not self.show_started:
             return
         line = f"  {_MARKS.get(event, event):<8} {result.step_id:<24}"
-        if event in {"succeeded", "failed"} and result.duration is not None:
+        if event in {StepStatus.SUCCEEDED, StepStatus.FAILED} and result.duration is not None:
             line += f" {result.duration.total_seconds() * 1000:8.0f} ms"
             if result.attempts > 1:
                 line += f"  ({result.attempts} attempts)"
-        if event == "failed" and result.error:
+        if event == StepStatus.FAILED and result.error:
             line += f"  {result.error.get('type')}: {result.error.get('message', '')[:300]}"
         if result.output_truncated:
             line += "  [output truncated]"
@@ -71,12 +72,12 @@ def report_end(out, run: Run) -> None:
     from workflows.cli import dumps
 
     out.write(summary_line(run))
-    if run.status == "succeeded":
+    if run.status == RunStatus.SUCCEEDED:
         out.write("outputs: " + dumps(run.outputs))
         return
     if run.error_summary:
         out.write(f"error: {run.error_summary}")
-    if run.status == "failed":
+    if run.status == RunStatus.FAILED:
         out.write(f"resume with: manage.py resumeflow {run.pk}")
     raise CommandError(f"run {run.pk} {run.status}", returncode=1)
 

@@ -11,6 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from runs.engine.kinds import KINDS
 from workflows.references import EnvRef, InputRef, ItemRef, Literal, StepRef, dig, parse_value
 
 
@@ -42,8 +43,8 @@ def _describe(parsed: Any, inputs: Mapping[str, Any]) -> str:
 
 def _kind_line(step, graph) -> str:
     line = f"    {step.id:<22} {step.kind}"
-    if getattr(step, "tool", None):
-        line += f" {step.tool}"
+    for tool in step.direct_tools():
+        line += f" {tool}"
     parents = graph.parents[step.id]
     if parents:
         line += "   after: " + ", ".join(parents)
@@ -56,19 +57,9 @@ def _step_lines(step, graph, inputs, step_ids) -> list[str]:
     lines = [_kind_line(step, graph)]
     for name, value in step.input_mapping.items():
         lines.append(f"        {name} = {_describe(parse_value(value, step_ids), inputs)}")
-    if step.kind == "foreach":
-        lines.append(f"        per item (concurrency {step.concurrency}):")
-        for name, value in step.item_mapping.items():
-            lines.append(f"          {name} = {_describe(parse_value(value, step_ids), inputs)}")
-    if step.kind == "transform":
-        lines.append(f"        expression: {step.expression}")
-    if step.kind == "decision":
-        for label in step.branches:
-            targets = [e.target for e in graph.outgoing(step.id) if e.when == label]
-            condition = step.conditions.get(label) or (
-                "(default)" if step.default == label else "(no condition)"
-            )
-            lines.append(f"        branch {label}: {condition} -> {', '.join(targets) or '-'}")
+    lines += KINDS[step.kind].plan(
+        step, graph, lambda value: _describe(parse_value(value, step_ids), inputs)
+    )
     return lines
 
 

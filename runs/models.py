@@ -2,49 +2,16 @@
 
 from django.db import models
 
+from runs.state import (  # noqa: F401 - re-exported: the statuses' names beside the models
+    RUN_TERMINAL,
+    RUN_TRANSITIONS,
+    STEP_IN_FLIGHT,
+    STEP_TERMINAL,
+    RunStatus,
+    RunTrigger,
+    StepStatus,
+)
 from workflows.models import Workflow
-
-
-class RunStatus(models.TextChoices):
-    PENDING = "pending", "Pending"
-    RUNNING = "running", "Running"
-    SUCCEEDED = "succeeded", "Succeeded"
-    FAILED = "failed", "Failed"
-    CANCELLED = "cancelled", "Cancelled"
-
-
-RUN_TERMINAL = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
-RUN_TRANSITIONS: dict[str, frozenset[str]] = {
-    RunStatus.PENDING: frozenset({RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.FAILED}),
-    # Back to pending: resuming a run whose process died (operator --force).
-    RunStatus.RUNNING: frozenset(
-        {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.PENDING}
-    ),
-    # Resume takes a failed or cancelled run back to pending, then running.
-    RunStatus.FAILED: frozenset({RunStatus.PENDING}),
-    RunStatus.CANCELLED: frozenset({RunStatus.PENDING}),
-    RunStatus.SUCCEEDED: frozenset(),
-}
-
-
-class RunTrigger(models.TextChoices):
-    MANUAL = "manual", "Manual (admin)"
-    API = "api", "API"
-    CLI = "cli", "Command line"
-    SCHEDULE = "schedule", "Schedule"
-    VALIDATION = "validation", "Validation run"
-
-
-class StepStatus(models.TextChoices):
-    PENDING = "pending", "Pending"
-    QUEUED = "queued", "Queued"
-    RUNNING = "running", "Running"
-    SUCCEEDED = "succeeded", "Succeeded"
-    FAILED = "failed", "Failed"
-    SKIPPED = "skipped", "Skipped"
-
-
-STEP_TERMINAL = frozenset({StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.SKIPPED})
 
 
 class Run(models.Model):
@@ -139,7 +106,7 @@ class StepResult(models.Model):
         indexes = [
             models.Index(  # the sweeper's query: in-flight steps whose lease ran out
                 fields=["lease_expires_at"],
-                condition=models.Q(status__in=["queued", "running"]),
+                condition=models.Q(status__in=sorted(STEP_IN_FLIGHT)),
                 name="step_in_flight_lease_idx",
             )
         ]

@@ -14,28 +14,44 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from runs.engine import checkpoint
+from runs.engine import distributed
+from runs.engine.attempt import step_idempotent
 from runs.engine.context import RunContext, build_run_context
+from runs.engine.finish import MAX_SUMMARY_CHARS, run_finish
 from runs.engine.local import Observer, drive_local
-from runs.engine.resolve import resolve
-from runs.models import RUN_TRANSITIONS, Run, RunStatus, RunTrigger, StepResult, StepStatus
-from tools.errors import FlowpilotError
+from runs.models import Run, StepResult
+from runs.state import (
+    STEP_IN_FLIGHT,
+    InterruptedNonIdempotent,
+    RunError,
+    RunStateError,
+    RunStatus,
+    RunTrigger,
+    StepStatus,
+    run_transition,
+    step_transition,
+)
 from tools.registry import ToolRegistry
 from workflows.inputs import resolve_inputs
 from workflows.models import Workflow
-from workflows.references import parse_value
 from workflows.services import workflow_spec
 from workflows.validator import validate_workflow
 
 logger = logging.getLogger("flowpilot.runs")
 
 
-class RunError(FlowpilotError):
-    code = "run_error"
-
-
-class RunStateError(RunError):
-    code = "run_state_invalid"
+__all__ = [
+    "RunError",
+    "RunStateError",
+    "run_cancel",
+    "run_create",
+    "run_enqueue",
+    "run_execute",
+    "run_prepare_resume",
+    "run_purge",
+    "run_repeat",
+    "run_resume",
+]
 
 
 def run_create(
@@ -65,17 +81,6 @@ def run_create(
     return run
 
 
-def _transition(run: Run, to: str, **fields: Any) -> bool:
-    """Conditional update: only from a state that allows ``to``. Returns whether it won."""
-    sources = [s for s, targets in RUN_TRANSITIONS.items() if to in targets]
-    updated = Run.objects.filter(pk=run.pk, status__in=sources).update(status=to, **fields)
-    if updated:
-        run.status = to
-        for key, value in fields.items():
-            setattr(run, key, value)
-    return bool(updated)
-
-
 def run_execute(
     *,
     run: Run,
@@ -84,7 +89,7 @@ def run_execute(
 ) -> Run:
     """Execute a pending (or resumed) run in this process and record how it ended."""
     started = {"started_at": run.started_at or timezone.now()}
-    if not _transition(run, RunStatus.RUNNING, **started):
+    if not run_transition(run, RunStatus.RUNNING, **started):
         run.refresh_from_db()
         raise RunStateError(f"run {run.pk} is {run.status}; it cannot start")
     ctx = context
@@ -93,66 +98,22 @@ def run_execute(
             ctx = build_run_context(run_id=run.pk, spec=workflow_spec(run.workflow))
         views = drive_local(ctx, run, observer=observer)
         if views is not None:
-            _finish(ctx, run, views)
+            run_finish(ctx, run, views)
     except BaseException as exc:
         summary = f"engine error: {type(exc).__name__}: {exc}"
         summary = ctx.redactor.scrub_text(summary) if ctx is not None else summary
-        _transition(run, RunStatus.FAILED, finished_at=timezone.now(), error_summary=summary[:5000])
+        run_transition(
+            run,
+            RunStatus.FAILED,
+            finished_at=timezone.now(),
+            error_summary=summary[:MAX_SUMMARY_CHARS],
+        )
         raise
     finally:
         if context is None and ctx is not None:
             ctx.close()
     run.refresh_from_db()
     return run
-
-
-def _finish(ctx: RunContext, run: Run, views: Mapping[str, Any] | None = None) -> None:
-    results = checkpoint.load_results(run)
-    fatal = [
-        r
-        for sid in ctx.graph.order
-        if (r := results[sid]).status == StepStatus.FAILED and ctx.spec.step(sid).on_error == "fail"
-    ]
-    now = timezone.now()
-    if fatal:
-        summary = "; ".join(
-            f"step `{r.step_id}` failed ({(r.error or {}).get('type')}): "
-            f"{(r.error or {}).get('message', '')}"
-            for r in fatal
-        )
-        _transition(run, RunStatus.FAILED, finished_at=now, error_summary=summary[:5000])
-        return
-    outputs, _ = checkpoint.stored_output(ctx, run_outputs(ctx, run, results, views))
-    _transition(run, RunStatus.SUCCEEDED, finished_at=now, outputs=outputs, error_summary="")
-
-
-def run_outputs(
-    ctx: RunContext,
-    run: Run,
-    results: Mapping[str, StepResult],
-    views: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The workflow's declared outputs, or else the outputs of its sink steps.
-
-    ``views`` are the values steps produced in this process (full, not the capped
-    stored previews); without them, the stored outputs are read.
-    """
-    if views is None:
-        views = {sid: checkpoint.view_of(r) for sid, r in results.items()}
-    if not ctx.spec.outputs:
-        sinks = [s for s in ctx.graph.order if not ctx.graph.children[s]]
-        return {s: views[s] for s in sinks if results[s].status == StepStatus.SUCCEEDED}
-    step_ids = frozenset(ctx.graph.step_ids)
-    outputs = {}
-    for name, value in ctx.spec.outputs.items():
-        outputs[name], _ = resolve(
-            parse_value(value, step_ids),
-            inputs=run.inputs,
-            step_value=views.get,
-            env={},
-            redactor=ctx.redactor,
-        )
-    return outputs
 
 
 @transaction.atomic
@@ -167,14 +128,15 @@ def run_prepare_resume(*, run: Run, force: bool = False) -> Run:
     run = Run.objects.select_for_update().get(pk=run.pk)
     allowed = {RunStatus.FAILED, RunStatus.CANCELLED} | ({RunStatus.RUNNING} if force else set())
     if run.status not in allowed:
-        hint = " (use --force if the process running it died)" if run.status == "running" else ""
+        stuck = run.status == RunStatus.RUNNING
+        hint = " (use --force if the process running it died)" if stuck else ""
         raise RunStateError(
             f"run {run.pk} is {run.status}; only failed or cancelled runs resume{hint}"
         )
     if run.status == RunStatus.CANCELLED and not force:
         # Cancel lets steps in flight finish; resuming now would call them a second time.
         # A plain read, not a row lock: a finishing step task holds its row, then the run's.
-        busy = run.step_results.filter(status__in=[StepStatus.RUNNING, StepStatus.QUEUED])
+        busy = run.step_results.filter(status__in=sorted(STEP_IN_FLIGHT))
         busy_ids = list(busy.order_by("step_id").values_list("step_id", flat=True))
         if busy_ids:
             names = ", ".join(f"`{s}`" for s in busy_ids)
@@ -187,31 +149,16 @@ def run_prepare_resume(*, run: Run, force: bool = False) -> Run:
     registry = ToolRegistry.from_db()
     for result in run.step_results.select_for_update().order_by("step_id"):
         step = spec.step(result.step_id)
-        if result.status in {StepStatus.RUNNING, StepStatus.QUEUED} and not _idempotent(
-            registry, step
-        ):
-            result.status = StepStatus.FAILED
-            result.error = {
-                "type": "interrupted_non_idempotent",
-                "message": f"step `{step.id}` was interrupted during a non-idempotent call; it "
-                "was not repeated. Check the target system, then restart from this step.",
-                "retryable": False,
-            }
-        elif result.status in {StepStatus.RUNNING, StepStatus.QUEUED, StepStatus.SKIPPED} or (
+        now = timezone.now()
+        if result.status in STEP_IN_FLIGHT and not step_idempotent(registry, step):
+            error = InterruptedNonIdempotent(step.id).record()
+            step_transition(result, StepStatus.FAILED, error=error, updated_at=now)
+        elif result.status in STEP_IN_FLIGHT | {StepStatus.SKIPPED} or (
             result.status == StepStatus.FAILED and step.on_error == "fail"
         ):
-            result.status = StepStatus.PENDING
-        else:
-            continue
-        result.save(update_fields=["status", "error", "updated_at"])
-    _transition(run, RunStatus.PENDING, finished_at=None, error_summary="", outputs=None)
+            step_transition(result, StepStatus.PENDING, updated_at=now)
+    run_transition(run, RunStatus.PENDING, finished_at=None, error_summary="", outputs=None)
     return run
-
-
-def _idempotent(registry: ToolRegistry, step) -> bool:
-    tool = getattr(step, "tool", None)
-    spec = registry.get(tool) if tool else None
-    return True if spec is None else spec.idempotent
 
 
 def run_cancel(*, run: Run) -> bool:
@@ -222,11 +169,14 @@ def run_cancel(*, run: Run) -> bool:
     """
     with transaction.atomic():
         Run.objects.select_for_update(of=("self",)).filter(pk=run.pk).first()
-        if not _transition(run, RunStatus.CANCELLED, finished_at=timezone.now()):
+        if not run_transition(run, RunStatus.CANCELLED, finished_at=timezone.now()):
             return False
-        StepResult.objects.filter(
-            run=run, status__in=[StepStatus.PENDING, StepStatus.QUEUED]
-        ).update(status=StepStatus.SKIPPED, finished_at=timezone.now(), lease_expires_at=None)
+        step_transition(
+            StepResult.objects.filter(run=run, status__in=[StepStatus.PENDING, StepStatus.QUEUED]),
+            StepStatus.SKIPPED,
+            finished_at=timezone.now(),
+            lease_expires_at=None,
+        )
     return True
 
 
@@ -237,8 +187,6 @@ def run_enqueue(*, run: Run, observer: Observer | None = None) -> Run:
     With no broker configured (the embedded default: Celery eager) the run executes in
     this process instead, exactly like ``run_execute``, and comes back finished.
     """
-    from runs.engine import distributed  # it builds on this module's state rules
-
     if distributed.in_process():
         return run_execute(run=run, observer=observer)
     return distributed.run_start(run=run)

@@ -27,7 +27,7 @@ from typing import Any
 
 from tools.errors import FlowpilotError
 from workflows.references import Literal, ReferenceError_, StepRef, parse_value
-from workflows.schema import ForeachStep, WorkflowSpec
+from workflows.schema import WorkflowSpec
 
 
 class GraphError(FlowpilotError, ValueError):
@@ -76,10 +76,7 @@ class EdgeInfo:
 
 def step_mappings(step: Any) -> dict[str, dict[str, Any]]:
     """The raw mappings of a step by field name: ``input_mapping`` (+ ``item_mapping``)."""
-    mappings = {"input_mapping": step.input_mapping}
-    if isinstance(step, ForeachStep):
-        mappings["item_mapping"] = step.item_mapping
-    return mappings
+    return step.mappings()
 
 
 def step_references(step: Any, step_ids: Collection[str]) -> dict[str, Any]:

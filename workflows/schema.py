@@ -6,6 +6,12 @@ reports as-is. ``workflow_json_schema()`` publishes the format (docs/).
 
 Only structural rules live here (types, required fields, slugs, ranges);
 cross-element rules (references, edges, cycles, tools) are the validator's.
+
+What a step kind *is* lives on its class: whether it needs an LLM, how it retries,
+its per-try time limit, how its branch is read from its output, which tools it
+calls, which mappings it has. The engine and the validator ask the step, never
+its ``kind``. Adding a kind: its class here (in the ``Step`` union), its checks in
+``workflows.validation.kinds``, and its module in ``runs.engine.kinds``.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 from functools import cached_property
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -63,6 +69,42 @@ class _StepBase(_Model):
     timeout: float | None = Field(None, gt=0, le=86400, description="Seconds for one attempt.")
     on_error: Literal["fail", "continue"] = "fail"
 
+    # Retried item by item inside the step (the step itself is tried once).
+    retries_per_item: ClassVar[bool] = False
+    # Chooses one of its outgoing ``when`` edges; its output holds the label as ``branch``.
+    picks_branch: ClassVar[bool] = False
+
+    def needs_llm(self) -> bool:
+        """Whether running it needs the run's LLM client."""
+        return False
+
+    def step_time_limit(self) -> float | None:
+        """The limit of one try of the whole step (seconds), None for none."""
+        return self.timeout
+
+    def branch_of(self, output: Any) -> str | None:
+        """The branch label a finished step chose, read from its output."""
+        if self.picks_branch and isinstance(output, dict):
+            return output.get("branch")
+        return None
+
+    def direct_tools(self) -> tuple[str, ...]:
+        """The tools its definition calls by name."""
+        return ()
+
+    def model_tools(self) -> tuple[str, ...]:
+        """The tools it lets a model call (its own allowlist)."""
+        return ()
+
+    def output_tool(self) -> str | None:
+        """The tool whose declared outputs are its output's fields; None when its output
+        has its kind's own shape."""
+        return None
+
+    def mappings(self) -> dict[str, dict[str, Any]]:
+        """Its raw mappings by field name (references are read from these)."""
+        return {"input_mapping": self.input_mapping}
+
     @field_validator("input_mapping")
     @classmethod
     def _param_names(cls, value: dict[str, Any]) -> dict[str, Any]:
@@ -79,6 +121,12 @@ class ToolStep(_StepBase):
 
     kind: Literal["tool"] = "tool"
     tool: str = Field(pattern=TOOL_NAME_PATTERN)
+
+    def direct_tools(self) -> tuple[str, ...]:
+        return (self.tool,)
+
+    def output_tool(self) -> str | None:
+        return self.tool
 
 
 class LLMBudget(_Model):
@@ -99,6 +147,12 @@ class LLMStep(_StepBase):
     output_schema: dict[str, Any] | None = None
     budget: LLMBudget = Field(default_factory=LLMBudget)
 
+    def needs_llm(self) -> bool:
+        return True
+
+    def model_tools(self) -> tuple[str, ...]:
+        return tuple(self.tools)
+
 
 class DecisionStep(_StepBase):
     """Picks one outgoing branch: a safe expression per branch, or an LLM choice."""
@@ -113,6 +167,11 @@ class DecisionStep(_StepBase):
     default: str | None = Field(None, description="Branch taken when no condition holds.")
     decision_prompt: str | None = Field(None, description="LLM form: the question to answer.")
     model: str | None = None
+
+    picks_branch: ClassVar[bool] = True
+
+    def needs_llm(self) -> bool:
+        return bool(self.decision_prompt)
 
 
 class TransformStep(_StepBase):
@@ -133,11 +192,21 @@ class ForeachStep(_StepBase):
     )
     concurrency: int = Field(4, ge=1, le=100)
 
+    # Every item call retries under the step's (else the tool's) policy.
+    retries_per_item: ClassVar[bool] = True
 
-Step = Annotated[
-    ToolStep | LLMStep | DecisionStep | TransformStep | ForeachStep,
-    Field(discriminator="kind"),
-]
+    def step_time_limit(self) -> float | None:
+        return None  # its ``timeout`` applies to every item call instead
+
+    def direct_tools(self) -> tuple[str, ...]:
+        return (self.tool,)
+
+    def mappings(self) -> dict[str, dict[str, Any]]:
+        return {"input_mapping": self.input_mapping, "item_mapping": self.item_mapping}
+
+
+AnyStep = ToolStep | LLMStep | DecisionStep | TransformStep | ForeachStep
+Step = Annotated[AnyStep, Field(discriminator="kind")]
 
 
 class Edge(_Model):
@@ -189,17 +258,25 @@ class WorkflowSpec(_Model):
         return value
 
     @cached_property
-    def _steps_by_id(self) -> dict[str, Any]:
+    def _steps_by_id(self) -> dict[str, AnyStep]:
         return {step.id: step for step in self.steps}  # first wins, as in the file
 
-    def step(self, step_id: str):
+    def step(self, step_id: str) -> AnyStep:
         """The step with this id (KeyError if none); a dict lookup, cached per spec."""
         return self._steps_by_id[step_id]
 
     def allowed_tools(self) -> list[str]:
         if self.tools is not None:
             return list(self.tools)
-        return sorted({s.tool for s in self.steps if isinstance(s, ToolStep | ForeachStep)})
+        return sorted({t for s in self.steps for t in s.direct_tools()})
+
+    def allowlist(self) -> frozenset[str]:
+        """The tools a run may call: ``tools`` when given, else every tool its steps name,
+        the ones its steps let a model call included."""
+        if self.tools is not None:
+            return frozenset(self.tools)
+        named = {t for s in self.steps for t in s.model_tools()}
+        return frozenset(self.allowed_tools()) | named
 
     def to_data(self) -> dict[str, Any]:
         """The file form: aliases (``from``), only what was written, in field order."""

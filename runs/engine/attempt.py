@@ -3,7 +3,8 @@
 ``execute_attempt`` is the single entry point every driver uses (the in-process
 thread pool here, Celery tasks for scale-out): it dispatches on the step kind and
 either returns an ``Attempt`` or raises a typed ``FlowpilotError``. Errors carry
-their retryability on the class (DESIGN §5); anything else a tool raises is an
+their retryability on the class (network, timeout, 429 and 5xx errors are retried;
+other errors are fatal); anything else a tool raises is an
 ``internal_error`` (fatal) whose message, never its stack locals, is recorded.
 """
 
@@ -14,12 +15,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from runs.engine.kinds import EXECUTORS
+from runs.engine.context import RunContext
+from runs.engine.kinds import KINDS
 from runs.engine.kinds.base import Attempt
+from runs.state import StepStatus
 from tools.errors import FlowpilotError, ToolRateLimited
 from tools.policy import RetryPolicy
+from tools.registry import ToolRegistry
+from workflows.schema import AnyStep
 
-__all__ = ["Attempt", "StepOutcome", "effective_retry", "execute_attempt", "run_with_retries"]
+__all__ = [
+    "Attempt",
+    "StepOutcome",
+    "effective_retry",
+    "execute_attempt",
+    "run_with_retries",
+    "step_idempotent",
+]
 
 
 @dataclass
@@ -32,26 +44,33 @@ class StepOutcome:
     attempts: list[dict] = field(default_factory=list)
 
 
-def effective_retry(ctx, step) -> RetryPolicy:
+def effective_retry(ctx: RunContext, step: AnyStep) -> RetryPolicy:
     """The step's own policy, else its tool's, else a single try.
 
     A foreach step retries per item (inside the step), so the step itself is tried once.
     """
-    if step.kind == "foreach":
+    if step.retries_per_item:
         return RetryPolicy()
     if step.retry is not None:
         return step.retry
-    tool_name = getattr(step, "tool", None)
-    spec = ctx.registry.get(tool_name) if tool_name else None
-    if spec is not None and spec.retry is not None:
-        return spec.retry
+    for tool_name in step.direct_tools():
+        spec = ctx.registry.get(tool_name)
+        if spec is not None and spec.retry is not None:
+            return spec.retry
     return RetryPolicy()
 
 
-def execute_attempt(ctx, step, args: dict[str, Any]) -> Attempt:
+def step_idempotent(registry: ToolRegistry, step: AnyStep) -> bool:
+    """Whether repeating the step's call is safe: its tool says so (a step calling no
+    tool, or an unknown one, repeats nothing)."""
+    specs = [registry.get(tool) for tool in step.direct_tools()]
+    return all(spec.idempotent for spec in specs if spec is not None)
+
+
+def execute_attempt(ctx: RunContext, step: AnyStep, args: dict[str, Any]) -> Attempt:
     """One try of ``step`` with resolved ``args``. Raises FlowpilotError on failure."""
     try:
-        return EXECUTORS[step.kind](ctx, step, args)
+        return KINDS[step.kind].execute(ctx, step, args)
     except FlowpilotError:
         raise
     except Exception as exc:
@@ -61,7 +80,7 @@ def execute_attempt(ctx, step, args: dict[str, Any]) -> Attempt:
 MAX_ERROR_MESSAGE_CHARS = 4000  # an error quoting a huge value must not fill the checkpoint
 
 
-def error_record(ctx, exc: FlowpilotError) -> dict:
+def error_record(ctx: RunContext, exc: FlowpilotError) -> dict:
     record = exc.as_dict()
     if record["type"] == "error":
         record["type"] = "internal_error"
@@ -80,7 +99,7 @@ def capped_error(record: dict) -> dict:
     return record
 
 
-def retry_delay(ctx, policy: RetryPolicy, attempt: int, exc: FlowpilotError) -> float:
+def retry_delay(ctx: RunContext, policy: RetryPolicy, attempt: int, exc: FlowpilotError) -> float:
     delay = policy.delay(attempt, ctx.rand.random())
     if isinstance(exc, ToolRateLimited) and exc.retry_after:
         delay = max(delay, min(exc.retry_after, policy.max_delay))
@@ -88,8 +107,8 @@ def retry_delay(ctx, policy: RetryPolicy, attempt: int, exc: FlowpilotError) -> 
 
 
 def run_with_retries(
-    ctx,
-    step,
+    ctx: RunContext,
+    step: AnyStep,
     args: dict[str, Any],
     *,
     first_attempt: int = 1,
@@ -110,7 +129,7 @@ def run_with_retries(
         try:
             result = execute_attempt(ctx, step, args)
         except FlowpilotError as exc:
-            entry.update(_timing(t0), status="failed", error=error_record(ctx, exc))
+            entry.update(_timing(t0), status=StepStatus.FAILED, error=error_record(ctx, exc))
             if exc.retryable and attempt < last_allowed:
                 entry["retry_in"] = round(
                     retry_delay(ctx, policy, attempt - first_attempt + 1, exc), 3
@@ -122,11 +141,11 @@ def run_with_retries(
                 attempt += 1
                 continue
             log.append(entry)
-            return StepOutcome("failed", error=entry["error"], attempts=log)
-        entry.update(_timing(t0), status="succeeded")
+            return StepOutcome(StepStatus.FAILED, error=entry["error"], attempts=log)
+        entry.update(_timing(t0), status=StepStatus.SUCCEEDED)
         log.append(entry)
         return StepOutcome(
-            "succeeded",
+            StepStatus.SUCCEEDED,
             output=result.output,
             truncated=result.truncated,
             branch=result.branch,

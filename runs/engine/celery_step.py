@@ -37,7 +37,6 @@ from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.db.models import F, Value
 from django.db.models.functions import Coalesce
-from django.utils import timezone
 
 from runs.engine import checkpoint
 from runs.engine.attempt import (
@@ -47,7 +46,7 @@ from runs.engine.attempt import (
     execute_attempt,
     retry_delay,
 )
-from runs.engine.context import RunContext
+from runs.engine.context import DEFAULT_CLOCK, Clock, RunContext
 from runs.engine.distributed import (
     TOOLS_KEY,
     Publish,
@@ -57,11 +56,20 @@ from runs.engine.distributed import (
     run_context,
     tools_key,
 )
+from runs.engine.kinds.base import Attempt
 from runs.engine.local import CheckpointTruncated
 from runs.engine.resolve import resolve_step_call
-from runs.models import Run, RunStatus, StepResult, StepStatus
+from runs.models import Run, StepResult
+from runs.state import (
+    RunStatus,
+    StepStatus,
+    StepUnstartable,
+    run_transition,
+    step_transition,
+)
 from tools.errors import FlowpilotError, ToolTimeout
 from workflows.references import StepRef, iter_refs
+from workflows.schema import AnyStep
 
 logger = logging.getLogger("flowpilot.engine")
 
@@ -79,28 +87,33 @@ class Verdict:
     retry_in: float | None = None
 
 
-def claim_step(step_result_id: int, *, worker: str, inputs: Any = None) -> str | None:
+def claim_step(
+    step_result_id: int, *, worker: str, inputs: Any = None, now: Clock = DEFAULT_CLOCK
+) -> str | None:
     """Take a queued step for this task. Returns the claim token, or None if it lost.
 
     One conditional UPDATE (``… WHERE status='queued'``): of two deliveries of the same
     message, exactly one wins. ``inputs`` is the resolved-inputs record to store.
     """
     token = uuid.uuid4().hex
-    now = timezone.now()
-    won = StepResult.objects.filter(pk=step_result_id, status=StepStatus.QUEUED).update(
-        status=StepStatus.RUNNING,
+    now_at = now()
+    won = step_transition(
+        StepResult.objects.filter(pk=step_result_id, status=StepStatus.QUEUED),
+        StepStatus.RUNNING,
         claim_token=token,
         worker=worker[:255],
         inputs=inputs,
-        lease_expires_at=lease_until(settings.FLOWPILOT_STEP_LEASE, now),
-        started_at=Coalesce(F("started_at"), Value(now)),
-        updated_at=now,
+        lease_expires_at=lease_until(settings.FLOWPILOT_STEP_LEASE, now_at),
+        started_at=Coalesce(F("started_at"), Value(now_at)),
+        updated_at=now_at,
     )
     return token if won else None
 
 
 @contextmanager
-def heartbeat(step_result_id: int, token: str, *, lease: float | None = None) -> Iterator[None]:
+def heartbeat(
+    step_result_id: int, token: str, *, lease: float | None = None, now: Clock = DEFAULT_CLOCK
+) -> Iterator[None]:
     """Renew the step's lease every third of it while the body runs.
 
     The renewal is conditional on the claim, so a step the sweeper took back is left
@@ -115,7 +128,7 @@ def heartbeat(step_result_id: int, token: str, *, lease: float | None = None) ->
                 try:
                     StepResult.objects.filter(
                         pk=step_result_id, claim_token=token, status=StepStatus.RUNNING
-                    ).update(lease_expires_at=lease_until(seconds, timezone.now()))
+                    ).update(lease_expires_at=lease_until(seconds, now()))
                 except DatabaseError:
                     logger.warning("heartbeat of step result %s failed", step_result_id)
         finally:
@@ -130,7 +143,13 @@ def heartbeat(step_result_id: int, token: str, *, lease: float | None = None) ->
         thread.join(timeout=seconds)
 
 
-def step_execute(*, step_result_id: int, worker: str, publish: Publish = publish_step) -> Verdict:
+def step_execute(
+    *,
+    step_result_id: int,
+    worker: str,
+    publish: Publish = publish_step,
+    now: Clock = DEFAULT_CLOCK,
+) -> Verdict:
     """Claim, run one attempt of, and settle one step (the body of the step task).
 
     The inputs are resolved before the claim (the upstream outputs they read are final
@@ -144,7 +163,7 @@ def step_execute(*, step_result_id: int, worker: str, publish: Publish = publish
     try:
         context = run_context(run, tools_key=tools_key(result))
     except FlowpilotError as exc:
-        return _fail_unstartable(result, run, exc, worker=worker)
+        return _fail_unstartable(result, run, exc, worker=worker, now=now)
     with context as ctx:
         step = ctx.spec.step(result.step_id)
         failure = None
@@ -152,21 +171,21 @@ def step_execute(*, step_result_id: int, worker: str, publish: Publish = publish
             args, record = _resolve(ctx, run, step)
         except FlowpilotError as exc:
             args, record, failure = {}, None, exc
-        token = claim_step(result.pk, worker=worker, inputs=record)
+        token = claim_step(result.pk, worker=worker, inputs=record, now=ctx.now)
         if token is None:
             return Verdict(claimed=False)
         if run.status != RunStatus.RUNNING:
-            return _settle_not_started(result, token)
+            return _settle_not_started(result, token, now=ctx.now)
         if failure is not None:
             return _settle_failed_before_call(ctx, result, token, failure, publish=publish)
-        with heartbeat(result.pk, token):
+        with heartbeat(result.pk, token, now=ctx.now):
             entry, attempt, error = _attempt(
                 ctx, step, args, number=result.attempts + 1, worker=worker
             )
         return _settle(ctx, result, token, entry, attempt, error, publish=publish)
 
 
-def _resolve(ctx: RunContext, run: Run, step) -> tuple[dict[str, Any], dict[str, Any]]:
+def _resolve(ctx: RunContext, run: Run, step: AnyStep) -> tuple[dict[str, Any], dict[str, Any]]:
     """The step's inputs, read from the stored outputs of the steps it references.
 
     An output stored as a capped preview (over ``FLOWPILOT_MAX_STORED_OUTPUT_BYTES``)
@@ -195,7 +214,9 @@ def _is_preview(value: Any) -> bool:
     return isinstance(value, dict) and value.get("_truncated") is True and "preview" in value
 
 
-def _attempt(ctx, step, args, *, number: int, worker: str):
+def _attempt(
+    ctx: RunContext, step: AnyStep, args: dict[str, Any], *, number: int, worker: str
+) -> tuple[dict[str, Any], Attempt | None, FlowpilotError | None]:
     """One try. Returns ``(log entry, Attempt or None, FlowpilotError or None)``."""
     entry: dict[str, Any] = {
         "attempt": number,
@@ -222,7 +243,7 @@ def _hit_time_limit(exc: BaseException | None) -> bool:
     return False
 
 
-def _as_timeout(step, exc: BaseException) -> ToolTimeout:
+def _as_timeout(step: AnyStep, exc: BaseException) -> ToolTimeout:
     error = ToolTimeout(f"step `{step.id}` ran past its {step.timeout:g} s timeout")
     error.__cause__ = exc
     return error
@@ -242,7 +263,16 @@ def _locked_claim(result: StepResult, token: str) -> tuple[Run, StepResult] | No
     return run, current
 
 
-def _settle(ctx, result, token, entry, attempt, error, *, publish: Publish) -> Verdict:
+def _settle(
+    ctx: RunContext,
+    result: StepResult,
+    token: str,
+    entry: dict[str, Any],
+    attempt: Attempt | None,
+    error: FlowpilotError | None,
+    *,
+    publish: Publish,
+) -> Verdict:
     """Record the attempt: a retry, or the outcome and an advance of the run."""
     if error is not None and error.retryable and entry["attempt"] < result.attempt_limit:
         return _settle_retry(ctx, result, token, entry, error, publish=publish)
@@ -256,7 +286,9 @@ def _settle(ctx, result, token, entry, attempt, error, *, publish: Publish) -> V
     return _settle_outcome(ctx, result, token, outcome, publish=publish)
 
 
-def _settle_outcome(ctx, result, token, outcome: StepOutcome, *, publish: Publish) -> Verdict:
+def _settle_outcome(
+    ctx: RunContext, result: StepResult, token: str, outcome: StepOutcome, *, publish: Publish
+) -> Verdict:
     """Write the outcome if the claim is still ours, then advance under the run lock.
 
     The step row is written first and the run row locked second, which keeps the lock
@@ -265,7 +297,7 @@ def _settle_outcome(ctx, result, token, outcome: StepOutcome, *, publish: Publis
     order cannot deadlock.
     """
     with transaction.atomic():
-        now = timezone.now()
+        now = ctx.now()
         if not _write_outcome(ctx, result, token, outcome, now):
             logger.warning(
                 "step `%s` of run %s: stale claim, result ignored", result.step_id, result.run_id
@@ -277,16 +309,17 @@ def _settle_outcome(ctx, result, token, outcome: StepOutcome, *, publish: Publis
     return Verdict(claimed=True, status=outcome.status)
 
 
-def _write_outcome(ctx, result: StepResult, token: str, outcome: StepOutcome, now) -> bool:
+def _write_outcome(
+    ctx: RunContext, result: StepResult, token: str, outcome: StepOutcome, now: datetime
+) -> bool:
     """``checkpoint.mark_finished`` as one UPDATE conditional on the claim."""
     output, capped = (None, False)
     if outcome.status == StepStatus.SUCCEEDED:
         output, capped = checkpoint.stored_output(ctx, outcome.output)
     return bool(
-        StepResult.objects.filter(
-            pk=result.pk, claim_token=token, status=StepStatus.RUNNING
-        ).update(
-            status=outcome.status,
+        step_transition(
+            StepResult.objects.filter(pk=result.pk, claim_token=token, status=StepStatus.RUNNING),
+            outcome.status,
             output=output,
             output_truncated=capped or outcome.truncated,
             error=outcome.error,
@@ -298,7 +331,15 @@ def _write_outcome(ctx, result: StepResult, token: str, outcome: StepOutcome, no
     )
 
 
-def _settle_retry(ctx, result, token, entry, error, *, publish: Publish) -> Verdict:
+def _settle_retry(
+    ctx: RunContext,
+    result: StepResult,
+    token: str,
+    entry: dict[str, Any],
+    error: FlowpilotError,
+    *,
+    publish: Publish,
+) -> Verdict:
     """Back to ``queued`` for the policy's countdown, unless the run ended meanwhile."""
     with transaction.atomic():
         locked = _locked_claim(result, token)
@@ -309,13 +350,15 @@ def _settle_retry(ctx, result, token, entry, error, *, publish: Publish) -> Verd
             policy = effective_retry(ctx, ctx.spec.step(current.step_id))
             tries = entry["attempt"] - (current.attempt_limit - policy.max_attempts)
             entry["retry_in"] = round(retry_delay(ctx, policy, tries, error), 3)
-            requeue(current, entry, timezone.now(), delay=entry["retry_in"], error=entry["error"])
+            requeue(current, entry, ctx.now(), delay=entry["retry_in"], error=entry["error"])
             return Verdict(claimed=True, status=StepStatus.QUEUED, retry_in=entry["retry_in"])
     outcome = StepOutcome(StepStatus.FAILED, error=entry["error"], attempts=[entry])
     return _settle_outcome(ctx, result, token, outcome, publish=publish)
 
 
-def _settle_failed_before_call(ctx, result, token, exc, *, publish: Publish) -> Verdict:
+def _settle_failed_before_call(
+    ctx: RunContext, result: StepResult, token: str, exc: FlowpilotError, *, publish: Publish
+) -> Verdict:
     """A reference or template error: the step fails without a call, the run advances."""
     with transaction.atomic():
         locked = _locked_claim(result, token)
@@ -324,61 +367,60 @@ def _settle_failed_before_call(ctx, result, token, exc, *, publish: Publish) -> 
         run, current = locked
         checkpoint.mark_failed_before_call(ctx, current, exc.as_dict())
         if run.status == RunStatus.RUNNING:
-            advance_locked(ctx, run, publish=publish, now=timezone.now())
+            advance_locked(ctx, run, publish=publish, now=ctx.now())
         return Verdict(claimed=True, status=StepStatus.FAILED)
 
 
-def _fail_unstartable(result: StepResult, run: Run, exc: FlowpilotError, *, worker: str) -> Verdict:
+def _fail_unstartable(
+    result: StepResult, run: Run, exc: FlowpilotError, *, worker: str, now: Clock
+) -> Verdict:
     """No context can be built for the run (its stored definition or tools are broken):
     fail the step and the run at once, instead of re-queueing the step forever."""
-    token = claim_step(result.pk, worker=worker)
+    token = claim_step(result.pk, worker=worker, now=now)
     if token is None:
         return Verdict(claimed=False)
-    now = timezone.now()
-    error = {"type": exc.code, "message": exc.message[:4000], "retryable": False}
+    at = now()
+    error = StepUnstartable(exc).record()
     with transaction.atomic():
-        StepResult.objects.filter(pk=result.pk, claim_token=token).update(
-            status=StepStatus.FAILED, error=error, finished_at=now, claim_token="",
-            lease_expires_at=None, updated_at=now,
+        step_transition(
+            StepResult.objects.filter(pk=result.pk, claim_token=token), StepStatus.FAILED,
+            error=error, finished_at=at, claim_token="", lease_expires_at=None, updated_at=at,
         )  # fmt: skip
-        Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
-            status=RunStatus.FAILED, finished_at=now,
+        run_transition(
+            Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING), RunStatus.FAILED,
+            finished_at=at,
             error_summary=f"step `{result.step_id}` could not start: {error['message']}"[:5000],
         )  # fmt: skip
     logger.error("run %s step %s could not start: %s", run.pk, result.step_id, exc.message)
     return Verdict(claimed=True, status=StepStatus.FAILED)
 
 
-def _settle_not_started(result: StepResult, token: str) -> Verdict:
+def _settle_not_started(result: StepResult, token: str, *, now: Clock = DEFAULT_CLOCK) -> Verdict:
     """The run ended (cancelled) between the claim and the call: the step never starts."""
     with transaction.atomic():
         if _locked_claim(result, token) is not None:
-            StepResult.objects.filter(pk=result.pk).update(
-                status=StepStatus.SKIPPED,
-                finished_at=timezone.now(),
+            step_transition(
+                StepResult.objects.filter(pk=result.pk),
+                StepStatus.SKIPPED,
+                finished_at=now(),
                 claim_token="",
                 lease_expires_at=None,
             )
     return Verdict(claimed=True, status=StepStatus.SKIPPED)
 
 
-def requeue(result: StepResult, entry: dict, now: datetime, *, delay: float, error) -> None:
+def requeue(
+    result: StepResult, entry: dict, now: datetime, *, delay: float, error: dict[str, Any] | None
+) -> None:
     """Back to ``queued`` with the attempt recorded; due ``delay`` seconds from now."""
-    result.status = StepStatus.QUEUED
-    result.attempts = (result.attempts or 0) + 1
-    result.attempt_log = [*(result.attempt_log or []), entry]
-    result.error = error
-    result.claim_token = ""
-    result.lease_expires_at = lease_until(delay + settings.FLOWPILOT_QUEUED_LEASE, now)
-    result.save(
-        update_fields=[
-            "status",
-            "attempts",
-            "attempt_log",
-            "attempt_limit",
-            "error",
-            "claim_token",
-            "lease_expires_at",
-            "updated_at",
-        ]
+    step_transition(
+        result,
+        StepStatus.QUEUED,
+        attempts=(result.attempts or 0) + 1,
+        attempt_log=[*(result.attempt_log or []), entry],
+        attempt_limit=result.attempt_limit,
+        error=error,
+        claim_token="",
+        lease_expires_at=lease_until(delay + settings.FLOWPILOT_QUEUED_LEASE, now),
+        updated_at=now,
     )

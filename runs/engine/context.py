@@ -24,14 +24,16 @@ import httpx
 from django.conf import settings
 from django.utils import timezone
 
+from runs.engine.kinds import KINDS
 from tools.llm import LLMClient
 from tools.redaction import Redactor
 from tools.registry import ToolRegistry
-from workflows.expressions import compile_condition
 from workflows.graph import FlowGraph, build_graph
 from workflows.references import parse_value
 from workflows.schema import WorkflowSpec
-from workflows.transform import compile_transform
+
+Clock = Callable[[], datetime]
+DEFAULT_CLOCK: Clock = timezone.now  # the engine's only wall clock; tests inject their own
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,7 @@ class RunContext:
     compiled: Mapping[tuple[str, str], Any]  # (step id, branch label | "expression") -> compiled
     llm: LLMClient | None = None  # for llm steps and LLM decisions; None when none needs it
     owns_llm: bool = False  # built here (closed with the context), not passed in
-    now: Callable[[], datetime] = timezone.now
+    now: Clock = DEFAULT_CLOCK
     sleep: Callable[[float], None] = time.sleep
     rand: random.Random = field(default_factory=random.Random)
 
@@ -79,7 +81,7 @@ class RunContext:
     def __enter__(self) -> RunContext:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -119,35 +121,22 @@ def build_run_context(
         data_dirs=tuple(Path(p) for p in settings.FLOWPILOT_DATA_DIRS),
         parsed={s.id: _parse_mapping(s.input_mapping, step_ids) for s in spec.steps},
         parsed_items={
-            s.id: _parse_mapping(s.item_mapping, step_ids)
+            s.id: _parse_mapping(items, step_ids)
             for s in spec.steps
-            if s.kind == "foreach"
+            if (items := s.mappings().get("item_mapping")) is not None
         },
-        allowed_tools=allowed_tools(spec),
+        allowed_tools=spec.allowlist(),
         compiled=compile_expressions(spec),
     )
     if llm is not None:
         context.llm = llm
-    elif needs_llm(spec):
+    elif any(s.needs_llm() for s in spec.steps):
         context.llm, context.owns_llm = LLMClient.from_settings(), True
     if sleep is not None:
         context.sleep = sleep
     if rand is not None:
         context.rand = rand
     return context
-
-
-def allowed_tools(spec: WorkflowSpec) -> frozenset[str]:
-    """The flow allowlist; when omitted, every tool its steps name (llm tools included),
-    as the validator reads it."""
-    named = frozenset(spec.allowed_tools())
-    if spec.tools is not None:
-        return named
-    return named | {t for s in spec.steps if s.kind == "llm" for t in s.tools}
-
-
-def needs_llm(spec: WorkflowSpec) -> bool:
-    return any(s.kind == "llm" or (s.kind == "decision" and s.decision_prompt) for s in spec.steps)
 
 
 @functools.cache
@@ -165,13 +154,10 @@ def _parse_mapping(mapping: Mapping[str, Any], step_ids: frozenset[str]) -> dict
 
 
 def compile_expressions(spec: WorkflowSpec) -> dict[tuple[str, str], Any]:
-    """Decision conditions and transform expressions, compiled once per run."""
-    compiled: dict[tuple[str, str], Any] = {}
-    for step in spec.steps:
-        if step.kind == "decision":
-            names = list(step.input_mapping)
-            for label, text in step.conditions.items():
-                compiled[(step.id, label)] = compile_condition(text, names=names)
-        elif step.kind == "transform":
-            compiled[(step.id, "expression")] = compile_transform(step.expression)
-    return compiled
+    """What each step's kind compiles once per run (decision conditions, transform
+    expressions), by ``(step id, key)``."""
+    return {
+        (step.id, key): compiled
+        for step in spec.steps
+        for key, compiled in KINDS[step.kind].compile(step).items()
+    }

@@ -1,6 +1,6 @@
 """The Celery driver: every step is its own task, so a run's branches spread over workers.
 
-The contract (DESIGN §5-§6, STYLE §2 and §5):
+The contract:
 
 - ``run_start`` moves a pending run to running and queues its first ready steps in one
   transaction; the step tasks are published when it commits.
@@ -34,17 +34,24 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, F, Func, Max, Q, Subquery
 from django.db.models.fields.json import KT
-from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
 
 from runs.engine.attempt import effective_retry
 from runs.engine.context import RunContext, build_run_context
+from runs.engine.finish import run_finish
 from runs.engine.readiness import StepState, next_actions
-from runs.models import Run, RunStatus, StepResult, StepStatus
-from runs.services import RunError, RunStateError, _finish, _transition
+from runs.models import Run, StepResult
+from runs.state import (
+    RunError,
+    RunStateError,
+    RunStatus,
+    StepStatus,
+    run_transition,
+    step_transition,
+)
 from tools.models import Tool
 from tools.registry import ToolRegistry
-from workflows.schema import WorkflowSpec
+from workflows.schema import AnyStep, WorkflowSpec
 from workflows.services import workflow_spec
 
 logger = logging.getLogger("flowpilot.engine")
@@ -79,12 +86,12 @@ def lease_until(seconds: float, now: datetime) -> datetime:
     return now + timedelta(seconds=seconds)
 
 
-def time_limit_of(step) -> float | None:
+def time_limit_of(step: AnyStep) -> float | None:
     """The per-attempt limit enforced as the task's soft time limit.
 
     A foreach step applies its ``timeout`` to every item call instead.
     """
-    return None if step.kind == "foreach" else step.timeout
+    return step.step_time_limit()
 
 
 def run_context(run: Run, *, tools_key: tuple | None = None) -> RunContext:
@@ -170,10 +177,11 @@ def run_start(*, run: Run, publish: Publish = publish_step) -> Run:
     try:
         with transaction.atomic():
             locked = lock_run(run.pk)
-            now = timezone.now()
-            if not _transition(locked, RunStatus.RUNNING, started_at=locked.started_at or now):
-                raise RunStateError(f"run {locked.pk} is {locked.status}; it cannot start")
             with run_context(locked) as ctx:
+                now = ctx.now()
+                started = locked.started_at or now
+                if not run_transition(locked, RunStatus.RUNNING, started_at=started):
+                    raise RunStateError(f"run {locked.pk} is {locked.status}; it cannot start")
                 advance_locked(ctx, locked, publish=publish, now=now)
     except KombuOperationalError as exc:
         raise BrokerUnavailable(
@@ -200,21 +208,24 @@ def advance_locked(ctx: RunContext, run: Run, *, publish: Publish, now: datetime
     states = {sid: _state(ctx.spec.step(sid), *row[1:]) for sid, row in rows.items()}
     actions = next_actions(ctx.graph, states)
     if actions.skip:
-        StepResult.objects.filter(pk__in=[rows[sid][0] for sid in actions.skip]).update(
-            status=StepStatus.SKIPPED, finished_at=now, updated_at=now
+        step_transition(
+            StepResult.objects.filter(pk__in=[rows[sid][0] for sid in actions.skip]),
+            StepStatus.SKIPPED,
+            finished_at=now,
+            updated_at=now,
         )
     if actions.start:
         _queue(ctx, {sid: rows[sid] for sid in actions.start}, publish=publish, now=now)
     if actions.done:
-        _finish(ctx, run)
+        run_finish(ctx, run)
         logger.info("run %s %s", run.pk, run.status)
 
 
-def _state(step, status: str, branch: str | None) -> StepState:
+def _state(step: AnyStep, status: str, branch: str | None) -> StepState:
     """``checkpoint.state_of`` from the columns ``advance_locked`` reads."""
     return StepState(
         status=status,
-        branch=branch if step.kind == "decision" else None,
+        branch=branch if step.picks_branch else None,
         continued=status == StepStatus.FAILED and step.on_error == "continue",
     )
 
@@ -226,8 +237,9 @@ def _queue(ctx: RunContext, rows: dict, *, publish: Publish, now: datetime) -> N
         budget = effective_retry(ctx, ctx.spec.step(sid)).max_attempts
         by_budget.setdefault(budget, []).append(pk)
     for budget, pks in sorted(by_budget.items()):
-        StepResult.objects.filter(pk__in=pks).update(
-            status=StepStatus.QUEUED,
+        step_transition(
+            StepResult.objects.filter(pk__in=pks),
+            StepStatus.QUEUED,
             attempt_limit=F("attempts") + budget,
             lease_expires_at=lease_until(settings.FLOWPILOT_QUEUED_LEASE, now),
             claim_token="",
@@ -237,4 +249,9 @@ def _queue(ctx: RunContext, rows: dict, *, publish: Publish, now: datetime) -> N
             updated_at=now,
         )
     jobs = [(pk, time_limit_of(ctx.spec.step(sid))) for sid, (pk, *_) in rows.items()]
-    transaction.on_commit(lambda: [publish(pk, time_limit=limit) for pk, limit in jobs])
+
+    def publish_all() -> None:
+        for pk, limit in jobs:
+            publish(pk, time_limit=limit)
+
+    transaction.on_commit(publish_all)

@@ -10,24 +10,29 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from runs.engine import checkpoint
 from runs.engine.attempt import StepOutcome, run_with_retries
-from runs.engine.readiness import SKIPPED, StepState, next_actions
+from runs.engine.context import RunContext
+from runs.engine.readiness import StepState, next_actions
 from runs.engine.resolve import resolve_step_call
-from runs.models import Run, RunStatus, StepResult
+from runs.models import Run, StepResult
+from runs.state import RunStatus, StepStatus
 from tools.errors import FlowpilotError
 from workflows.references import StepRef, iter_refs
+from workflows.schema import AnyStep
 
 logger = logging.getLogger("flowpilot.engine")
 
 Observer = Callable[[str, StepResult], None]
 
 
-def drive_local(ctx, run: Run, *, observer: Observer | None = None) -> dict[str, Any] | None:
+def drive_local(
+    ctx: RunContext, run: Run, *, observer: Observer | None = None
+) -> dict[str, Any] | None:
     """Run every runnable step of ``run``.
 
     Returns what each step's references read (full outputs, not the capped stored
@@ -39,7 +44,7 @@ def drive_local(ctx, run: Run, *, observer: Observer | None = None) -> dict[str,
     views: dict[str, Any] = {sid: checkpoint.view_of(r) for sid, r in results.items()}
     # Outputs read back from the checkpoint as capped previews cannot feed a step.
     previews = frozenset(
-        sid for sid, r in results.items() if r.status == "succeeded" and r.output_truncated
+        sid for sid, r in results.items() if r.status == StepStatus.SUCCEEDED and r.output_truncated
     )
     notify = observer or (lambda event, result: None)
     futures: dict[Future, str] = {}
@@ -56,8 +61,8 @@ def drive_local(ctx, run: Run, *, observer: Observer | None = None) -> dict[str,
             if skipped:
                 checkpoint.mark_skipped(skipped, ctx.now())
                 for result in skipped:
-                    states[result.step_id] = StepState(SKIPPED)
-                    notify("skipped", result)
+                    states[result.step_id] = StepState(StepStatus.SKIPPED)
+                    notify(StepStatus.SKIPPED, result)
             for step_id in actions.start:
                 future = _start(ctx, run, results[step_id], views, states, pool, notify, previews)
                 if future is not None:
@@ -73,20 +78,21 @@ def drive_local(ctx, run: Run, *, observer: Observer | None = None) -> dict[str,
                 result = results[step_id]
                 checkpoint.mark_finished(ctx, result, outcome)
                 states[step_id] = checkpoint.state_of(result, spec.step(step_id))
-                views[step_id] = (
-                    outcome.output if outcome.status == "succeeded" else {"error": outcome.error}
-                )
+                succeeded = outcome.status == StepStatus.SUCCEEDED
+                views[step_id] = outcome.output if succeeded else {"error": outcome.error}
                 notify(outcome.status, result)
 
 
-def _settle_cancelled(ctx, futures: dict[Future, str], results, notify) -> None:
+def _settle_cancelled(
+    ctx: RunContext, futures: dict[Future, str], results: Mapping[str, StepResult], notify: Observer
+) -> None:
     """The run was cancelled: a step not yet started never starts (skipped); a step in
     flight finishes and its outcome is recorded, so none is left ``running``."""
     never_started = [results[sid] for future, sid in futures.items() if future.cancel()]
     if never_started:
         checkpoint.mark_skipped(never_started, ctx.now())
         for result in never_started:
-            notify("skipped", result)
+            notify(StepStatus.SKIPPED, result)
     for future, step_id in sorted(futures.items(), key=lambda item: item[1]):
         if future.cancelled():
             continue
@@ -95,7 +101,16 @@ def _settle_cancelled(ctx, futures: dict[Future, str], results, notify) -> None:
         notify(outcome.status, results[step_id])
 
 
-def _start(ctx, run, result: StepResult, views, states, pool, notify, previews) -> Future | None:
+def _start(
+    ctx: RunContext,
+    run: Run,
+    result: StepResult,
+    views: dict[str, Any],
+    states: dict[str, StepState],
+    pool: ThreadPoolExecutor,
+    notify: Observer,
+    previews: frozenset[str],
+) -> Future | None:
     step = ctx.spec.step(result.step_id)
     try:
         _refuse_previews(step, ctx.parsed[step.id], previews)
@@ -104,13 +119,14 @@ def _start(ctx, run, result: StepResult, views, states, pool, notify, previews) 
         checkpoint.mark_failed_before_call(ctx, result, exc.as_dict())
         states[step.id] = checkpoint.state_of(result, step)
         views[step.id] = {"error": result.error}
-        notify("failed", result)
+        notify(StepStatus.FAILED, result)
         return None
     if not checkpoint.mark_running(ctx, result, inputs_record=record):
         # The run was cancelled meanwhile: the step does not start (and is never retried here).
-        states[step.id] = StepState(SKIPPED if result.status == "pending" else result.status)
+        pending = result.status == StepStatus.PENDING
+        states[step.id] = StepState(StepStatus.SKIPPED if pending else result.status)
         return None
-    states[step.id] = StepState("running")
+    states[step.id] = StepState(StepStatus.RUNNING)
     notify("started", result)
     logger.debug("run %s: step %s started", run.pk, step.id)
     return pool.submit(run_with_retries, ctx, step, args, first_attempt=(result.attempts or 0) + 1)
@@ -120,7 +136,7 @@ class CheckpointTruncated(FlowpilotError):
     code = "checkpoint_truncated"
 
 
-def _refuse_previews(step, parsed: dict[str, Any], previews: frozenset[str]) -> None:
+def _refuse_previews(step: AnyStep, parsed: dict[str, Any], previews: frozenset[str]) -> None:
     """Fail clearly rather than pass null where a capped checkpoint preview stands."""
     for ref in iter_refs(parsed):
         if isinstance(ref, StepRef) and ref.step_id in previews:

@@ -4,7 +4,7 @@ No I/O, no clock. Steps are visited in the graph's Kahn order (ties sorted), so 
 same states always give the same answer. The services around it lock the run,
 persist what it decides and start the steps (in threads or as Celery tasks).
 
-Rules (DESIGN §5):
+Rules:
 - a step runs when every parent is finished and at least one incoming edge is
   active; it is skipped when all incoming edges are inactive;
 - an edge is active when its source succeeded (or failed under ``on_error:
@@ -21,22 +21,16 @@ Rules (DESIGN §5):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-PENDING = "pending"
-QUEUED = "queued"
-RUNNING = "running"
-SUCCEEDED = "succeeded"
-FAILED = "failed"
-SKIPPED = "skipped"
-IN_FLIGHT = frozenset({QUEUED, RUNNING})
-FINISHED = frozenset({SUCCEEDED, FAILED, SKIPPED})
+from runs.state import STEP_IN_FLIGHT, STEP_TERMINAL, StepStatus
+from workflows.graph import EdgeInfo, FlowGraph
 
 
 @dataclass(frozen=True, slots=True)
 class StepState:
-    status: str = PENDING
+    status: str = StepStatus.PENDING
     branch: str | None = None  # the label a decision step chose
     continued: bool = False  # failed, but under on_error: continue
 
@@ -54,13 +48,14 @@ class Actions:
         return self.done and not self.fatal
 
 
-def _edge_active(edge, parent: StepState) -> bool:
-    if parent.status == SUCCEEDED or (parent.status == FAILED and parent.continued):
+def _edge_active(edge: EdgeInfo, parent: StepState) -> bool:
+    finished = parent.status == StepStatus.SUCCEEDED
+    if finished or (parent.status == StepStatus.FAILED and parent.continued):
         return edge.when is None or edge.when == parent.branch
     return False
 
 
-def _runs(graph, incoming, current: Mapping[str, StepState]) -> bool:
+def _runs(graph: FlowGraph, incoming: Sequence[EdgeInfo], current: Mapping[str, StepState]) -> bool:
     """Whether a step whose parents all finished runs (else it is skipped)."""
     active = [e for e in incoming if _edge_active(e, current[e.source])]
     if len(active) == len(incoming):
@@ -75,23 +70,25 @@ def _runs(graph, incoming, current: Mapping[str, StepState]) -> bool:
     )
 
 
-def next_actions(graph, states: Mapping[str, StepState]) -> Actions:
+def next_actions(graph: FlowGraph, states: Mapping[str, StepState]) -> Actions:
     """Decide what starts and what is skipped. ``graph`` is a ``workflows.graph.FlowGraph``."""
     current = dict(states)
     start: list[str] = []
     skip: list[str] = []
     fatal = tuple(
-        s for s in graph.order if current[s].status == FAILED and not current[s].continued
+        s
+        for s in graph.order
+        if current[s].status == StepStatus.FAILED and not current[s].continued
     )
-    in_flight = tuple(s for s in graph.order if current[s].status in IN_FLIGHT)
+    in_flight = tuple(s for s in graph.order if current[s].status in STEP_IN_FLIGHT)
     for step_id in graph.order:
-        if current[step_id].status != PENDING:
+        if current[step_id].status != StepStatus.PENDING:
             continue
         incoming = graph.incoming(step_id)
-        if any(current[e.source].status not in FINISHED for e in incoming):
+        if any(current[e.source].status not in STEP_TERMINAL for e in incoming):
             continue
         if incoming and not _runs(graph, incoming, current):
-            current[step_id] = StepState(SKIPPED)
+            current[step_id] = StepState(StepStatus.SKIPPED)
             skip.append(step_id)
         elif not fatal:
             start.append(step_id)

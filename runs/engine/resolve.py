@@ -1,4 +1,4 @@
-"""Resolving a step's parsed input mapping into values (DESIGN §3, context scoping).
+"""Resolving a step's parsed input mapping into values.
 
 A step sees exactly the values its mapping names. Each resolution gives two
 things: the values the call receives, and the record stored in the checkpoint,
@@ -9,10 +9,15 @@ value is scrubbed of secrets.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from runs.state import StepStatus
 from tools.redaction import Redactor
 from workflows.references import EnvRef, InputRef, ItemRef, Literal, StepRef, dig
+from workflows.schema import AnyStep
+
+if TYPE_CHECKING:  # the context module builds on the kinds, which use this one
+    from runs.engine.context import RunContext
 
 StepView = Callable[[str], Any]
 
@@ -22,9 +27,9 @@ def step_view_value(status: str, output: Any, error: Any) -> Any:
 
     A skipped or unfinished step reads as null.
     """
-    if status == "succeeded":
+    if status == StepStatus.SUCCEEDED:
         return output
-    if status == "failed":
+    if status == StepStatus.FAILED:
         return {"error": error}
     return None
 
@@ -53,7 +58,7 @@ def resolve(
     if isinstance(parsed, Literal):
         return parsed.value, redactor.scrub(parsed.value)
     if isinstance(parsed, EnvRef):
-        value = env.get(parsed.name)
+        value: Any = env.get(parsed.name)
         if value:
             redactor.add(value)
         return value, str(parsed)
@@ -94,7 +99,7 @@ EACH_KEY = "$each"  # per-item arguments of a foreach step (parameter names neve
 
 
 def resolve_step_call(
-    ctx, step, *, inputs: Mapping[str, Any], step_value: StepView
+    ctx: RunContext, step: AnyStep, *, inputs: Mapping[str, Any], step_value: StepView
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The arguments of one step, and their checkpoint record. Every driver uses this.
 
@@ -102,9 +107,11 @@ def resolve_step_call(
     item of ``items``, which may read ``$item``, ``$index``, run inputs and upstream
     outputs) travel under ``EACH_KEY``; the record keeps the first few of them.
     """
-    common = {"inputs": inputs, "step_value": step_value, "env": ctx.env, "redactor": ctx.redactor}
+    common: dict[str, Any] = {
+        "inputs": inputs, "step_value": step_value, "env": ctx.env, "redactor": ctx.redactor
+    }
     args, record = resolve_mapping(ctx.parsed[step.id], **common)
-    if step.kind != "foreach" or not isinstance(args.get("items"), list):
+    if step.id not in ctx.parsed_items or not isinstance(args.get("items"), list):
         return args, record
     pairs = [
         resolve(ctx.parsed_items[step.id], item=item, index=index, **common)

@@ -24,12 +24,14 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
+from runs.engine.attempt import step_idempotent
 from runs.engine.celery_step import requeue
+from runs.engine.context import DEFAULT_CLOCK, RunContext
 from runs.engine.distributed import (
     Publish,
     advance_locked,
@@ -39,11 +41,20 @@ from runs.engine.distributed import (
     run_context,
     time_limit_of,
 )
-from runs.engine.readiness import IN_FLIGHT
-from runs.models import RunStatus, StepResult, StepStatus
-from runs.services import _idempotent
+from runs.models import Run, StepResult
+from runs.state import (
+    STEP_IN_FLIGHT,
+    InterruptedNonIdempotent,
+    RunStatus,
+    StepStatus,
+    WorkerLost,
+    step_transition,
+)
+from workflows.schema import Step
 
 logger = logging.getLogger("flowpilot.engine")
+
+FAILED = StepStatus.FAILED.value  # the sweep's count of steps it failed for review
 
 
 def steps_sweep(*, now: datetime | None = None, publish: Publish = publish_step) -> dict[str, int]:
@@ -53,11 +64,11 @@ def steps_sweep(*, now: datetime | None = None, publish: Publish = publish_step)
     died; the step runs again), ``failed`` (not idempotent, or lost too often: failed for
     review), ``abandoned`` (the run had already ended).
     """
-    now = now or timezone.now()
+    now = now or DEFAULT_CLOCK()
     run_ids = sorted(
         set(
             StepResult.objects.filter(
-                status__in=list(IN_FLIGHT), lease_expires_at__lt=now
+                status__in=sorted(STEP_IN_FLIGHT), lease_expires_at__lt=now
             ).values_list("run_id", flat=True)
         )
     )
@@ -66,7 +77,7 @@ def steps_sweep(*, now: datetime | None = None, publish: Publish = publish_step)
         counts.update(_sweep_run(run_id, now=now, publish=publish))
     if run_ids:
         logger.warning("sweeper: %s", dict(counts))
-    return {k: counts[k] for k in ("republished", "requeued", "failed", "abandoned")}
+    return {k: counts[k] for k in ("republished", "requeued", FAILED, "abandoned")}
 
 
 def _sweep_run(run_id: int, *, now: datetime, publish: Publish) -> Counter[str]:
@@ -75,7 +86,7 @@ def _sweep_run(run_id: int, *, now: datetime, publish: Publish) -> Counter[str]:
         run = lock_run(run_id)
         # Skip rows a finishing task holds: never wait on a step row under the run lock.
         expired = list(
-            run.step_results.filter(status__in=list(IN_FLIGHT), lease_expires_at__lt=now)
+            run.step_results.filter(status__in=sorted(STEP_IN_FLIGHT), lease_expires_at__lt=now)
             .select_for_update(skip_locked=True)
             .order_by("step_id")
         )
@@ -86,12 +97,14 @@ def _sweep_run(run_id: int, *, now: datetime, publish: Publish) -> Counter[str]:
                 step = ctx.spec.step(result.step_id)
                 action = _take_back(ctx, run, result, step, now=now, publish=publish)
                 counts[action] += 1
-            if counts["failed"] and run.status == RunStatus.RUNNING:
+            if counts[FAILED] and run.status == RunStatus.RUNNING:
                 advance_locked(ctx, run, publish=publish, now=now)
     return counts
 
 
-def _take_back(ctx, run, result: StepResult, step, *, now, publish: Publish) -> str:
+def _take_back(
+    ctx: RunContext, run: Run, result: StepResult, step: Step, *, now: datetime, publish: Publish
+) -> str:
     limit = time_limit_of(step)
     if run.status != RunStatus.RUNNING:
         _abandon(result, now)
@@ -101,85 +114,48 @@ def _take_back(ctx, run, result: StepResult, step, *, now, publish: Publish) -> 
         result.save(update_fields=["lease_expires_at", "updated_at"])
         transaction.on_commit(lambda: publish(result.pk, time_limit=limit))
         return "republished"
-    entry = {
+    entry: dict[str, Any] = {
         "attempt": result.attempts + 1,
         "started_at": result.started_at.isoformat() if result.started_at else None,
         "worker": result.worker,
         "status": "lost",
-        "error": {
-            "type": "worker_lost",
-            "message": f"the worker running step `{step.id}` ({result.worker}) stopped "
-            "renewing its lease",
-            "retryable": True,
-        },
+        "error": WorkerLost(
+            f"the worker running step `{step.id}` ({result.worker}) stopped renewing its lease"
+        ).record(),
     }
     lost = 1 + sum(1 for e in result.attempt_log or [] if e.get("status") == "lost")
-    if not _idempotent(ctx.registry, step):
-        _fail_lost(result, entry, now, _interrupted(step))
-        return "failed"
+    if not step_idempotent(ctx.registry, step):
+        _fail_lost(result, entry, now, InterruptedNonIdempotent(step.id).record())
+        return FAILED
     if lost >= settings.FLOWPILOT_MAX_LOST_ATTEMPTS:
-        error = {**entry["error"], "retryable": False}
-        error["message"] += f"; lost {lost} times, not tried again"
-        _fail_lost(result, entry, now, error)
-        return "failed"
+        message = f"{entry['error']['message']}; lost {lost} times, not tried again"
+        _fail_lost(result, entry, now, WorkerLost(message, retryable=False).record())
+        return FAILED
     result.attempt_limit += 1  # a lost try does not use up the retry policy
     requeue(result, entry, now, delay=0, error=entry["error"])
     transaction.on_commit(lambda: publish(result.pk, time_limit=limit))
     return "requeued"
 
 
-def _interrupted(step) -> dict:
-    return {
-        "type": "interrupted_non_idempotent",
-        "message": f"step `{step.id}` was interrupted during a non-idempotent call; it was not "
-        "repeated. Check the target system, then restart from this step.",
-        "retryable": False,
-    }
-
-
 def _fail_lost(result: StepResult, entry: dict, now: datetime, error: dict) -> None:
-    result.status = StepStatus.FAILED
-    result.attempts = (result.attempts or 0) + 1
-    result.attempt_log = [*(result.attempt_log or []), entry]
-    result.error = error
-    result.finished_at = now
-    result.claim_token = ""
-    result.lease_expires_at = None
-    result.save(
-        update_fields=[
-            "status",
-            "attempts",
-            "attempt_log",
-            "error",
-            "finished_at",
-            "claim_token",
-            "lease_expires_at",
-            "updated_at",
-        ]
+    step_transition(
+        result,
+        StepStatus.FAILED,
+        attempts=(result.attempts or 0) + 1,
+        attempt_log=[*(result.attempt_log or []), entry],
+        error=error,
+        finished_at=now,
+        claim_token="",
+        lease_expires_at=None,
+        updated_at=now,
     )
 
 
 def _abandon(result: StepResult, now: datetime) -> None:
     """A step of a run that already ended (cancelled): queued never starts; running is lost."""
+    closed = {"finished_at": now, "claim_token": "", "lease_expires_at": None, "updated_at": now}
     if result.status == StepStatus.QUEUED:
-        result.status = StepStatus.SKIPPED
-    else:
-        result.status = StepStatus.FAILED
-        result.error = {
-            "type": "worker_lost",
-            "message": "the worker running this step was lost after the run ended",
-            "retryable": False,
-        }
-    result.finished_at = now
-    result.claim_token = ""
-    result.lease_expires_at = None
-    result.save(
-        update_fields=[
-            "status",
-            "error",
-            "finished_at",
-            "claim_token",
-            "lease_expires_at",
-            "updated_at",
-        ]
-    )
+        step_transition(result, StepStatus.SKIPPED, **closed)
+        return
+    lost = WorkerLost("the worker running this step was lost after the run ended", retryable=False)
+    step_transition(result, StepStatus.FAILED, error=lost.record(), **closed)

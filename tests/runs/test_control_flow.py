@@ -14,9 +14,10 @@ import json
 
 import pytest
 
-from runs.engine.readiness import PENDING, SKIPPED, SUCCEEDED, StepState, next_actions
+from runs.engine.readiness import StepState, next_actions
 from runs.models import Run, StepResult
 from runs.services import run_create, run_execute
+from runs.state import StepStatus
 from tests.conftest import CONTROL_TOOLS_DIR, results_of, statuses, write_flow
 from tests.fakes.control import item_record
 from workflows.graph import build_graph
@@ -26,6 +27,8 @@ from workflows.services import workflow_import
 from workflows.validator import WorkflowInvalid
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+PENDING, SKIPPED, SUCCEEDED = StepStatus.PENDING, StepStatus.SKIPPED, StepStatus.SUCCEEDED
 
 
 def runflow(cli, tmp_path, flow: str, **inputs):

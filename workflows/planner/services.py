@@ -122,7 +122,7 @@ def plan_revise(
     registry = registry if registry is not None else ToolRegistry.from_db()
     previous = WorkflowSpec.model_validate(workflow.definition)
     pinned = set(previous.allowed_tools())
-    pinned |= {t for s in previous.steps if s.kind == "llm" for t in s.tools}
+    pinned |= {t for s in previous.steps for t in s.model_tools()}
     names = select_tools(registry, f"{goal} {feedback}", pinned=sorted(pinned))
     messages = revise_messages(
         goal=goal,

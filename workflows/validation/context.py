@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from workflows.graph import iter_leaves, parse_leniently, step_mappings
-from workflows.schema import LLMStep, WorkflowSpec
+from workflows.schema import WorkflowSpec
 from workflows.validation.report import format_path
 
 
@@ -105,7 +105,4 @@ class FlowContext:
 
     def allowed_tools(self) -> frozenset[str]:
         """The flow allowlist; when omitted, every tool its steps name (llm tools included)."""
-        if self.spec.tools is not None:
-            return frozenset(self.spec.tools)
-        named = {t for s in self.spec.steps if isinstance(s, LLMStep) for t in s.tools}
-        return frozenset(self.spec.allowed_tools()) | named
+        return self.spec.allowlist()

@@ -7,6 +7,7 @@ golden file if a kind is ever gated again.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -15,7 +16,7 @@ from jsonschema.exceptions import SchemaError
 from tools.errors import TemplateError
 from tools.templating import placeholders
 from workflows.expressions import ExpressionError, compile_condition
-from workflows.schema import DecisionStep, ForeachStep, LLMStep, TransformStep
+from workflows.schema import DecisionStep, ForeachStep, LLMStep, ToolStep, TransformStep
 from workflows.transform import TransformError, compile_transform
 from workflows.validation.context import FlowContext
 from workflows.validation.report import ValidationIssue, error, suggest
@@ -44,16 +45,7 @@ def check_kinds(ctx: FlowContext) -> list[ValidationIssue]:
 
 def _check_step_kind_specifics(step: Any, *, index: int, ctx: FlowContext) -> list[ValidationIssue]:
     """Issues specific to one step's kind (``index`` is its position in ``steps``)."""
-    path = ctx.step_path(index)
-    if isinstance(step, DecisionStep):
-        return _decision_structure(step, path, ctx) + _decision_conditions(step, path)
-    if isinstance(step, LLMStep):
-        return _prompt_template(step, "prompt", path) + _output_schema(step, path)
-    if isinstance(step, ForeachStep):
-        return _foreach_structure(step, path)
-    if isinstance(step, TransformStep):
-        return _transform_expression(step, path)
-    return []
+    return KIND_CHECKS[step.kind](step, ctx.step_path(index), ctx)
 
 
 def _decision_structure(step: DecisionStep, path: str, ctx: FlowContext) -> list[ValidationIssue]:
@@ -142,3 +134,33 @@ def _output_schema(step: LLMStep, path: str) -> list[ValidationIssue]:
             error("output_schema_invalid", f"{path}.output_schema", message + exc.message, step.id)
         ]
     return []
+
+
+def _decision(step: DecisionStep, path: str, ctx: FlowContext) -> list[ValidationIssue]:
+    return _decision_structure(step, path, ctx) + _decision_conditions(step, path)
+
+
+def _llm(step: LLMStep, path: str, ctx: FlowContext) -> list[ValidationIssue]:
+    return _prompt_template(step, "prompt", path) + _output_schema(step, path)
+
+
+def _foreach(step: ForeachStep, path: str, ctx: FlowContext) -> list[ValidationIssue]:
+    return _foreach_structure(step, path)
+
+
+def _transform(step: TransformStep, path: str, ctx: FlowContext) -> list[ValidationIssue]:
+    return _transform_expression(step, path)
+
+
+def _tool(step: ToolStep, path: str, ctx: FlowContext) -> list[ValidationIssue]:
+    return []  # its tool and parameters are checked with every tool (tool_checks)
+
+
+# Every kind of the ``Step`` union -> its own checks: (step, its path, the flow) -> issues.
+KIND_CHECKS: dict[str, Callable[[Any, str, FlowContext], list[ValidationIssue]]] = {
+    "tool": _tool,
+    "llm": _llm,
+    "decision": _decision,
+    "transform": _transform,
+    "foreach": _foreach,
+}

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from workflows.graph import BadReference
 from workflows.references import EnvRef, InputRef, ItemRef, Literal, StepRef, looks_like_reference
-from workflows.schema import DecisionStep, LLMStep, ToolStep
 from workflows.validation.context import FlowContext, Leaf
 from workflows.validation.report import ValidationIssue, error, suggest, warning
 
@@ -52,10 +51,7 @@ def _env(ctx, leaf: Leaf, step, who: str) -> list[ValidationIssue]:
     if step is None:
         message = f"output reads `{leaf.value}`: secrets never go into run outputs"
         return [error("env_in_output", leaf.path, message)]
-    in_prompt = isinstance(step, LLMStep) or (
-        isinstance(step, DecisionStep) and step.decision_prompt is not None
-    )
-    if not in_prompt:
+    if not step.needs_llm():  # its mapped values go into a prompt
         return []
     message = f"{who} maps `{leaf.value}` into an LLM prompt; `$env` is for tool configuration only"
     return [error("env_in_prompt", leaf.path, message, step.id)]
@@ -74,7 +70,8 @@ def _step_output(ctx, leaf: Leaf, step, who: str) -> list[ValidationIssue]:
     if step is not None and target is step:
         return []  # reading itself: a self_loop, reported with the graph
     field = ref.path[0]
-    tool = ctx.tool(target.tool) if isinstance(target, ToolStep) else None
+    output_tool = target.output_tool()
+    tool = ctx.tool(output_tool) if output_tool else None
     declared = list(tool.outputs) if tool is not None else []
     if field in declared:
         return []

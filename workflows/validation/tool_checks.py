@@ -22,7 +22,6 @@ from jsonschema.validators import validator_for
 from referencing.exceptions import Unresolvable
 
 from workflows.references import Literal
-from workflows.schema import ForeachStep, LLMStep, ToolStep
 from workflows.validation.context import FlowContext, ToolSpecLike
 from workflows.validation.report import ValidationIssue, error, format_path, suggest
 
@@ -38,19 +37,17 @@ def check_tools(ctx: FlowContext) -> list[ValidationIssue]:
     for index, step in enumerate(ctx.spec.steps):
         for path, name in _named_tools(index, step):
             issues += _check_tool_name(ctx, step, path, name, allowed)
-        if isinstance(step, ToolStep | ForeachStep):
-            tool = ctx.tool(step.tool)
+        for name in step.direct_tools():
+            tool = ctx.tool(name)
             if tool is not None:
                 issues += _check_params(ctx, index, step, tool, validators)
     return issues
 
 
 def _named_tools(index: int, step: Any) -> list[tuple[str, str]]:
-    if isinstance(step, ToolStep | ForeachStep):
-        return [(f"steps[{index}].tool", step.tool)]
-    if isinstance(step, LLMStep):
-        return [(f"steps[{index}].tools[{k}]", name) for k, name in enumerate(step.tools)]
-    return []
+    direct = [(f"steps[{index}].tool", name) for name in step.direct_tools()]
+    offered = [(f"steps[{index}].tools[{k}]", name) for k, name in enumerate(step.model_tools())]
+    return direct + offered
 
 
 def _check_tool_name(
@@ -75,7 +72,7 @@ def _mapped_params(index: int, step: Any, parsed: dict[str, dict]) -> dict[str, 
     mapped = {}
     for field_name, mapping in parsed.items():
         for param, value in mapping.items():
-            if isinstance(step, ForeachStep) and (field_name, param) == ("input_mapping", "items"):
+            if "item_mapping" in parsed and (field_name, param) == ("input_mapping", "items"):
                 continue
             mapped[param] = (format_path((param,), f"steps[{index}].{field_name}"), value)
     return mapped

@@ -1,21 +1,17 @@
-"""Step kinds: one module per kind, each a function ``(ctx, step, args) -> Attempt``."""
+"""Step kinds: one module per kind, each declaring its ``KIND`` (a ``StepKind``).
+
+``KINDS`` maps every kind of the ``workflows.schema.Step`` union to it; a test checks
+that none is missing.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
 
-from runs.engine.kinds.decision import execute_decision_step
-from runs.engine.kinds.foreach import execute_foreach_step
-from runs.engine.kinds.llm import execute_llm_step
-from runs.engine.kinds.tool import execute_tool_step
-from runs.engine.kinds.transform import execute_transform_step
+from runs.engine.kinds import decision, foreach, llm, tool, transform
+from runs.engine.kinds.base import StepKind
 
-EXECUTORS = MappingProxyType(
-    {
-        "tool": execute_tool_step,
-        "llm": execute_llm_step,
-        "decision": execute_decision_step,
-        "transform": execute_transform_step,
-        "foreach": execute_foreach_step,
-    }
+KINDS: Mapping[str, StepKind] = MappingProxyType(
+    {kind.name: kind for kind in (m.KIND for m in (tool, llm, decision, transform, foreach))}
 )

@@ -1,12 +1,24 @@
-"""What every step kind returns, and the tool-call context built from a run context."""
+"""What a step kind is to the engine, what every kind returns, and the tool-call context
+built from a run context.
+
+Facts about a kind's definition (retries, time limit, branch, tools, mappings) live on
+its schema class (``workflows.schema``); what the engine does with it lives in its
+module here, as one ``StepKind`` registered in ``runs.engine.kinds.KINDS``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tools.errors import FlowpilotError, ToolNotAllowed
 from tools.registry import ToolCallContext, ToolResult
+from workflows.graph import FlowGraph
+from workflows.schema import AnyStep
+
+if TYPE_CHECKING:  # the context module builds on the kinds (it compiles per kind)
+    from runs.engine.context import RunContext
 
 
 class StepKindUnsupported(FlowpilotError):
@@ -20,7 +32,40 @@ class Attempt:
     branch: str | None = None  # set by decision steps
 
 
-def check_allowed(ctx, step, tool: str) -> None:
+# A mapping value as the dry run shows it: the known value, or the reference it reads.
+Describe = Callable[[Any], str]
+
+
+def _nothing_compiled(step: Any) -> dict[str, Any]:
+    return {}
+
+
+def _no_plan_lines(step: Any, graph: FlowGraph, describe: Describe) -> list[str]:
+    return []
+
+
+@dataclass(frozen=True)
+class StepKind:
+    """One kind of step: its schema class and what the engine does with it.
+
+    ``execute(ctx, step, args)`` makes one try and returns an ``Attempt`` or raises a
+    ``FlowpilotError``. ``compile(step)`` returns what is compiled once per run, by key
+    (a branch label, ``"expression"``); the executor reads it from ``ctx.compiled`` at
+    ``(step.id, key)``. ``plan(step, graph, describe)`` gives the dry run's lines shown
+    after the step's input mapping.
+    """
+
+    model: type[AnyStep]
+    execute: Callable[[RunContext, Any, dict[str, Any]], Attempt]
+    compile: Callable[[Any], Mapping[str, Any]] = _nothing_compiled
+    plan: Callable[[Any, FlowGraph, Describe], list[str]] = _no_plan_lines
+
+    @property
+    def name(self) -> str:
+        return str(self.model.model_fields["kind"].default)
+
+
+def check_allowed(ctx: RunContext, step: AnyStep, tool: str) -> None:
     if tool not in ctx.allowed_tools:
         raise ToolNotAllowed(
             f"step `{step.id}` may not call tool `{tool}`: it is not in the workflow's "
@@ -28,7 +73,9 @@ def check_allowed(ctx, step, tool: str) -> None:
         )
 
 
-def call_tool(ctx, step, tool: str, args: dict[str, Any], *, item: int | None = None) -> ToolResult:
+def call_tool(
+    ctx: RunContext, step: AnyStep, tool: str, args: dict[str, Any], *, item: int | None = None
+) -> ToolResult:
     """Call a tool for a step, enforcing the flow's allowlist at execution time.
 
     The validator checks the allowlist before every run; this check holds even when

@@ -7,18 +7,24 @@ The LLM form (``decision_prompt``) is ``runs.engine.kinds.llm.execute_llm_decisi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from runs.engine.kinds.base import Attempt
+from runs.engine.kinds.base import Attempt, Describe, StepKind
 from runs.engine.kinds.llm import execute_llm_decision
 from tools.errors import FlowpilotError
+from workflows.expressions import compile_condition
+from workflows.graph import FlowGraph
+from workflows.schema import DecisionStep
+
+if TYPE_CHECKING:
+    from runs.engine.context import RunContext
 
 
 class NoBranchMatched(FlowpilotError):
     code = "no_branch_matched"
 
 
-def execute_decision_step(ctx, step, args: dict[str, Any]) -> Attempt:
+def execute_decision_step(ctx: RunContext, step: DecisionStep, args: dict[str, Any]) -> Attempt:
     if step.decision_prompt:
         return execute_llm_decision(ctx, step, args)
     for label in step.branches:
@@ -31,3 +37,29 @@ def execute_decision_step(ctx, step, args: dict[str, Any]) -> Attempt:
         f"step `{step.id}`: no condition held and there is no default branch "
         f"(branches: {', '.join(step.branches)})"
     )
+
+
+def compile_decision_step(step: DecisionStep) -> dict[str, Any]:
+    """Each branch's condition, by label."""
+    names = list(step.input_mapping)
+    return {label: compile_condition(text, names=names) for label, text in step.conditions.items()}
+
+
+def plan_decision_step(step: DecisionStep, graph: FlowGraph, describe: Describe) -> list[str]:
+    """Each branch: its condition and the steps it leads to."""
+    lines = []
+    for label in step.branches:
+        targets = [e.target for e in graph.outgoing(step.id) if e.when == label]
+        condition = step.conditions.get(label) or (
+            "(default)" if step.default == label else "(no condition)"
+        )
+        lines.append(f"        branch {label}: {condition} -> {', '.join(targets) or '-'}")
+    return lines
+
+
+KIND = StepKind(
+    model=DecisionStep,
+    execute=execute_decision_step,
+    compile=compile_decision_step,
+    plan=plan_decision_step,
+)

@@ -13,12 +13,17 @@ any failed item fails the step.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from runs.engine.kinds.base import Attempt, call_tool, check_allowed
+from runs.engine.kinds.base import Attempt, Describe, StepKind, call_tool, check_allowed
 from runs.engine.resolve import EACH_KEY
 from tools.errors import FlowpilotError, ToolInputError, ToolRateLimited
 from tools.policy import RetryPolicy
+from workflows.graph import FlowGraph
+from workflows.schema import ForeachStep
+
+if TYPE_CHECKING:
+    from runs.engine.context import RunContext
 
 MAX_ITEMS = 10_000
 
@@ -27,14 +32,16 @@ class ForeachItemsFailed(FlowpilotError):
     code = "foreach_items_failed"
 
 
-def item_policy(ctx, step) -> RetryPolicy:
+def item_policy(ctx: RunContext, step: ForeachStep) -> RetryPolicy:
     if step.retry is not None:
         return step.retry
     spec = ctx.registry.get(step.tool)
     return spec.retry if spec is not None and spec.retry is not None else RetryPolicy()
 
 
-def _call_item(ctx, step, args: dict[str, Any], policy: RetryPolicy, index: int) -> Any:
+def _call_item(
+    ctx: RunContext, step: ForeachStep, args: dict[str, Any], policy: RetryPolicy, index: int
+) -> Any:
     attempt = 1
     while True:
         try:
@@ -49,7 +56,7 @@ def _call_item(ctx, step, args: dict[str, Any], policy: RetryPolicy, index: int)
             attempt += 1
 
 
-def execute_foreach_step(ctx, step, args: dict[str, Any]) -> Attempt:
+def execute_foreach_step(ctx: RunContext, step: ForeachStep, args: dict[str, Any]) -> Attempt:
     items = args.get("items")
     each = args.get(EACH_KEY)
     if not isinstance(items, list) or each is None:
@@ -70,7 +77,9 @@ def execute_foreach_step(ctx, step, args: dict[str, Any]) -> Attempt:
 
     with ThreadPoolExecutor(max_workers=step.concurrency, thread_name_prefix=step.id) as pool:
         outcomes = list(pool.map(one, range(len(items))))
-    errors = [{"index": i, "error": err} for i, (_, err) in enumerate(outcomes) if err]
+    errors: list[dict[str, Any]] = [
+        {"index": i, "error": err} for i, (_, err) in enumerate(outcomes) if err
+    ]
     if errors and step.on_error != "continue":
         first = errors[0]
         raise ForeachItemsFailed(
@@ -79,3 +88,13 @@ def execute_foreach_step(ctx, step, args: dict[str, Any]) -> Attempt:
         )
     results = [result for result, _ in outcomes]
     return Attempt(output={"items": results, "count": len(results), "errors": errors})
+
+
+def plan_foreach_step(step: ForeachStep, graph: FlowGraph, describe: Describe) -> list[str]:
+    """The per-item mapping, after the shared one."""
+    lines = [f"        per item (concurrency {step.concurrency}):"]
+    lines += [f"          {name} = {describe(value)}" for name, value in step.item_mapping.items()]
+    return lines
+
+
+KIND = StepKind(model=ForeachStep, execute=execute_foreach_step, plan=plan_foreach_step)

@@ -1,4 +1,4 @@
-"""`llm` steps, and the LLM form of `decision` steps (DESIGN §2, §9.9).
+"""`llm` steps, and the LLM form of `decision` steps.
 
 An ``llm`` step renders its prompt over its mapped values only (``{{name}}``;
 no ``env`` is given to the renderer, so ``{{env.X}}`` can never read a secret),
@@ -20,15 +20,20 @@ branches (an enum in a json_schema response): ``{"branch", "reason", "usage"}``.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jsonschema import Draft202012Validator
 
-from runs.engine.kinds.base import Attempt, StepKindUnsupported, call_tool
+from runs.engine.kinds.base import Attempt, StepKind, StepKindUnsupported, call_tool
 from tools.errors import FlowpilotError
 from tools.llm import LLMClient, LLMReply, LLMReplyInvalid, ToolCall, Usage, parse_json_reply
 from tools.templating import render_text
+from workflows.schema import DecisionStep, LLMStep
+
+if TYPE_CHECKING:  # the context module builds on the kinds, which use this one
+    from runs.engine.context import RunContext
 
 DEFAULT_SYSTEM = (
     "You are one step of an automated workflow. Do the task with the data you are given. "
@@ -109,7 +114,7 @@ class Meter:
         }
 
 
-def execute_llm_step(ctx, step, args: dict[str, Any]) -> Attempt:
+def execute_llm_step(ctx: RunContext, step: LLMStep, args: dict[str, Any]) -> Attempt:
     llm = _client(ctx, step)
     budget = step.budget
     meter = Meter(step.id, budget.max_tokens, budget.max_calls, budget.max_tool_calls)
@@ -138,12 +143,12 @@ def execute_llm_step(ctx, step, args: dict[str, Any]) -> Attempt:
     )
 
 
-def execute_llm_decision(ctx, step, args: dict[str, Any]) -> Attempt:
+def execute_llm_decision(ctx: RunContext, step: DecisionStep, args: dict[str, Any]) -> Attempt:
     """A decision in LLM form: the model picks one of ``step.branches``."""
     llm = _client(ctx, step)
     values = _capped(json.dumps(args, ensure_ascii=False, default=str), MAX_VALUES_CHARS)
     question = (
-        f"{_render(step.decision_prompt, args)}\n\nValues:\n{values}\n\n"
+        f"{_render(step.decision_prompt or '', args)}\n\nValues:\n{values}\n\n"
         f"Choose one branch of: {', '.join(step.branches)}."
     )
     messages = ctx.redactor.scrub(
@@ -184,7 +189,7 @@ def execute_llm_decision(ctx, step, args: dict[str, Any]) -> Attempt:
 # --- pieces -----------------------------------------------------------------------------
 
 
-def _client(ctx, step) -> LLMClient:
+def _client(ctx: RunContext, step: LLMStep | DecisionStep) -> LLMClient:
     llm = getattr(ctx, "llm", None)
     if llm is None:
         raise StepKindUnsupported(f"step `{step.id}` needs an LLM, but this run has no LLM client")
@@ -196,7 +201,7 @@ def _render(template: str, args: dict[str, Any]) -> str:
     return render_text(template, args, env={})
 
 
-def _tool_definitions(ctx, step) -> list[dict[str, Any]] | None:
+def _tool_definitions(ctx: RunContext, step: LLMStep) -> list[dict[str, Any]] | None:
     described = ctx.registry.describe(step.tools)
     if not described:
         return None
@@ -213,7 +218,7 @@ def _tool_definitions(ctx, step) -> list[dict[str, Any]] | None:
     ]
 
 
-def _output_format(step) -> dict[str, Any] | None:
+def _output_format(step: LLMStep) -> dict[str, Any] | None:
     if step.output_schema is None:
         return None
     return {
@@ -222,7 +227,7 @@ def _output_format(step) -> dict[str, Any] | None:
     }
 
 
-def _tool_message(ctx, step, call: ToolCall, meter: Meter) -> dict[str, Any]:
+def _tool_message(ctx: RunContext, step: LLMStep, call: ToolCall, meter: Meter) -> dict[str, Any]:
     """Run one requested tool call (if the step allows it) and answer it as a tool message."""
     if call.name not in step.tools:
         allowed = ", ".join(step.tools) or "none"
@@ -254,7 +259,7 @@ def _capped(text: str, limit: int) -> str:
     return text[:limit] + f"… [truncated: {len(text)} characters in all]"
 
 
-def _final_result(step, content: str | None) -> Any:
+def _final_result(step: LLMStep, content: str | None) -> Any:
     if step.output_schema is None:
         return content or ""
     value = _parsed(step, content)
@@ -268,15 +273,18 @@ def _final_result(step, content: str | None) -> Any:
     return value
 
 
-def _parsed(step, content: str | None) -> Any:
+def _parsed(step: LLMStep | DecisionStep, content: str | None) -> Any:
     try:
         return parse_json_reply(content)
     except LLMReplyInvalid as exc:
         raise LLMOutputInvalid(f"step `{step.id}`: {exc.message}") from exc
 
 
-def _where(path) -> str:
+def _where(path: Iterable[Any]) -> str:
     text = "$"
     for part in path:
         text += f"[{part}]" if isinstance(part, int) else f".{part}"
     return text
+
+
+KIND = StepKind(model=LLMStep, execute=execute_llm_step)

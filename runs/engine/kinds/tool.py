@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from runs.engine.kinds.base import Attempt, call_tool
+from runs.engine.kinds.base import Attempt, StepKind, call_tool
+from workflows.schema import ToolStep
+
+if TYPE_CHECKING:
+    from runs.engine.context import RunContext
 
 logger = logging.getLogger("flowpilot.engine.tool")
 
 
-def execute_tool_step(ctx, step, args: dict[str, Any]) -> Attempt:
+def execute_tool_step(ctx: RunContext, step: ToolStep, args: dict[str, Any]) -> Attempt:
     result = call_tool(ctx, step, step.tool, args)
     if result.request:  # already redacted by the HTTP client
         logger.debug("run %s step %s: %s", ctx.run_id, step.id, result.request)
     return Attempt(output=result.output, truncated=result.truncated)
+
+
+KIND = StepKind(model=ToolStep, execute=execute_tool_step)

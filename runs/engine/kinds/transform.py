@@ -2,10 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from runs.engine.kinds.base import Attempt
+from runs.engine.kinds.base import Attempt, Describe, StepKind
+from workflows.graph import FlowGraph
+from workflows.schema import TransformStep
+from workflows.transform import compile_transform
+
+if TYPE_CHECKING:
+    from runs.engine.context import RunContext
 
 
-def execute_transform_step(ctx, step, args: dict[str, Any]) -> Attempt:
+def execute_transform_step(ctx: RunContext, step: TransformStep, args: dict[str, Any]) -> Attempt:
     return Attempt(output=ctx.compiled[(step.id, "expression")].apply(args))
+
+
+def compile_transform_step(step: TransformStep) -> dict[str, Any]:
+    return {"expression": compile_transform(step.expression)}
+
+
+def plan_transform_step(step: TransformStep, graph: FlowGraph, describe: Describe) -> list[str]:
+    return [f"        expression: {step.expression}"]
+
+
+KIND = StepKind(
+    model=TransformStep,
+    execute=execute_transform_step,
+    compile=compile_transform_step,
+    plan=plan_transform_step,
+)

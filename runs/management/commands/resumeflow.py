@@ -5,6 +5,7 @@ from django.core.management.base import CommandError
 from runs.cli import configure_logging, execute_and_report
 from runs.models import Run
 from runs.services import run_prepare_resume
+from runs.state import StepStatus
 from tools.commands import FlowpilotCommand
 from tools.errors import FlowpilotError
 
@@ -36,6 +37,6 @@ class Command(FlowpilotCommand):
             run = run_prepare_resume(run=run, force=force)
         except FlowpilotError as exc:
             raise CommandError(exc.message, returncode=1) from exc
-        kept = run.step_results.filter(status="succeeded").count()
+        kept = run.step_results.filter(status=StepStatus.SUCCEEDED).count()
         self.stdout.write(f"run {run.pk}: resuming {run.workflow}; {kept} succeeded step(s) kept")
         execute_and_report(self.stdout, run, enqueue=options["enqueue"])

@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from runs.engine.readiness import (
-    FAILED,
-    PENDING,
-    QUEUED,
-    RUNNING,
-    SKIPPED,
-    SUCCEEDED,
-    StepState,
-    next_actions,
-)
+from runs.engine.readiness import StepState, next_actions
+from runs.state import StepStatus
 from workflows.graph import build_graph
 from workflows.schema import WorkflowSpec
+
+PENDING, QUEUED, RUNNING = StepStatus.PENDING, StepStatus.QUEUED, StepStatus.RUNNING
+SUCCEEDED, FAILED, SKIPPED = StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.SKIPPED
 
 
 def tool(step_id: str, **mapping) -> dict:

@@ -1,0 +1,72 @@
+"""How a run ends: failed (naming every fatal step) or succeeded with its outputs.
+
+Both drivers call ``run_finish`` once nothing is left to start or in flight: the
+in-process one with the values its steps produced, the Celery coordinator with the
+stored outputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from runs.engine import checkpoint
+from runs.engine.context import RunContext
+from runs.engine.resolve import resolve
+from runs.models import Run, StepResult
+from runs.state import RunStatus, StepStatus, run_transition
+from workflows.references import parse_value
+
+MAX_SUMMARY_CHARS = 5000
+
+
+def run_finish(ctx: RunContext, run: Run, views: Mapping[str, Any] | None = None) -> None:
+    """Record how ``run`` ended; ``views`` as in ``run_outputs``."""
+    results = checkpoint.load_results(run)
+    fatal = [
+        r
+        for sid in ctx.graph.order
+        if (r := results[sid]).status == StepStatus.FAILED and ctx.spec.step(sid).on_error == "fail"
+    ]
+    now = ctx.now()
+    if fatal:
+        summary = "; ".join(
+            f"step `{r.step_id}` failed ({(r.error or {}).get('type')}): "
+            f"{(r.error or {}).get('message', '')}"
+            for r in fatal
+        )
+        run_transition(
+            run, RunStatus.FAILED, finished_at=now, error_summary=summary[:MAX_SUMMARY_CHARS]
+        )
+        return
+    outputs, _ = checkpoint.stored_output(ctx, run_outputs(ctx, run, results, views))
+    run_transition(run, RunStatus.SUCCEEDED, finished_at=now, outputs=outputs, error_summary="")
+
+
+def run_outputs(
+    ctx: RunContext,
+    run: Run,
+    results: Mapping[str, StepResult],
+    views: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The workflow's declared outputs, or else the outputs of its sink steps.
+
+    ``views`` are the values steps produced in this process (full, not the capped
+    stored previews); without them, the stored outputs are read.
+    """
+    if views is None:
+        views = {sid: checkpoint.view_of(r) for sid, r in results.items()}
+    if not ctx.spec.outputs:
+        sinks = [s for s in ctx.graph.order if not ctx.graph.children[s]]
+        return {s: views[s] for s in sinks if results[s].status == StepStatus.SUCCEEDED}
+    step_ids = frozenset(ctx.graph.step_ids)
+    outputs = {}
+    for name, value in ctx.spec.outputs.items():
+        outputs[name], _ = resolve(
+            parse_value(value, step_ids),
+            inputs=run.inputs,
+            step_value=views.get,
+            env={},
+            redactor=ctx.redactor,
+        )
+    return outputs
