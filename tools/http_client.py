@@ -1,4 +1,4 @@
-"""Calling an http tool with httpx (DESIGN §2, §5, §8).
+"""Calling an http tool with httpx: one request per call, bounded, with secrets masked.
 
 One call: render the request from the spec's templates → send it streaming →
 read at most ``ctx.max_response_bytes`` → classify the status → parse JSON
@@ -30,6 +30,7 @@ from typing import Any
 
 import httpx
 
+from tools.calls import ToolCallContext, ToolResult
 from tools.errors import (
     FlowpilotError,
     TemplateError,
@@ -43,7 +44,6 @@ from tools.errors import (
     ToolUnreachable,
 )
 from tools.redaction import Redactor, redact_headers
-from tools.registry import ToolCallContext, ToolResult
 from tools.spec import HttpConfig, ToolSpec
 from tools.templating import lookup, render, render_text, render_url_path, to_text
 
