@@ -26,7 +26,7 @@ from tools.errors import (
 )
 from tools.http_client import call_http_tool
 from tools.models import Tool
-from tools.spec import ToolSpec
+from tools.spec import ToolSpec, json_schema_validator
 
 logger = logging.getLogger("flowpilot.tools")
 
@@ -39,9 +39,7 @@ def _json_path(path: Iterable[Any]) -> str:
 
 
 def schema_validator(spec: ToolSpec) -> Draft202012Validator:
-    return Draft202012Validator(
-        spec.input_schema, format_checker=Draft202012Validator.FORMAT_CHECKER
-    )
+    return json_schema_validator(spec.input_schema)
 
 
 def validate_arguments(

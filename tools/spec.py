@@ -30,6 +30,12 @@ IDEMPOTENT_METHODS = frozenset({"GET", "PUT", "DELETE"})
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
+def json_schema_validator(schema: dict[str, Any]) -> Draft202012Validator:
+    """The one way a value is checked against a JSON Schema here: draft 2020-12, with
+    ``format`` checked. Tool arguments and run inputs both use it, so they agree."""
+    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
