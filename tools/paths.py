@@ -137,7 +137,3 @@ def get(value: Any, segments: Iterable[str]) -> Any:
     """Like :func:`walk`, but a missing part reads as ``None`` (null)."""
     found = walk(value, segments)
     return None if found is MISSING else found
-
-
-def is_missing(value: Any) -> bool:
-    return value is MISSING

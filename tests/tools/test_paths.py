@@ -12,7 +12,6 @@ from tools.paths import (
     MISSING,
     PathError,
     get,
-    is_missing,
     is_segment,
     list_index,
     parse_path,
@@ -184,8 +183,7 @@ def test_hostile_segments_are_plain_keys_of_a_dict():
 def test_missing_differs_from_null():
     assert walk({"a": None}, ["a"]) is None
     assert walk({}, ["a"]) is MISSING
-    assert is_missing(MISSING)
-    assert not is_missing(None)
+    assert MISSING is not None
     assert not MISSING
     assert repr(MISSING) == "MISSING"
     assert walk(VALUE, []) is VALUE
