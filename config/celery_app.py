@@ -5,6 +5,7 @@ from logging.config import dictConfig
 
 from celery import Celery
 from celery.signals import setup_logging
+from django.conf import settings
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -15,6 +16,4 @@ app.autodiscover_tasks()
 
 @setup_logging.connect
 def _config_loggers(*args, **kwargs):
-    from django.conf import settings
-
     dictConfig(settings.LOGGING)

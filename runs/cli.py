@@ -11,6 +11,7 @@ from runs.models import Run, StepResult
 from runs.services import run_enqueue, run_execute
 from runs.state import RUN_TERMINAL, RunStatus, StepStatus
 from tools.errors import FlowpilotError
+from workflows.cli import dumps
 
 _MARKS = {
     "started": "..",
@@ -67,10 +68,6 @@ def execute_and_report(out, run: Run, *, enqueue: bool) -> None:
 
 def report_end(out, run: Run) -> None:
     """Print how a run ended; raise ``CommandError`` (exit 1) unless it succeeded."""
-    from django.core.management.base import CommandError
-
-    from workflows.cli import dumps
-
     out.write(summary_line(run))
     if run.status == RunStatus.SUCCEEDED:
         out.write("outputs: " + dumps(run.outputs))

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from runs.engine.kinds import KINDS
-from workflows.references import EnvRef, InputRef, ItemRef, Literal, StepRef, dig, parse_value
+from tools.paths import get
+from workflows.references import EnvRef, InputRef, ItemRef, Literal, StepRef, parse_value
 
 
 def _count(number: int, noun: str) -> str:
@@ -29,7 +30,7 @@ def _describe(parsed: Any, inputs: Mapping[str, Any]) -> str:
     if isinstance(parsed, Literal):
         return _show(parsed.value)
     if isinstance(parsed, InputRef):
-        return f"{_show(dig(inputs.get(parsed.name), parsed.path))}  ({parsed})"
+        return f"{_show(get(inputs.get(parsed.name), parsed.path))}  ({parsed})"
     if isinstance(parsed, EnvRef):
         return f"<{parsed}>"  # never the value
     if isinstance(parsed, StepRef | ItemRef):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
@@ -21,6 +22,7 @@ from runs.engine.finish import MAX_SUMMARY_CHARS, run_finish
 from runs.engine.local import Observer, drive_local
 from runs.models import Run, StepResult
 from runs.state import (
+    RUN_TERMINAL,
     STEP_IN_FLIGHT,
     InterruptedNonIdempotent,
     RunError,
@@ -212,10 +214,6 @@ def run_purge(*, now, default_days: int, dry_run: bool = False) -> dict[str, int
     validation runs: each is the evidence an approval points to (only approving a
     version starts one), so the design-phase record outlives the retention period.
     """
-    from datetime import timedelta
-
-    from runs.models import RUN_TERMINAL
-
     removed: dict[str, int] = {}
     names = Workflow.objects.order_by("name").values_list("name", flat=True).distinct()
     for name in names:

@@ -1,4 +1,4 @@
-"""Calling an http tool with httpx (DESIGN §2, §5, §8).
+"""Calling an http tool with httpx: one request per call, bounded, with secrets masked.
 
 One call: render the request from the spec's templates → send it streaming →
 read at most ``ctx.max_response_bytes`` → classify the status → parse JSON
@@ -30,6 +30,7 @@ from typing import Any
 
 import httpx
 
+from tools.calls import ToolCallContext, ToolResult
 from tools.errors import (
     FlowpilotError,
     TemplateError,
@@ -42,10 +43,10 @@ from tools.errors import (
     ToolTimeout,
     ToolUnreachable,
 )
+from tools.paths import get, parse_path
 from tools.redaction import Redactor, redact_headers
-from tools.registry import ToolCallContext, ToolResult
 from tools.spec import HttpConfig, ToolSpec
-from tools.templating import lookup, render, render_text, render_url_path, to_text
+from tools.templating import render, render_text, render_url_path, to_text
 
 _BAD_HEADER_CHARS = re.compile(r"[\r\n\0]")
 _BARE_ORIGIN = re.compile(r"^https?://[^/?#@\s]+/?$", re.IGNORECASE)
@@ -393,5 +394,8 @@ def wrap(value: Any) -> Any:
 
 
 def extract(value: Any, paths: dict[str, str]) -> dict[str, Any]:
-    """``{key: value at dot-path}``; numeric segments index lists; missing → None."""
-    return {key: lookup(value, path.strip().split(".")) for key, path in paths.items()}
+    """``{key: value at dot-path}`` by the rule of :mod:`tools.paths`; missing → None.
+
+    The paths were checked when the spec was loaded, so parsing cannot fail here.
+    """
+    return {key: get(value, parse_path(path)) for key, path in paths.items()}

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from tools.data_limits import data_limit_problem
 from tools.errors import ToolConfigError
+from tools.paths import list_index
 from tools.spec import ToolSpec
 from tools.templating import placeholders
 from tools.yaml_strict import describe_yaml_error, strict_safe_load
@@ -116,9 +117,9 @@ def _line_of(node: yaml.Node | None, loc: Sequence[str | int]) -> int | None:
                 if str(key_node.value) == str(segment):
                     child, line = value_node, key_node.start_mark.line + 1
                     break
-        elif isinstance(node, yaml.SequenceNode) and str(segment).isdigit():
-            index = int(segment)
-            if index < len(node.value):
+        elif isinstance(node, yaml.SequenceNode):
+            index = list_index(str(segment))
+            if index is not None and 0 <= index < len(node.value):
                 child = node.value[index]
                 line = child.start_mark.line + 1
         if child is None:
@@ -330,7 +331,7 @@ def _legacy_extract(fields: Any, key: str) -> dict[str, str]:
         raise ValueError("expected a list of dot-paths or a mapping of key -> dot-path", key)
     result: dict[str, str] = {}
     for path in fields:
-        names = [s for s in path.split(".") if not s.isdigit()]
+        names = [s for s in path.split(".") if list_index(s) is None]
         name = names[-1] if names else path
         if name in result:
             raise ValueError(f"two paths end in {name!r}; use a key -> path mapping", key)

@@ -1,23 +1,22 @@
-"""A per-run view of the tools: specs plus how to call them (DESIGN §5, STYLE §10).
+"""A per-run view of the tools: specs plus how to call them.
 
 Nothing here is module state: a run builds its own :class:`ToolRegistry` (usually
-``ToolRegistry.from_db()``) and its own :class:`ToolCallContext` (env, redactor,
-HTTP client), and passes both explicitly.
+``ToolRegistry.from_db()``) and its own :class:`~tools.calls.ToolCallContext` (env,
+redactor, HTTP client), and passes both explicitly, so two runs never share tools,
+secrets or clients.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import httpx
 from jsonschema import Draft202012Validator
 from pydantic import ValidationError
 
-from tools.builtin import load_providers
+from tools.builtin import BuiltinProvider, load_providers
+from tools.calls import ToolCallContext, ToolResult
 from tools.errors import (
     FlowpilotError,
     ToolCallFailed,
@@ -25,44 +24,11 @@ from tools.errors import (
     ToolInputError,
     ToolNotFound,
 )
-from tools.redaction import Redactor
-from tools.spec import ToolSpec
-
-if TYPE_CHECKING:
-    from tools.builtin.base import BuiltinProvider
+from tools.http_client import call_http_tool
+from tools.models import Tool
+from tools.spec import ToolSpec, json_schema_validator
 
 logger = logging.getLogger("flowpilot.tools")
-
-
-@dataclass(frozen=True)
-class ToolCallContext:
-    """Everything one tool call may use, built per run by the caller.
-
-    ``env`` is where ``{{env.NAME}}`` is read (pass ``os.environ`` or a curated
-    mapping); ``redactor`` collects the secret values used; ``http`` is the run's
-    client; ``timeout`` overrides the tool's own; ``idempotency_key`` is sent in
-    the tool's ``idempotency_header``; ``output_dir``/``data_dirs`` bound where
-    built-in tools may write and read.
-    """
-
-    env: Mapping[str, str]
-    redactor: Redactor
-    http: httpx.Client
-    timeout: float | None = None
-    idempotency_key: str | None = None
-    max_response_bytes: int = 10 * 1024 * 1024
-    output_dir: Path | None = None
-    data_dirs: tuple[Path, ...] = ()
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    """A tool's output. ``request`` (http tools) is ``{method, url, status, elapsed_ms}``
-    with the URL redacted; ``truncated`` flags an oversized body cut at the limit."""
-
-    output: Any
-    truncated: bool = False
-    request: dict | None = None
 
 
 def _json_path(path: Iterable[Any]) -> str:
@@ -73,9 +39,7 @@ def _json_path(path: Iterable[Any]) -> str:
 
 
 def schema_validator(spec: ToolSpec) -> Draft202012Validator:
-    return Draft202012Validator(
-        spec.input_schema, format_checker=Draft202012Validator.FORMAT_CHECKER
-    )
+    return json_schema_validator(spec.input_schema)
 
 
 def validate_arguments(
@@ -132,8 +96,6 @@ class ToolRegistry:
         built-in tool whose row is disabled is left out. A row whose stored spec
         no longer validates is skipped and logged, not fatal for the run.
         """
-        from tools.models import Tool  # here: importing the registry needs no app registry
-
         specs: list[ToolSpec] = []
         for row in Tool.objects.filter(enabled=True, kind="http").order_by("name"):
             try:
@@ -173,9 +135,6 @@ class ToolRegistry:
             validator = self._validators[name] = schema_validator(spec)
         validate_arguments(spec, arguments, validator=validator)
         if spec.kind == "http":
-            # Imported here: http_client needs ToolResult/ToolCallContext from this module.
-            from tools.http_client import call_http_tool
-
             return call_http_tool(spec, dict(arguments), ctx)
         provider = self._providers.get(name)
         if provider is None:

@@ -1,4 +1,4 @@
-"""The normalized tool definition (DESIGN §2 "Tool").
+"""The normalized tool definition: one frozen model for every kind of tool.
 
 Every tool, however it was declared (new YAML form, older flat YAML form,
 built-in provider), becomes one frozen :class:`ToolSpec`. The spec is stored in
@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic_core import PydanticCustomError
 
 from tools.errors import TemplateError
+from tools.paths import PathError, parse_path
 from tools.policy import RetryPolicy
 from tools.templating import Placeholder, iter_strings, placeholders
 
@@ -27,6 +28,12 @@ TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"
 HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
 IDEMPOTENT_METHODS = frozenset({"GET", "PUT", "DELETE"})
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def json_schema_validator(schema: dict[str, Any]) -> Draft202012Validator:
+    """The one way a value is checked against a JSON Schema here: draft 2020-12, with
+    ``format`` checked. Tool arguments and run inputs both use it, so they agree."""
+    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
 
 
 class _Frozen(BaseModel):
@@ -200,11 +207,15 @@ class HttpConfig(_Frozen):
         for key, path in value.items():
             if not key or not isinstance(path, str) or not path.strip():
                 raise ValueError(f"response_extract {key!r} needs a non-empty dot-path")
-        return value
+            try:
+                parse_path(path.strip())
+            except PathError as exc:
+                raise ValueError(f"response_extract {key!r}: {exc}") from exc
+        return {key: path.strip() for key, path in value.items()}
 
 
 class ToolSpec(_Frozen):
-    """A named, typed capability (DESIGN §2).
+    """A named, typed capability: a name, a JSON Schema of inputs, declared outputs.
 
     ``outputs`` lists the declared output fields (``[]`` means not declared: any
     path may be read); for http tools it defaults to the keys of

@@ -1,4 +1,4 @@
-"""Templates in tool request configs and prompts (DESIGN §3).
+"""Templates in tool request configs and prompts.
 
 Rules:
 
@@ -8,7 +8,8 @@ Rules:
   booleans → ``true``/``false``, dicts and lists → compact JSON.
 * A string without placeholders, and any non-string leaf, is returned unchanged.
   Dicts and lists are walked.
-* Keys are dotted paths (``{{user.name}}``); numeric segments index lists.
+* Keys are dotted paths (``{{user.name}}``, ``{{items.0.id}}``) read by the one
+  dot-path rule of :mod:`tools.paths` (``-?[0-9]+`` segments index lists).
 * ``{{env.NAME}}`` reads the ``env`` mapping (a missing variable renders ``""``);
   ``{{env.NAME:-default}}`` falls back to ``default`` when the variable is unset
   or empty.
@@ -33,10 +34,10 @@ from typing import Any
 from urllib.parse import quote
 
 from tools.errors import TemplateError
+from tools.paths import PathError, get, parse_path
 
 _TOKEN = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 _ENV = re.compile(r"^env\.([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?$", re.DOTALL)
-_PATH = re.compile(r"^[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*$")
 _MAX_SHOWN = 200
 
 
@@ -64,10 +65,14 @@ def _parse(content: str, template: str) -> Placeholder:
     env_match = _ENV.match(inner)
     if env_match:
         return Placeholder(raw=inner, env_name=env_match.group(1), default=env_match.group(2))
-    if inner.startswith("env.") or inner == "env" or not _PATH.match(inner):
+    try:
+        path = parse_path(inner)
+    except PathError:
+        path = ()
+    if not path or path[0] == "env":
         shown = "{{" + content + "}}"
         raise TemplateError(f"malformed placeholder {shown} in template {_shown(template)}")
-    return Placeholder(raw=inner, path=tuple(inner.split(".")))
+    return Placeholder(raw=inner, path=path)
 
 
 def placeholders(template: str) -> list[Placeholder]:
@@ -93,24 +98,6 @@ def iter_strings(template: Any) -> Iterator[str]:
             yield from iter_strings(item)
 
 
-def lookup(value: Any, path: tuple[str, ...] | list[str]) -> Any:
-    """Follow a dotted path: dict keys, or list indexes for numeric segments. Missing → None."""
-    current = value
-    for segment in path:
-        if isinstance(current, Mapping):
-            current = current.get(segment)
-        elif isinstance(current, list | tuple):
-            try:
-                current = current[int(segment)]
-            except (ValueError, IndexError):
-                return None
-        else:
-            return None
-        if current is None:
-            return None
-    return current
-
-
 def to_text(value: Any) -> str:
     """How a value reads inside interpolated text."""
     if value is None:
@@ -128,7 +115,7 @@ def _resolve(
     ph: Placeholder, values: Mapping[str, Any], env: Mapping[str, str], secrets: set[str] | None
 ) -> Any:
     if not ph.is_env:
-        return lookup(values, ph.path)
+        return get(values, ph.path)
     found = env.get(ph.env_name or "") or ""
     if found:
         if secrets is not None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
+from tools.services import tools_load_dir
 from workflows.files import read_workflow_file
 from workflows.inputs import coerce_text
 from workflows.schema import InputSpec
@@ -51,8 +52,6 @@ def dumps(value: Any) -> str:
 
 def load_tool_dirs(directories: list[str]) -> None:
     """``--tools DIR``: load tool YAML files into the registry, or fail listing every error."""
-    from tools.services import tools_load_dir
-
     problems = []
     for directory in directories:
         problems += [str(e) for e in tools_load_dir(directory=directory).errors]

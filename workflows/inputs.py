@@ -1,4 +1,10 @@
-"""Run inputs: coercion of command-line strings and checks against the declared inputs."""
+"""Run inputs: coercion of command-line strings and checks against the declared inputs.
+
+The declared inputs become one JSON Schema (:func:`inputs_schema`) checked by the same
+validator as tool arguments (:func:`tools.spec.json_schema_validator`), so an input
+and a tool parameter of the same type accept the same values. An input given as
+``null`` counts as unset: it passes the type and enum checks and stays null.
+"""
 
 from __future__ import annotations
 
@@ -6,17 +12,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from tools.errors import FlowpilotError
-from workflows.schema import InputSpec
+from jsonschema.exceptions import ValidationError
 
-_JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,),
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "object": (dict,),
-    "array": (list,),
-}
+from tools.errors import FlowpilotError
+from tools.spec import json_schema_validator
+from workflows.schema import InputSpec
 
 
 class InputsInvalid(FlowpilotError):
@@ -47,38 +47,80 @@ def coerce_text(value: str, spec: InputSpec | None) -> Any:
         return value
 
 
-def _type_ok(value: Any, kind: str) -> bool:
-    if kind in {"integer", "number"} and isinstance(value, bool):
-        return False
-    if kind == "integer" and isinstance(value, float) and value.is_integer():
-        return True
-    return isinstance(value, _JSON_TYPES[kind])
+def inputs_schema(declared: Mapping[str, InputSpec]) -> dict[str, Any]:
+    """The JSON Schema of a run's inputs: each declared input with its type and enum
+    (null allowed: an unset optional input is null), the required ones, nothing else."""
+    properties: dict[str, Any] = {}
+    for name, spec in declared.items():
+        prop: dict[str, Any] = {"type": [spec.type, "null"]}
+        if spec.description:
+            prop["description"] = spec.description
+        if spec.enum is not None:
+            prop["enum"] = spec.enum if None in spec.enum else [*spec.enum, None]
+        if "default" in spec.model_fields_set:
+            prop["default"] = spec.default
+        properties[name] = prop
+    required = [name for name, spec in declared.items() if spec.is_required]
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
 
 
 def resolve_inputs(declared: Mapping[str, InputSpec], given: Mapping[str, Any]) -> dict[str, Any]:
-    """Defaults applied, types checked. Raises InputsInvalid naming every problem."""
-    problems: list[str] = []
-    resolved: dict[str, Any] = {}
-    for name in sorted(set(given) - set(declared)):
-        known = ", ".join(sorted(declared)) or "none"
-        problems.append(f"unknown input `{name}` (declared: {known})")
-    for name, spec in declared.items():
-        if name in given:
-            value = given[name]
-        elif "default" in spec.model_fields_set:
-            value = spec.default
-        elif spec.is_required:
-            problems.append(f"input `{name}` ({spec.type}) is required")
-            continue
-        else:
-            value = None
-        if value is not None and not _type_ok(value, spec.type):
-            problems.append(f"input `{name}` must be {spec.type}, got {json.dumps(value)[:80]}")
-            continue
-        if spec.enum is not None and value is not None and value not in spec.enum:
-            problems.append(f"input `{name}` must be one of {json.dumps(spec.enum)[:200]}")
-            continue
-        resolved[name] = value
+    """Defaults applied, then checked against :func:`inputs_schema`; unset optional inputs
+    are null. Raises InputsInvalid naming every problem, one per input."""
+    values = {
+        name: spec.default
+        for name, spec in declared.items()
+        if "default" in spec.model_fields_set
+    }
+    values.update(given)
+    errors = json_schema_validator(inputs_schema(declared)).iter_errors(values)
+    problems = _problems(declared, values, list(errors))
     if problems:
         raise InputsInvalid(problems)
-    return resolved
+    return {name: values.get(name) for name in declared}
+
+
+_FIRST = {"required": 0, "type": 1, "enum": 2}  # per input, the most basic problem is told
+
+
+def _problems(
+    declared: Mapping[str, InputSpec], values: Mapping[str, Any], errors: list[ValidationError]
+) -> list[str]:
+    """One message per unknown input (sorted), then one per declared input, in order."""
+    known = ", ".join(sorted(declared)) or "none"
+    unknown = sorted(set(values) - set(declared))
+    problems = [f"unknown input `{name}` (declared: {known})" for name in unknown]
+    by_name: dict[str, tuple[int, str]] = {}
+    for error in errors:
+        for name, message in _describe(error, declared, values):
+            rank = _FIRST.get(str(error.validator), len(_FIRST))
+            if name not in by_name or rank < by_name[name][0]:
+                by_name[name] = (rank, message)
+    return problems + [by_name[name][1] for name in declared if name in by_name]
+
+
+def _describe(
+    error: ValidationError, declared: Mapping[str, InputSpec], values: Mapping[str, Any]
+) -> list[tuple[str, str]]:
+    """``(input name, message)`` pairs for one schema error (unknown inputs told apart)."""
+    if error.validator == "additionalProperties":
+        return []
+    if error.validator == "required":
+        missing = [n for n in error.validator_value if n not in values]
+        return [(n, f"input `{n}` ({declared[n].type}) is required") for n in missing]
+    name = str(error.absolute_path[0])
+    spec = declared[name]
+    if error.validator == "type":
+        return [(name, f"input `{name}` must be {spec.type}, got {_shown(values[name], 80)}")]
+    if error.validator == "enum":
+        return [(name, f"input `{name}` must be one of {_shown(spec.enum, 200)}")]
+    return [(name, f"input `{name}`: {error.message}")]  # pragma: no cover - no other keyword
+
+
+def _shown(value: Any, limit: int) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)[:limit]

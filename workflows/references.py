@@ -1,4 +1,4 @@
-"""Input-mapping references, parsed once into typed values (DESIGN §3).
+"""Input-mapping references, parsed once into typed values.
 
 ==================  =====================================  ==========================
 form                meaning                                example
@@ -14,6 +14,10 @@ the same workflow; otherwise it stays a literal (``"api.example.com"``), and the
 validator warns when such a literal looks like a mistyped reference. Lists and
 dicts are walked: every string leaf is parsed the same way. ``{"$literal": x}``
 passes ``x`` through untouched.
+
+Paths after the head follow the one dot-path rule of :mod:`tools.paths`: the same
+segments, and ``-?[0-9]+`` segments index lists. A reference to absent data
+resolves to null.
 """
 
 from __future__ import annotations
@@ -23,10 +27,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-_SEGMENT = r"[A-Za-z0-9_-]+"
-_DOTTED = re.compile(rf"^([A-Za-z_][A-Za-z0-9_-]*)((?:\.{_SEGMENT})+)$")
+from tools.paths import SEGMENT, PathError, parse_path
+
+_DOTTED = re.compile(rf"([A-Za-z_][A-Za-z0-9_-]*)((?:\.{SEGMENT})+)")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_MISSING = object()
 
 
 class ReferenceError_(ValueError):
@@ -94,17 +98,17 @@ def parse_value(value: Any, step_ids: frozenset[str] | set[str]) -> Any:
         return Literal(value)
     if value.startswith("$"):
         return _parse_dollar(value)
-    match = _DOTTED.match(value)
-    if match and match.group(1) in step_ids:
-        return StepRef(match.group(1), tuple(match.group(2)[1:].split(".")))
+    shape = looks_like_reference(value)
+    if shape is not None and shape[0] in step_ids:
+        return StepRef(*shape)
     return Literal(value)
 
 
 def _parse_dollar(value: str) -> Reference:
-    head, _, rest = value.partition(".")
-    parts = tuple(rest.split(".")) if rest else ()
+    head, dot, rest = value.partition(".")
+    parts = _parts(rest) if dot else ()
     if head == "$input":
-        if not parts or not all(re.fullmatch(_SEGMENT, p) for p in parts):
+        if not parts:
             raise ReferenceError_(f"`{value}` must look like `$input.NAME` or `$input.NAME.path`")
         return InputRef(parts[0], parts[1:])
     if head == "$env":
@@ -112,7 +116,7 @@ def _parse_dollar(value: str) -> Reference:
             raise ReferenceError_(f"`{value}` must look like `$env.NAME`")
         return EnvRef(parts[0])
     if head == "$item":
-        if not all(re.fullmatch(_SEGMENT, p) for p in parts):
+        if dot and not parts:
             raise ReferenceError_(f"`{value}` must look like `$item` or `$item.path`")
         return ItemRef(parts)
     if value == "$index":
@@ -121,6 +125,14 @@ def _parse_dollar(value: str) -> Reference:
         f"`{value}` is not a reference: use `$input.NAME`, `$env.NAME` or `STEP_ID.path` "
         '(write {"$literal": ...} for a string that starts with `$`)'
     )
+
+
+def _parts(rest: str) -> tuple[str, ...]:
+    """The path after a ``$`` head, or ``()`` when it breaks the dot-path rule."""
+    try:
+        return parse_path(rest)
+    except PathError:
+        return ()
 
 
 def iter_refs(parsed: Any) -> Iterator[Reference]:
@@ -138,40 +150,7 @@ def iter_refs(parsed: Any) -> Iterator[Reference]:
 def looks_like_reference(value: Any) -> tuple[str, tuple[str, ...]] | None:
     """For a literal string shaped like ``head.path``, return (head, path)."""
     if isinstance(value, str):
-        match = _DOTTED.match(value)
+        match = _DOTTED.fullmatch(value)
         if match:
-            return match.group(1), tuple(match.group(2)[1:].split("."))
+            return match.group(1), parse_path(match.group(2)[1:])
     return None
-
-
-def dig(value: Any, path: tuple[str, ...] | list[str]) -> Any:
-    """Follow a dot-path into dicts and lists; numeric segments index lists.
-
-    Returns ``None`` when any segment is missing (a reference to absent data is null).
-    """
-    found = dig_or_missing(value, path)
-    return None if found is _MISSING else found
-
-
-def dig_or_missing(value: Any, path: tuple[str, ...] | list[str]) -> Any:
-    current = value
-    for segment in path:
-        if isinstance(current, Mapping):
-            if segment not in current:
-                return _MISSING
-            current = current[segment]
-        elif isinstance(current, list | tuple):
-            try:
-                index = int(segment)
-            except ValueError:
-                return _MISSING
-            if not -len(current) <= index < len(current):
-                return _MISSING
-            current = current[index]
-        else:
-            return _MISSING
-    return current
-
-
-def is_missing(value: Any) -> bool:
-    return value is _MISSING

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from functools import cached_property
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -250,8 +251,6 @@ class WorkflowSpec(_Model):
     @field_validator("inputs")
     @classmethod
     def _input_names(cls, value: dict[str, InputSpec]) -> dict[str, InputSpec]:
-        import re
-
         for key in value:
             if not re.match(INPUT_NAME_PATTERN, key):
                 raise ValueError(f"input name {key!r} must match {INPUT_NAME_PATTERN}")

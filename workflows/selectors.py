@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
+from workflows.errors import WorkflowNotFound
 from workflows.models import Workflow, WorkflowStatus
 
 
@@ -16,8 +17,6 @@ def workflow_get_runnable(*, name: str, version: int | None = None) -> Workflow:
 
     Raises ``WorkflowNotFound`` with a message that says what exists instead.
     """
-    from workflows.services import WorkflowNotFound
-
     versions = Workflow.objects.filter(name=name).order_by("-version")
     if not versions.exists():
         raise WorkflowNotFound(f"no stored workflow named `{name}`")

@@ -13,7 +13,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
-from tools.errors import FlowpilotError
+from workflows.errors import WorkflowError, WorkflowTransitionError
 from workflows.graph import GraphCycleError, build_graph
 from workflows.models import (
     FROZEN_STATUSES,
@@ -24,18 +24,7 @@ from workflows.models import (
     WorkflowStatus,
 )
 from workflows.schema import WorkflowSpec
-
-
-class WorkflowError(FlowpilotError):
-    code = "workflow_error"
-
-
-class WorkflowTransitionError(WorkflowError):
-    code = "workflow_transition_invalid"
-
-
-class WorkflowNotFound(WorkflowError):
-    code = "workflow_not_found"
+from workflows.validator import validate_workflow
 
 
 def workflow_parse(data: Mapping[str, Any] | WorkflowSpec) -> WorkflowSpec:
@@ -45,8 +34,6 @@ def workflow_parse(data: Mapping[str, Any] | WorkflowSpec) -> WorkflowSpec:
     try:
         return WorkflowSpec.model_validate(dict(data))
     except ValidationError as exc:
-        from workflows.validator import validate_workflow
-
         report = validate_workflow(dict(data), registry=None)
         lines = "; ".join(f"{i.path}: {i.message}" for i in report.errors) or str(exc)
         raise WorkflowError(f"workflow definition is invalid: {lines}") from exc

@@ -1,4 +1,4 @@
-"""Resolving a step's parsed input mapping into values.
+"""Resolving a step's parsed input mapping into values; a step sees only what it maps.
 
 A step sees exactly the values its mapping names. Each resolution gives two
 things: the values the call receives, and the record stored in the checkpoint,
@@ -12,8 +12,9 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from runs.state import StepStatus
+from tools.paths import get
 from tools.redaction import Redactor
-from workflows.references import EnvRef, InputRef, ItemRef, Literal, StepRef, dig
+from workflows.references import EnvRef, InputRef, ItemRef, Literal, StepRef
 from workflows.schema import AnyStep
 
 if TYPE_CHECKING:  # the context module builds on the kinds, which use this one
@@ -63,11 +64,11 @@ def resolve(
             redactor.add(value)
         return value, str(parsed)
     if isinstance(parsed, InputRef):
-        value = dig(inputs.get(parsed.name), parsed.path)
+        value = get(inputs.get(parsed.name), parsed.path)
     elif isinstance(parsed, StepRef):
-        value = dig(step_value(parsed.step_id), parsed.path)
+        value = get(step_value(parsed.step_id), parsed.path)
     elif isinstance(parsed, ItemRef):
-        value = index if parsed.index else dig(item, parsed.path)
+        value = index if parsed.index else get(item, parsed.path)
     else:  # pragma: no cover - the parser returns only the kinds above
         raise TypeError(f"unexpected parsed value {parsed!r}")
     return value, redactor.scrub(value)

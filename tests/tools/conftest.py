@@ -14,8 +14,8 @@ from urllib.parse import parse_qsl, urlsplit
 import httpx
 import pytest
 
+from tools.calls import ToolCallContext
 from tools.redaction import Redactor
-from tools.registry import ToolCallContext
 
 
 @dataclass

@@ -4,7 +4,6 @@ from tools.errors import TemplateError
 from tools.templating import (
     encode_segment,
     iter_strings,
-    lookup,
     placeholders,
     render,
     render_text,
@@ -143,7 +142,6 @@ def test_helpers():
     assert to_text(False) == "false"
     assert to_text(1.5) == "1.5"
     assert encode_segment("ü") == "%C3%BC"
-    assert lookup({"a": [{"b": 1}]}, ["a", "0", "b"]) == 1
     assert list(iter_strings({"k": ["x", 1, {"y": "z"}]})) == ["k", "x", "y", "z"]
     assert render_text("{{missing}}", {}, env={}) == ""
     assert render({"{{name}}": 1}, VALUES, env={}) == {"Ada": 1}

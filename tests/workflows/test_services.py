@@ -8,13 +8,11 @@ from django.contrib.auth import get_user_model
 
 from tests.conftest import EXAMPLES_DIR
 from tools.errors import FlowpilotError
+from workflows.errors import WorkflowError, WorkflowNotFound, WorkflowTransitionError
 from workflows.files import read_workflow_file
 from workflows.models import Edge, Step, Workflow
 from workflows.selectors import workflow_get_runnable, workflow_list
 from workflows.services import (
-    WorkflowError,
-    WorkflowNotFound,
-    WorkflowTransitionError,
     workflow_activate_trusted,
     workflow_import,
     workflow_parse,

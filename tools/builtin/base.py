@@ -12,13 +12,11 @@ Subclasses usually declare a ``tools`` table of :class:`BuiltinTool` whose
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
+from tools.calls import ToolCallContext
 from tools.errors import ToolNotFound
 from tools.spec import ToolSpec
-
-if TYPE_CHECKING:
-    from tools.registry import ToolCallContext
 
 
 @dataclass(frozen=True)

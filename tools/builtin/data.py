@@ -17,14 +17,12 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tools.builtin.base import BuiltinProvider, BuiltinTool
+from tools.calls import ToolCallContext
 from tools.errors import ToolCallFailed, ToolInputError, ToolResponseTooLarge
 from tools.http_client import wrap
-
-if TYPE_CHECKING:
-    from tools.registry import ToolCallContext
 
 _INT = re.compile(r"^-?(0|[1-9]\d*)$")
 _FLOAT = re.compile(r"^-?(0|[1-9]\d*)?\.\d+([eE][-+]?\d+)?$|^-?(0|[1-9]\d*)[eE][-+]?\d+$")

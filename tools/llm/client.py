@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import openai
+from django.conf import settings
 
 from tools.llm.content import parse_json_reply
 from tools.llm.errors import (
@@ -156,8 +157,6 @@ class LLMClient:
 
         ``LLM_TIMEOUT`` and ``LLM_MAX_RETRIES`` settings are read when present.
         """
-        from django.conf import settings
-
         return cls(
             settings.OPENAI_BASE_URL,
             settings.OPENAI_API_KEY,

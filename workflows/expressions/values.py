@@ -7,11 +7,10 @@ sequence access, so a condition can never reach a Python object's attributes.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-_INDEX = re.compile(r"-?[0-9]+")
+from tools.paths import get
 
 
 def kind_of(value: Any) -> str:
@@ -32,20 +31,12 @@ def kind_of(value: Any) -> str:
 
 
 def resolve(values: Mapping[str, Any], root: str, segments: Sequence[str]) -> Any:
-    """Follow ``root.seg…`` through dicts and lists; anything missing is ``None`` (null).
+    """Follow ``root.seg…`` by the one dot-path rule of :mod:`tools.paths`.
 
-    Numeric segments index lists (negative from the end), like references do (DESIGN §3).
+    ``-?[0-9]+`` segments index lists (negative from the end), exactly as in
+    references and templates; anything missing is ``None`` (null).
     """
-    current = values.get(root)
-    for segment in segments:
-        if isinstance(current, Mapping):
-            current = current.get(segment)
-        elif isinstance(current, list | tuple) and _INDEX.fullmatch(segment):
-            index = int(segment)
-            current = current[index] if -len(current) <= index < len(current) else None
-        else:
-            return None
-    return current
+    return get(values, (root, *segments))
 
 
 def equal(a: Any, b: Any) -> bool:

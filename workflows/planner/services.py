@@ -27,6 +27,7 @@ from django.db.models import Max, Q
 from tools.llm import LLMClient, LLMError, LLMReply, LLMReplyInvalid
 from tools.redaction import Redactor
 from tools.registry import ToolRegistry
+from workflows.errors import WorkflowError
 from workflows.models import PlanAttempt, PlanAttemptStatus, Workflow, WorkflowStatus
 from workflows.planner.catalog import catalog_entries, catalog_text, secret_values, select_tools
 from workflows.planner.errors import PlanError, PlanFailed, PlanNotRevisable, PlanRoundsExhausted
@@ -39,7 +40,7 @@ from workflows.planner.prompts import (
     revise_messages,
 )
 from workflows.schema import WORKFLOW_NAME_PATTERN, WorkflowSpec
-from workflows.services import WorkflowError, workflow_import, workflow_transition
+from workflows.services import workflow_import, workflow_transition
 from workflows.validation.report import ValidationIssue, error
 from workflows.validator import validate_workflow
 

@@ -1,4 +1,5 @@
-"""Validation issues are data: collected, sorted, raised once (STYLE §4)."""
+"""Validation issues are data: collected, sorted, raised once, so a user sees every problem
+of a definition in one report instead of fixing them one at a time."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 Severity = Literal["error", "warning"]
 
 _PLAIN_KEY = re.compile(r"^[A-Za-z0-9_$-]+$")
-_NUMBERS = re.compile(r"(\d+)")
+_NUMBERS = re.compile(r"([0-9]+)")
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,9 @@ def sort_issues(issues: Iterable[ValidationIssue]) -> tuple[ValidationIssue, ...
 
 
 def _natural(path: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else p for p in _NUMBERS.split(path))
+    # The odd parts of the split are the ASCII digit runs: as ints, `steps[10]` sorts after
+    # `steps[9]`; the even parts are the text between them.
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(_NUMBERS.split(path)))
 
 
 def format_path(parts: Iterable[str | int], prefix: str = "") -> str:

@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tools.calls import ToolCallContext, ToolResult
 from tools.errors import FlowpilotError, ToolNotAllowed
-from tools.registry import ToolCallContext, ToolResult
 from workflows.graph import FlowGraph
 from workflows.schema import AnyStep
 
