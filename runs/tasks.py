@@ -1,4 +1,4 @@
-"""Celery tasks: ids in, one service call (STYLE §2). The logic is in ``runs.engine``.
+"""Celery tasks: ids in, one service call. The logic is in ``runs.engine``.
 
 ``execute_step`` is ``acks_late`` (a message is acknowledged only after the step was
 settled, so a lost worker's step is redelivered) and safe to deliver twice: it claims

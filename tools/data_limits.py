@@ -1,4 +1,4 @@
-"""Bounds on parsed YAML/JSON documents (DESIGN §8: bad input gets a clear error).
+"""Bounds on parsed YAML/JSON documents: bad input gets a clear error, never a crash.
 
 ``yaml.safe_load`` shares one object for every alias of an anchor, so a small
 file can stand for billions of values ("billion laughs") that the first walk

@@ -1,4 +1,4 @@
-"""Typed errors. Retryability lives on the class (DESIGN §5).
+"""Typed errors. Retryability lives on the class.
 
 Network, timeout, HTTP 429 and 5xx are retryable; other 4xx, schema and
 template errors are fatal. ``as_dict()`` is what a StepResult stores.

@@ -1,4 +1,4 @@
-"""Redaction by construction (DESIGN §8, §9.5).
+"""Redaction by construction: secrets never reach what is stored or shown.
 
 A :class:`Redactor` is created per run (never module state). Every secret value
 resolved while calling tools is registered with :meth:`Redactor.add`; whatever

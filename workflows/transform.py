@@ -1,4 +1,4 @@
-"""``transform`` steps: pure reshaping of the mapped values with JMESPath (DESIGN §2).
+"""``transform`` steps: pure reshaping of the mapped values with JMESPath.
 
 ``compile_transform`` parses once, at validation time, and also checks what
 JMESPath itself leaves to run time: that every function exists and gets a

@@ -1,4 +1,4 @@
-"""Workflow validation (DESIGN §4): every problem at once, each with its location.
+"""Workflow validation: every problem at once, each with its location.
 
 ``validate_workflow(data, registry=…)`` takes a raw mapping (from a file) or a
 ``WorkflowSpec`` and returns a ``ValidationReport``; ``report.raise_for_errors()``

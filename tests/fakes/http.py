@@ -1,4 +1,5 @@
-"""A real HTTP server on loopback that records every request (DESIGN §8: real servers in tests).
+"""A real HTTP server on loopback that records every request: tests talk to
+real servers, not mocks.
 
 ``FakeAPI`` runs a ``ThreadingHTTPServer`` on ``127.0.0.1:0`` in a daemon thread.
 Each request is recorded — method, raw path, query, headers, body, when it

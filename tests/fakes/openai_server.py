@@ -1,4 +1,5 @@
-"""An OpenAI-compatible chat-completions server on loopback (DESIGN §8: real servers in tests).
+"""An OpenAI-compatible chat-completions server on loopback, so the planner
+is tested against a real server.
 
 The openai SDK talks through its own HTTP stack, so nothing short of a real server
 can stand in for the LLM. ``FakeLLM`` runs a ``ThreadingHTTPServer`` on

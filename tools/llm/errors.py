@@ -1,4 +1,4 @@
-"""Typed LLM errors; retryability on the class, like the tool errors (DESIGN §5).
+"""Typed LLM errors; retryability on the class, like the tool errors.
 
 429 and 5xx, timeouts and connection failures are retryable; other 4xx (a bad
 request, a wrong key) and replies that are not what was asked for are fatal.

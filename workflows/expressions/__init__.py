@@ -1,4 +1,4 @@
-"""The condition language of deterministic ``decision`` steps (DESIGN §2).
+"""The condition language of deterministic ``decision`` steps.
 
 A decision step maps values (``{"temp": 21.5, "repo": {...}}``) and gives each
 branch a condition over them::

@@ -1,4 +1,4 @@
-"""The planner (DESIGN §1, design phase): a goal → a proposed workflow, pending review.
+"""The planner (the design phase): a goal → a proposed workflow, pending review.
 
 ``plan_create(goal=…)`` and ``plan_revise(workflow=…, feedback=…)`` are the
 services; the admin review flow, the API and ``planflow`` call them. See
