@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from runs.engine.http import run_http_client
 from runs.engine.kinds import KINDS
+from runs.engine.secrets import run_redactor
 from tools.llm import LLMClient
 from tools.redaction import Redactor
 from tools.registry import ToolRegistry
@@ -144,18 +145,6 @@ def _readable_env(
     operator's ``FLOWPILOT_ENV_ALLOW`` (the validator's ``env_not_allowed`` rule)."""
     tools = (registry.get(name) for name in sorted(spec.allowlist()))
     return allowed_env(env, declared=declared_env_names(tools), allow=env_allowlist())
-
-
-def run_redactor(registry: ToolRegistry, env: Mapping[str, str]) -> Redactor:
-    """A redactor holding the value of every env variable a registered tool declares
-    secret, so a secret is masked in whatever is stored or shown, whichever step or
-    ``$env`` mapping carried it. Non-secret configuration is not registered."""
-    redactor = Redactor()
-    for name in sorted(registry.names()):
-        spec = registry.get(name)
-        for env_name in sorted(spec.secret_env_names() if spec is not None else ()):
-            redactor.add_secret(env.get(env_name))
-    return redactor
 
 
 def _parse_mapping(mapping: Mapping[str, Any], step_ids: frozenset[str]) -> dict[str, Any]:
