@@ -290,7 +290,7 @@ class ToolSpec(_Frozen):
     def _env_names(cls, value: list[str]) -> list[str]:
         for name in value:
             if not re.match(ENV_NAME_PATTERN, name):
-                raise ValueError(f"secret_env: {name!r} is not an environment variable name")
+                raise ValueError(f"{name!r} is not an environment variable name")
         return value
 
     @model_validator(mode="before")
