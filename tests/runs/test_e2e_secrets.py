@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
 
 import pytest
 from django.db import connection
@@ -124,21 +123,6 @@ def api(monkeypatch):
         monkeypatch.setenv(name, value)
     yield fake
     fake.stop()
-
-
-@pytest.fixture
-def restore_loggers():
-    """``--log-level`` adds stderr handlers to these loggers; put them back afterwards."""
-    saved = {}
-    for name in ("flowpilot", "httpx"):
-        log = logging.getLogger(name)
-        saved[name] = (log.level, list(log.handlers), log.propagate)
-    yield
-    for name, (level, handlers, propagate) in saved.items():
-        log = logging.getLogger(name)
-        log.setLevel(level)
-        log.handlers[:] = handlers
-        log.propagate = propagate
 
 
 def every_stored_byte() -> str:
