@@ -163,6 +163,9 @@ FLOWPILOT_MAX_STORED_OUTPUT_BYTES = env.int(
     "FLOWPILOT_MAX_STORED_OUTPUT_BYTES", default=1024 * 1024
 )
 # How many steps of one run execute at once in the in-process engine.
+# Env variables a workflow may read with ``$env.NAME`` besides those its tools declare
+# (comma-separated names or globs such as ``REPORT_*``); see docs/security.md.
+FLOWPILOT_ENV_ALLOW = env.list("FLOWPILOT_ENV_ALLOW", default=[])
 FLOWPILOT_MAX_PARALLEL_STEPS = env.int("FLOWPILOT_MAX_PARALLEL_STEPS", default=8)
 # Runs older than this many days may be removed by `purgeruns` (0 keeps them forever).
 FLOWPILOT_RUN_RETENTION_DAYS = env.int("FLOWPILOT_RUN_RETENTION_DAYS", default=90)

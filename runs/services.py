@@ -8,6 +8,7 @@ reads only its workflow version's frozen definition.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -20,6 +21,7 @@ from runs.engine.attempt import step_idempotent
 from runs.engine.context import RunContext, build_run_context
 from runs.engine.finish import MAX_SUMMARY_CHARS, run_finish
 from runs.engine.local import Observer, drive_local
+from runs.engine.secrets import inputs_refuse_secrets, run_redactor
 from runs.models import Run, StepResult
 from runs.state import (
     RUN_TERMINAL,
@@ -65,12 +67,15 @@ def run_create(
 ) -> Run:
     """Validate the version and the inputs, then record a pending run and its steps.
 
-    Raises ``WorkflowInvalid`` (with every problem) or ``InputsInvalid``.
+    Raises ``WorkflowInvalid`` (with every problem) or ``InputsInvalid`` (also for
+    an input holding a secret value: stored inputs are read back by the run, so they
+    are never masked, and a secret is refused rather than stored).
     """
     spec = workflow_spec(workflow)
     registry = registry if registry is not None else ToolRegistry.from_db()
     validate_workflow(spec, registry=registry).raise_for_errors()
     resolved = resolve_inputs(spec.inputs, dict(inputs or {}))
+    inputs_refuse_secrets(inputs=resolved, redactor=run_redactor(registry, os.environ))
     with transaction.atomic():
         run = Run.objects.create(
             workflow=workflow,

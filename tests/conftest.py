@@ -3,6 +3,7 @@
 # --- Fake public APIs, run output, management commands (tests/fakes) ---------
 
 import io
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -249,3 +250,18 @@ def planner_llm(settings):
     fake = start_fake_llm(settings)
     yield fake
     fake.stop()
+
+
+@pytest.fixture
+def restore_loggers():
+    """``--log-level`` adds stderr handlers to these loggers; put them back afterwards."""
+    saved = {}
+    for name in ("flowpilot", "httpx"):
+        log = logging.getLogger(name)
+        saved[name] = (log.level, list(log.handlers), log.propagate)
+    yield
+    for name, (level, handlers, propagate) in saved.items():
+        log = logging.getLogger(name)
+        log.setLevel(level)
+        log.handlers[:] = handlers
+        log.propagate = propagate

@@ -5,12 +5,12 @@ read at most ``ctx.max_response_bytes`` → classify the status → parse JSON
 (a list is wrapped as ``{"items": [...], "count": N}``) → apply
 ``response_extract``.
 
-Secrets: every non-empty env value rendered into the path, query, headers, body
-or auth, and every credential sent, is added to ``ctx.redactor``. Env values in
-``base_url`` are added too unless they are a bare origin (``scheme://host[:port]``),
-which is configuration, not a credential — masking it would also mangle every
-API URL inside responses. Error messages, the recorded request and the output
-are scrubbed with ``ctx.redactor``.
+Secrets are what the tool declares (docs/security.md): the auth credential, the
+values of ``secret_headers`` / ``secret_query``, and the values of its secret env
+variables; each is registered with ``ctx.redactor``. Non-secret configuration (an
+org name, a base URL) is not. Error messages and the recorded request are
+scrubbed; the output is returned exactly as received — the engine masks only the
+copies it stores or shows.
 
 Every raised error carries ``.request`` (``{method, url, status, elapsed_ms}``,
 redacted) for failure reports.
@@ -49,7 +49,6 @@ from tools.spec import HttpConfig, ToolSpec
 from tools.templating import render, render_text, render_url_path, to_text
 
 _BAD_HEADER_CHARS = re.compile(r"[\r\n\0]")
-_BARE_ORIGIN = re.compile(r"^https?://[^/?#@\s]+/?$", re.IGNORECASE)
 ERROR_BODY_CHARS = 500
 
 
@@ -87,30 +86,34 @@ def call_http_tool(spec: ToolSpec, arguments: dict, ctx: ToolCallContext) -> Too
     except FlowpilotError as exc:
         exc.request = info  # type: ignore[attr-defined]
         raise
-    return ToolResult(output=ctx.redactor.scrub(output), truncated=truncated, request=info)
+    return ToolResult(output=output, truncated=truncated, request=info)
 
 
 def prepare_request(spec: ToolSpec, arguments: dict, ctx: ToolCallContext) -> PreparedRequest:
-    """Render URL, query, headers, body and auth; register the secrets used."""
+    """Render URL, query, headers, body and auth; register the declared secrets."""
     http = spec.http
     if http is None:
         raise ToolConfigError(f"tool {spec.name!r} is not an http tool")
-    secrets: set[str] = set()
+    for env_name in sorted(spec.secret_env_names()):
+        ctx.redactor.add_secret(ctx.env.get(env_name))
     request = http.request
-    url = _build_url(spec.name, http, arguments, ctx, secrets)
+    url = _build_url(spec.name, http, arguments, ctx)
     prepared = PreparedRequest(method=request.method, url=url)
-    prepared.params = _render_query(request.query, arguments, ctx, secrets)
+    prepared.params = _render_query(request.query, arguments, ctx)
+    for name, value in prepared.params:
+        if name in request.secret_query:
+            ctx.redactor.add_secret(value)
     for name, template in request.headers.items():
-        value = render_text(template, arguments, env=ctx.env, secrets=secrets)
+        value = render_text(template, arguments, env=ctx.env)
         if value:
             prepared.headers[name] = value
+            if request.is_secret_header(name):
+                ctx.redactor.add_secret(value)
     if request.body is not None:
-        prepared.json = render(request.body, arguments, env=ctx.env, secrets=secrets)
+        prepared.json = render(request.body, arguments, env=ctx.env)
     if request.idempotency_header and ctx.idempotency_key:
         prepared.headers[request.idempotency_header] = ctx.idempotency_key
-    _apply_auth(http, prepared, arguments, ctx, secrets)
-    for secret in secrets:
-        ctx.redactor.add(secret)
+    _apply_auth(http, prepared, arguments, ctx)
     for name, value in prepared.headers.items():
         if _BAD_HEADER_CHARS.search(name) or _BAD_HEADER_CHARS.search(value):
             raise TemplateError(
@@ -120,15 +123,9 @@ def prepare_request(spec: ToolSpec, arguments: dict, ctx: ToolCallContext) -> Pr
     return prepared
 
 
-def _build_url(
-    name: str, http: HttpConfig, arguments: dict, ctx: ToolCallContext, secrets: set[str]
-) -> str:
-    base_secrets: set[str] = set()
-    base = render_text(http.base_url, {}, env=ctx.env, secrets=base_secrets)
-    for value in base_secrets:
-        if not _BARE_ORIGIN.match(value):
-            ctx.redactor.add(value)
-    path = render_url_path(http.request.url, arguments, ctx.env, secrets=secrets)
+def _build_url(name: str, http: HttpConfig, arguments: dict, ctx: ToolCallContext) -> str:
+    base = render_text(http.base_url, {}, env=ctx.env)
+    path = render_url_path(http.request.url, arguments, ctx.env)
     if not path:
         url = base
     elif path.startswith(("?", "#")):
@@ -153,12 +150,12 @@ def _bad_base(name: str, http: HttpConfig, ctx: ToolCallContext, url: str) -> st
 
 
 def _render_query(
-    query: dict[str, Any], arguments: dict, ctx: ToolCallContext, secrets: set[str]
+    query: dict[str, Any], arguments: dict, ctx: ToolCallContext
 ) -> list[tuple[str, str]]:
     """Query params; a value rendering ``None`` drops the param, a list repeats it."""
     params: list[tuple[str, str]] = []
     for name, template in query.items():
-        value = render(template, arguments, env=ctx.env, secrets=secrets)
+        value = render(template, arguments, env=ctx.env)
         items = value if isinstance(value, list) else [value]
         params.extend((name, to_text(item)) for item in items if item is not None)
     return params
@@ -169,23 +166,22 @@ def _apply_auth(
     prepared: PreparedRequest,
     arguments: dict,
     ctx: ToolCallContext,
-    secrets: set[str],
 ) -> None:
     """Add the credential; skipped when it renders empty. The credential is a secret."""
     auth = http.auth
 
     def text(template: str | None) -> str:
-        return render_text(template or "", arguments, env=ctx.env, secrets=secrets)
+        return render_text(template or "", arguments, env=ctx.env)
 
     if auth.type == "bearer":
         token = text(auth.token)
         if token:
-            ctx.redactor.add(token)
+            ctx.redactor.add_secret(token)
             prepared.headers["Authorization"] = f"Bearer {token}"
     elif auth.type == "api_key":
         key = text(auth.value)
         if key:
-            ctx.redactor.add(key)
+            ctx.redactor.add_secret(key)
             if auth.in_ == "query":
                 prepared.params.append((auth.name or "", key))
             else:

@@ -34,7 +34,8 @@ from tools.yaml_strict import describe_yaml_error, strict_safe_load
 NEW_KEYS = frozenset(
     {
         "name", "kind", "description", "base_url", "request", "auth", "inputs",
-        "response_extract", "outputs", "timeout", "retry", "idempotent",
+        "response_extract", "outputs", "timeout", "retry", "idempotent", "secret_env",
+        "cookies",
     }
 )  # fmt: skip
 LEGACY_KEYS = frozenset(
@@ -43,7 +44,7 @@ LEGACY_KEYS = frozenset(
         "query_params", "params", "body_template", "body", "auth_type", "auth_header",
         "auth_token", "auth_value", "auth_query", "auth_username", "auth_password",
         "parameters", "input_schema", "output_fields", "extract", "timeout", "retry",
-        "idempotent", "idempotency_header",
+        "idempotent", "idempotency_header", "secret_env",
     }
 )  # fmt: skip
 _LEGACY_MARKERS = frozenset({"method", "url", "auth_type", "auth_header", "output_fields"})
@@ -58,6 +59,7 @@ _NEW_LOCS: _LocTable = [
     (("http", "auth"), ("auth",), True),
     (("http", "response_extract"), ("response_extract",), True),
     (("http", "timeout"), ("timeout",), True),
+    (("http", "cookies"), ("cookies",), True),
     (("http",), ("request",), False),
 ]
 _LEGACY_LOCS: _LocTable = [
@@ -241,13 +243,15 @@ def new_to_spec_dict(data: dict[str, Any]) -> dict[str, Any]:
     """The current file form → the ``ToolSpec`` field layout."""
     spec: dict[str, Any] = {
         k: data[k]
-        for k in ("name", "kind", "description", "outputs", "retry", "idempotent")
+        for k in ("name", "kind", "description", "outputs", "retry", "idempotent", "secret_env")
         if k in data
     }
     if "inputs" in data:
         spec["input_schema"] = data["inputs"]
     http: dict[str, Any] = {
-        k: data[k] for k in ("base_url", "request", "auth", "response_extract") if k in data
+        k: data[k]
+        for k in ("base_url", "request", "auth", "response_extract", "cookies")
+        if k in data
     }
     if "timeout" in data:
         spec["timeout"] = http["timeout"] = data["timeout"]
@@ -259,7 +263,10 @@ def legacy_to_new(data: dict[str, Any]) -> dict[str, Any]:
     """The older flat form → the current file form (raises ``ValueError(msg, key)``)."""
     new: dict[str, Any] = {
         k: data[k]
-        for k in ("name", "kind", "description", "timeout", "retry", "idempotent", "base_url")
+        for k in (
+            "name", "kind", "description", "timeout", "retry", "idempotent", "base_url",
+            "secret_env",
+        )
         if k in data
     }
     request: dict[str, Any] = {"method": data.get("method", "GET"), "url": data.get("url", "")}

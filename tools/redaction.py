@@ -1,8 +1,13 @@
-"""Redaction by construction: secrets never reach what is stored or shown.
+"""Redaction by construction: secrets are declared, and masked only where stored or shown.
 
-A :class:`Redactor` is created per run (never module state). Every secret value
-resolved while calling tools is registered with :meth:`Redactor.add`; whatever
-is logged, stored or shown afterwards goes through :meth:`Redactor.scrub`.
+A :class:`Redactor` is created per run (never module state). What is secret is
+decided by the tool definitions, not guessed from the data: auth credentials,
+headers and query parameters declared secret, and env variables named in a tool's
+``secret_env`` (see docs/security.md). Each such value is registered with
+:meth:`Redactor.add_secret`; whatever is *stored or shown* afterwards (step
+records, errors, logs, prompts, admin pages, command output) goes through
+:meth:`Redactor.scrub` / :meth:`Redactor.scrub_text`. Values handed from step to
+step are never scrubbed: masking is for copies, never for data in flight.
 """
 
 from __future__ import annotations
@@ -12,10 +17,12 @@ import re
 import threading
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote, quote_plus, urlsplit
 
 MASK = "***"
 MIN_SECRET_LENGTH = 4
+MIN_URL_PART_LENGTH = 8  # shorter paths/queries of a secret URL ("/api") are not secret
+_URL = re.compile(r"https?://[^\s\"'<>]+", re.IGNORECASE)
 
 _SENSITIVE_HEADER = re.compile(
     r"^(authorization|proxy-authorization|cookie|set-cookie|x-api-key|api-key|apikey"
@@ -38,13 +45,22 @@ class Redactor:
         self._pattern: re.Pattern[str] | None = None
         self._lock = threading.Lock()
         for secret in secrets:
-            self.add(secret)
+            self.add_secret(secret)
 
-    def add(self, value: str | None) -> None:
-        """Register a secret (and its percent-encoded variants)."""
+    def add_secret(self, value: str | None) -> None:
+        """Register a secret value: from now on it is masked in whatever is stored or shown.
+
+        This is the one way to declare a secret at run time (auth credentials, declared
+        secret headers/params/env values, OAuth2 tokens and client secrets). Its
+        percent-encoded forms are registered too. A URL held by the value (a webhook
+        URL such as ``https://hooks.example/T0/B1/XYZ``) also registers its path and
+        query, so a server echoing only the path cannot reveal it.
+        """
         if not isinstance(value, str) or len(value) < MIN_SECRET_LENGTH:
             return
         variants = {value, quote(value, safe=""), quote_plus(value), quote(value)}
+        for part in _url_parts(value):
+            variants |= {part, quote(part)}
         with self._lock:
             if variants - self._secrets:
                 self._secrets |= variants
@@ -52,10 +68,10 @@ class Redactor:
 
     def add_basic_auth(self, username: str, password: str) -> None:
         """Register a password and the base64 ``user:password`` token sent for it."""
-        self.add(password)
+        self.add_secret(password)
         token = base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
         if password:
-            self.add(token)
+            self.add_secret(token)
 
     def __len__(self) -> int:
         return len(self._secrets)
@@ -77,16 +93,46 @@ class Redactor:
     def scrub(self, obj: Any) -> Any:
         """A deep copy of ``obj`` (dicts, lists, tuples, strings) with secrets masked.
 
-        Dict keys are scrubbed too. Other leaves (numbers, booleans, None) are
-        returned as they are.
+        Masking is by value: a string (dict keys included) is masked where it holds a
+        registered secret; a key's *name* never masks anything. Other leaves (numbers,
+        booleans, None) are returned as they are. The walk is iterative, so a deeply
+        nested response (hundreds of levels) cannot exhaust the recursion limit.
         """
-        if isinstance(obj, str):
-            return self.scrub_text(obj)
-        if isinstance(obj, Mapping):
-            return {self.scrub(k): self.scrub(v) for k, v in obj.items()}
-        if isinstance(obj, list | tuple):
-            return [self.scrub(item) for item in obj]
-        return obj
+        root: list[Any] = [None]
+        stack: list[tuple[Any, Any, Any]] = [(obj, root, 0)]
+        while stack:
+            value, parent, key = stack.pop()
+            if isinstance(value, str):
+                parent[key] = self.scrub_text(value)
+            elif isinstance(value, Mapping):
+                copy: dict[Any, Any] = {}
+                parent[key] = copy
+                for name, item in value.items():
+                    shown = self.scrub_text(name) if isinstance(name, str) else name
+                    copy[shown] = None
+                    stack.append((item, copy, shown))
+            elif isinstance(value, list | tuple):
+                items: list[Any] = [None] * len(value)
+                parent[key] = items
+                stack.extend((item, items, index) for index, item in enumerate(value))
+            else:
+                parent[key] = value
+        return root[0]
+
+
+def _url_parts(value: str) -> set[str]:
+    """Path-and-query, path and query of every URL in ``value`` (long enough to be secret)."""
+    parts: set[str] = set()
+    for match in _URL.finditer(value):
+        try:
+            url = urlsplit(match.group(0))
+        except ValueError:
+            continue
+        path_query = url.path + (f"?{url.query}" if url.query else "")
+        for part in (path_query, url.path, url.path.lstrip("/"), url.query):
+            if len(part) >= MIN_URL_PART_LENGTH:
+                parts.add(part)
+    return parts
 
 
 def is_sensitive_header(name: str) -> bool:

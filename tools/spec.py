@@ -7,6 +7,10 @@ built-in provider), becomes one frozen :class:`ToolSpec`. The spec is stored in
 It holds templates, never secret values: credentials are ``{{env.NAME}}``
 references, and a literal credential (a bearer token, API key value or basic
 password without any placeholder) is refused.
+
+What is secret is declared here, never guessed from data (docs/security.md): the
+auth credential, the headers and query parameters listed in ``secret_headers`` /
+``secret_query``, and the env variables listed in ``secret_env``.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"
 HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
 IDEMPOTENT_METHODS = frozenset({"GET", "PUT", "DELETE"})
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 
 def json_schema_validator(schema: dict[str, Any]) -> Draft202012Validator:
@@ -47,6 +52,17 @@ def _check_templates(value: Any) -> None:
             placeholders(text)
         except TemplateError as exc:
             raise ValueError(exc.message) from exc
+
+
+def _env_refs(template: Any) -> frozenset[str]:
+    """The names of the ``{{env.NAME}}`` placeholders anywhere in ``template``."""
+    names: set[str] = set()
+    for text in iter_strings(template):
+        try:
+            names.update(p.env_name for p in placeholders(text) if p.env_name)
+        except TemplateError:  # checked when the spec was built; stored specs may be older
+            continue
+    return frozenset(names)
 
 
 def _has_placeholder(text: str | None) -> bool:
@@ -108,6 +124,12 @@ class HttpRequest(_Frozen):
     idempotency_header: str | None = Field(
         None, description="Header carrying the step's idempotency key, e.g. Idempotency-Key."
     )
+    secret_headers: list[str] = Field(
+        default_factory=list, description="Headers whose values are secrets (masked when shown)."
+    )
+    secret_query: list[str] = Field(
+        default_factory=list, description="Query parameters whose values are secrets."
+    )
 
     @field_validator("method", mode="before")
     @classmethod
@@ -119,6 +141,26 @@ class HttpRequest(_Frozen):
     def _templates_parse(cls, value: Any) -> Any:
         _check_templates(value)
         return value
+
+    @model_validator(mode="after")
+    def _secrets_name_declared(self) -> HttpRequest:
+        headers = {name.lower() for name in self.headers}
+        for name in self.secret_headers:
+            if name.lower() not in headers:
+                raise ValueError(f"secret_headers names {name!r}, which is not in headers")
+        for name in self.secret_query:
+            if name not in self.query:
+                raise ValueError(f"secret_query names {name!r}, which is not in query")
+        return self
+
+    def secret_templates(self) -> list[Any]:
+        """The templates of the headers and query parameters declared secret."""
+        secret_headers = {name.lower() for name in self.secret_headers}
+        found = [v for k, v in self.headers.items() if k.lower() in secret_headers]
+        return found + [self.query[name] for name in self.secret_query]
+
+    def is_secret_header(self, name: str) -> bool:
+        return name.lower() in {h.lower() for h in self.secret_headers}
 
 
 def split_origin(url: str) -> tuple[str, str]:
@@ -169,6 +211,11 @@ class HttpConfig(_Frozen):
         default_factory=dict, description="Output key -> dot-path in the (wrapped) response."
     )
     timeout: float = Field(30.0, gt=0, le=3600, description="Seconds.")
+    cookies: Literal["none", "step"] = Field(
+        "none",
+        description="none: no cookie is kept between calls; step: cookies set by a response "
+        "are sent again by the same step's later calls (items, retries), never by another step.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -234,6 +281,17 @@ class ToolSpec(_Frozen):
     retry: RetryPolicy | None = None
     timeout: float = Field(30.0, gt=0, le=3600)
     http: HttpConfig | None = None
+    secret_env: list[str] = Field(
+        default_factory=list, description="Env variables whose values are secrets wherever used."
+    )
+
+    @field_validator("secret_env")
+    @classmethod
+    def _env_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not re.match(ENV_NAME_PATTERN, name):
+                raise ValueError(f"{name!r} is not an environment variable name")
+        return value
 
     @model_validator(mode="before")
     @classmethod
@@ -279,6 +337,21 @@ class ToolSpec(_Frozen):
             if unknown:
                 raise ValueError(f"outputs {unknown} are not keys of response_extract")
         return self
+
+    def env_names(self) -> frozenset[str]:
+        """Every env variable this tool reads: its ``{{env.NAME}}`` references (its
+        declared configuration) and its ``secret_env``."""
+        return frozenset(self.secret_env) | _env_refs(self.stored())
+
+    def secret_env_names(self) -> frozenset[str]:
+        """The env variables whose values are secrets: read by the auth credential or a
+        declared secret header/query parameter, or listed in ``secret_env``."""
+        names = set(self.secret_env)
+        if self.http is not None:
+            auth = self.http.auth
+            names |= _env_refs([auth.token, auth.value, auth.password])
+            names |= _env_refs(self.http.request.secret_templates())
+        return frozenset(names)
 
     @property
     def required_inputs(self) -> list[str]:

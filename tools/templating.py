@@ -16,10 +16,9 @@ Rules:
 * Malformed placeholders (``{{``, ``{{ }}``, unbalanced braces, bad keys) raise
   :class:`~tools.errors.TemplateError` naming the template.
 
-Secrets: every non-empty value read from ``env`` is added to the caller's
-``secrets`` set (when one is passed), so the caller can register it with a
-:class:`~tools.redaction.Redactor`. Defaults written in the template are not
-secrets (they are in the YAML file) and are not added.
+Rendering knows nothing of secrets: which values are secret is declared by the
+tool definition (``ToolSpec.secret_env_names``, declared secret headers and query
+parameters), not by where a value came from.
 
 Plain regular expressions only; nothing is evaluated.
 """
@@ -112,14 +111,12 @@ def to_text(value: Any) -> str:
 
 
 def _resolve(
-    ph: Placeholder, values: Mapping[str, Any], env: Mapping[str, str], secrets: set[str] | None
+    ph: Placeholder, values: Mapping[str, Any], env: Mapping[str, str]
 ) -> Any:
     if not ph.is_env:
         return get(values, ph.path)
     found = env.get(ph.env_name or "") or ""
     if found:
-        if secrets is not None:
-            secrets.add(found)
         return found
     return ph.default if ph.default is not None else ""
 
@@ -128,7 +125,6 @@ def _render_string(
     template: str,
     values: Mapping[str, Any],
     env: Mapping[str, str],
-    secrets: set[str] | None,
     encode: bool,
 ) -> Any:
     parsed = placeholders(template)
@@ -136,11 +132,11 @@ def _render_string(
         return template
     first = _TOKEN.match(template)
     if not encode and first is not None and first.end() == len(template):
-        return _resolve(parsed[0], values, env, secrets)
+        return _resolve(parsed[0], values, env)
     resolved = iter(parsed)
 
     def substitute(_match: re.Match[str]) -> str:
-        text = to_text(_resolve(next(resolved), values, env, secrets))
+        text = to_text(_resolve(next(resolved), values, env))
         return encode_segment(text) if encode else text
 
     return _TOKEN.sub(substitute, template)
@@ -164,22 +160,20 @@ def render(
     values: Mapping[str, Any],
     *,
     env: Mapping[str, str],
-    secrets: set[str] | None = None,
 ) -> Any:
     """Render ``template`` (any JSON-like structure) with ``values`` and ``env``.
 
-    Returns a new structure; the input is not modified. Env values used are
-    added to ``secrets`` when given.
+    Returns a new structure; the input is not modified.
     """
     if isinstance(template, str):
-        return _render_string(template, values, env, secrets, encode=False)
+        return _render_string(template, values, env, encode=False)
     if isinstance(template, Mapping):
         return {
-            render(k, values, env=env, secrets=secrets): render(v, values, env=env, secrets=secrets)
+            render(k, values, env=env): render(v, values, env=env)
             for k, v in template.items()
         }
     if isinstance(template, list | tuple):
-        return [render(item, values, env=env, secrets=secrets) for item in template]
+        return [render(item, values, env=env) for item in template]
     return template
 
 
@@ -188,18 +182,15 @@ def render_text(
     values: Mapping[str, Any],
     *,
     env: Mapping[str, str],
-    secrets: set[str] | None = None,
 ) -> str:
     """Render ``template`` and always return text (``None`` → ``""``)."""
-    return to_text(render(template, values, env=env, secrets=secrets))
+    return to_text(render(template, values, env=env))
 
 
 def render_url_path(
     template: str,
     values: Mapping[str, Any],
     env: Mapping[str, str],
-    *,
-    secrets: set[str] | None = None,
 ) -> str:
     """Render a URL path (and optional query) template, percent-encoding every value.
 
@@ -207,4 +198,4 @@ def render_url_path(
     a substituted value can never add a path segment, a query, a fragment or
     change the host: ``"../admin"`` → ``..%2Fadmin``, ``"@evil"`` → ``%40evil``.
     """
-    return str(_render_string(template, values, env, secrets, encode=True))
+    return str(_render_string(template, values, env, encode=True))

@@ -31,6 +31,8 @@ kinds                          ``decision_without_edges``, ``foreach_without_ite
                                ``transform_invalid``, ``prompt_invalid``,
                                ``output_schema_invalid`` (``env_in_prompt`` also for
                                ``{{env.X}}`` in a prompt)
+environment                    ``env_not_allowed`` (a ``$env`` no tool declares and
+                               ``FLOWPILOT_ENV_ALLOW`` does not allow)
 schema                         ``schema_invalid``
 =============================  ===================================================
 
@@ -47,6 +49,7 @@ from pydantic import ValidationError
 from workflows.schema import WorkflowSpec
 from workflows.validation.branches import check_decisions, check_edge_labels, check_unreachable
 from workflows.validation.context import FlowContext, ToolLookup, ToolSpecLike
+from workflows.validation.env_access import check_env_access
 from workflows.validation.kinds import UNSUPPORTED_KINDS, check_kinds
 from workflows.validation.reference_checks import check_references, check_unused_inputs
 from workflows.validation.report import (
@@ -87,6 +90,7 @@ ISSUE_CODES = frozenset(
         "unknown_input",
         "env_in_prompt",
         "env_in_output",
+        "env_not_allowed",
         "item_outside_foreach",
         "unknown_output_field",
         "error_ref_without_continue",
@@ -124,6 +128,7 @@ _CHECKS: tuple[Callable[[FlowContext], list[ValidationIssue]], ...] = (
     check_edge_labels,
     check_decisions,
     check_kinds,
+    check_env_access,
 )
 
 

@@ -1,18 +1,17 @@
 """Per-run objects, built once per run and passed explicitly (no module state).
 
 A ``RunContext`` holds everything a step needs that is not its own mapped inputs:
-the frozen spec and graph, a registry view, the environment snapshot, the
-redactor, the HTTP client, the LLM client (when the workflow has ``llm`` steps or
-LLM decisions), the limits, and the injected clock/sleep/random so tests can pin
-them.
+the frozen spec and graph, a registry view, the environment snapshot (only the
+variables the workflow may read), the redactor (already holding the secret values
+of every registered tool), the HTTP client (which keeps no cookies), the LLM
+client (when the workflow has ``llm`` steps or LLM decisions), the limits, and
+the injected clock/sleep/random so tests can pin them.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import random
-import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,13 +23,16 @@ import httpx
 from django.conf import settings
 from django.utils import timezone
 
+from runs.engine.http import run_http_client
 from runs.engine.kinds import KINDS
+from runs.engine.secrets import run_redactor
 from tools.llm import LLMClient
 from tools.redaction import Redactor
 from tools.registry import ToolRegistry
 from workflows.graph import FlowGraph, build_graph
 from workflows.references import parse_value
 from workflows.schema import WorkflowSpec
+from workflows.validation.env_access import allowed_env, declared_env_names, env_allowlist
 
 Clock = Callable[[], datetime]
 DEFAULT_CLOCK: Clock = timezone.now  # the engine's only wall clock; tests inject their own
@@ -103,19 +105,16 @@ def build_run_context(
     """
     limits = limits or Limits.from_settings()
     step_ids = frozenset(s.id for s in spec.steps)
+    registry = registry if registry is not None else ToolRegistry.from_db()
+    full_env = os.environ if env is None else env
     context = RunContext(
         run_id=run_id,
         spec=spec,
         graph=build_graph(spec),
-        registry=registry if registry is not None else ToolRegistry.from_db(),
-        env=dict(os.environ if env is None else env),
-        redactor=Redactor(),
-        http=httpx.Client(
-            verify=_tls_context(),
-            follow_redirects=False,
-            # Unbounded: steps and foreach concurrency already bound what is in flight.
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=32),
-        ),
+        registry=registry,
+        env=_readable_env(full_env, spec, registry),
+        redactor=run_redactor(registry, full_env),
+        http=run_http_client(),
         limits=limits,
         output_dir=Path(settings.FLOWPILOT_OUTPUT_DIR),
         data_dirs=tuple(Path(p) for p in settings.FLOWPILOT_DATA_DIRS),
@@ -139,14 +138,13 @@ def build_run_context(
     return context
 
 
-@functools.cache
-def _tls_context() -> ssl.SSLContext:
-    """One TLS context per process, shared by the runs' own clients.
-
-    Loading the CA bundle costs ~30 ms, more than a Celery step task's own work; a
-    context holds no per-run state (cookies and connections stay in each client).
-    """
-    return httpx.create_ssl_context()
+def _readable_env(
+    env: Mapping[str, str], spec: WorkflowSpec, registry: ToolRegistry
+) -> dict[str, str]:
+    """The variables this run may read: those its allowed tools declare, and the
+    operator's ``FLOWPILOT_ENV_ALLOW`` (the validator's ``env_not_allowed`` rule)."""
+    tools = (registry.get(name) for name in sorted(spec.allowlist()))
+    return allowed_env(env, declared=declared_env_names(tools), allow=env_allowlist())
 
 
 def _parse_mapping(mapping: Mapping[str, Any], step_ids: frozenset[str]) -> dict[str, Any]:

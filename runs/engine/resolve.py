@@ -3,7 +3,8 @@
 A step sees exactly the values its mapping names. Each resolution gives two
 things: the values the call receives, and the record stored in the checkpoint,
 where ``$env`` references keep their *name* (never the value) and every other
-value is scrubbed of secrets.
+value is scrubbed of secrets. The values themselves are never scrubbed: a step
+receives exactly what it maps.
 """
 
 from __future__ import annotations
@@ -59,12 +60,9 @@ def resolve(
     if isinstance(parsed, Literal):
         return parsed.value, redactor.scrub(parsed.value)
     if isinstance(parsed, EnvRef):
-        value: Any = env.get(parsed.name)
-        if value:
-            redactor.add(value)
-        return value, str(parsed)
+        return env.get(parsed.name), str(parsed)  # secret env values: see run_redactor
     if isinstance(parsed, InputRef):
-        value = get(inputs.get(parsed.name), parsed.path)
+        value: Any = get(inputs.get(parsed.name), parsed.path)
     elif isinstance(parsed, StepRef):
         value = get(step_value(parsed.step_id), parsed.path)
     elif isinstance(parsed, ItemRef):

@@ -106,8 +106,9 @@ def test_dry_run_shows_foreach_items_resolved_from_inputs(control_api, cli, tmp_
 
 
 def test_dry_run_names_env_references_and_never_prints_their_values(
-    control_api, cli, tmp_path, monkeypatch
+    control_api, cli, tmp_path, monkeypatch, settings
 ):
+    settings.FLOWPILOT_ENV_ALLOW = ["OPS_*"]  # no tool declares it: the operator allows it
     monkeypatch.setenv("OPS_PAGER_NOTE", "s3cr3t-pager-value")
     flow = {
         "name": "env_plan",

@@ -10,7 +10,6 @@ fail on purpose.
 from __future__ import annotations
 
 import json
-import logging
 import re
 import threading
 import time
@@ -600,21 +599,6 @@ def test_an_unset_optional_input_leaves_the_optional_tool_parameter_out(fake_api
 
 
 # --- secrets ----------------------------------------------------------------------------
-
-
-@pytest.fixture
-def restore_loggers():
-    """``--log-level`` adds stderr handlers to these loggers; put them back afterwards."""
-    saved = {}
-    for name in ("flowpilot", "httpx"):
-        log = logging.getLogger(name)
-        saved[name] = (log.level, list(log.handlers), log.propagate)
-    yield
-    for name, (level, handlers, propagate) in saved.items():
-        log = logging.getLogger(name)
-        log.setLevel(level)
-        log.handlers[:] = handlers
-        log.propagate = propagate
 
 
 def dump_everything() -> str:

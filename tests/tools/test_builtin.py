@@ -235,7 +235,7 @@ class _Broken(BuiltinProvider):
 
 def test_unexpected_provider_errors_wrapped_and_redacted(make_ctx):
     ctx = make_ctx()
-    ctx.redactor.add("sk-secret-value")
+    ctx.redactor.add_secret("sk-secret-value")
     with pytest.raises(ToolCallFailed) as info:
         ToolRegistry([], [_Broken()]).call("boom", {}, ctx)
     assert "kaboom ***" in info.value.message

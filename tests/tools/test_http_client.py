@@ -26,7 +26,9 @@ from tools.spec import ToolSpec
 SECRET = "sk-live-0123456789abcdef"
 
 
-def make_spec(url="/x", *, method="GET", extract=None, auth=None, **request) -> ToolSpec:
+def make_spec(
+    url="/x", *, method="GET", extract=None, auth=None, secret_env=(), **request
+) -> ToolSpec:
     http = {
         "base_url": "{{env.BASE}}",
         "request": {"method": method, "url": url, **request},
@@ -34,7 +36,7 @@ def make_spec(url="/x", *, method="GET", extract=None, auth=None, **request) -> 
     }
     if auth:
         http["auth"] = auth
-    return ToolSpec(name="t", http=http)
+    return ToolSpec(name="t", http=http, secret_env=list(secret_env))
 
 
 @pytest.fixture
@@ -286,6 +288,8 @@ def test_secret_never_in_error_message_or_request_info(server, ctx_for):
         "/p/{{env.PATH_SECRET}}",
         auth={"type": "bearer", "token": "{{env.TOKEN}}"},
         query={"k": "{{env.QKEY}}"},
+        secret_query=["k"],
+        secret_env=["PATH_SECRET"],
     )
     ctx = ctx_for(TOKEN=SECRET, QKEY="query-secret-42", PATH_SECRET="path-secret-99")
     with pytest.raises(ToolAuthFailed) as info:
@@ -305,22 +309,76 @@ def test_error_body_is_capped(server, ctx_for):
     assert "e" * 501 not in info.value.message
 
 
-def test_echoed_secret_scrubbed_from_output(server, ctx_for):
-    server.handler = lambda req: Reply.json({"seen": req.header("x-api-key")})
+def test_echoed_secret_reaches_the_output_intact_and_is_masked_only_when_stored(
+    server, ctx_for
+):
+    server.handler = lambda req: Reply.json({"seen": req.header("x-api-key"), "user": "u"})
     spec = make_spec(auth={"type": "api_key", "name": "X-API-Key", "value": "{{env.KEY}}"})
-    result = call_http_tool(spec, {}, ctx_for(KEY=SECRET))
-    assert result.output == {"seen": "***"}
+    ctx = ctx_for(KEY=SECRET)
+    result = call_http_tool(spec, {}, ctx)
+    assert result.output == {"seen": SECRET, "user": "u"}  # data in flight: never altered
+    assert ctx.redactor.scrub(result.output) == {"seen": "***", "user": "u"}
 
 
-def test_base_url_origin_not_treated_as_secret_but_paths_are(server, ctx_for):
+def test_non_secret_env_configuration_is_never_registered_or_masked(server, ctx_for):
+    server.handler = lambda req: Reply.json({"full_name": "pallets/flask", "user": "user"})
+    spec = make_spec(
+        "/orgs/{{env.GH_ORG}}",
+        auth={"type": "basic", "username": "{{env.USER_NAME}}", "password": "{{env.PASSWORD}}"},
+        headers={"X-Region": "{{env.REGION}}"},
+    )
+    ctx = ctx_for(GH_ORG="pallets", USER_NAME="user", REGION="eu-west-1", PASSWORD=SECRET)
+    result = call_http_tool(spec, {}, ctx)
+    assert result.output == {"full_name": "pallets/flask", "user": "user"}
+    assert ctx.redactor.scrub(result.output) == result.output
+    assert result.request["url"] == f"{server.url}/orgs/pallets"
+    assert ctx.redactor.scrub_text(f"{server.url} pallets user {SECRET}") == (
+        f"{server.url} pallets user ***"
+    )
+
+
+def test_declared_secret_headers_and_query_params_are_masked(server, ctx_for):
+    server.handler = lambda req: Reply.json(
+        {"echo": f"{req.header('x-session')} {dict(req.query)}"}, status=500
+    )
+    spec = make_spec(
+        "/x",
+        headers={"X-Session": "{{session}}", "Accept": "application/json"},
+        query={"sig": "{{sig}}", "page": "2"},
+        secret_headers=["x-session"],
+        secret_query=["sig"],
+    )
+    ctx = ctx_for()
+    with pytest.raises(ToolHTTPError) as info:
+        call_http_tool(spec, {"session": "sess-7f3a9c", "sig": "sig-00aa11bb"}, ctx)
+    text = info.value.message + repr(info.value.request)
+    assert "sess-7f3a9c" not in text
+    assert "sig-00aa11bb" not in text
+    assert info.value.request["url"] == f"{server.url}/x?sig=***&page=2"
+    assert info.value.request["headers"]["Accept"] == "application/json"
+
+
+def test_base_url_is_configuration_unless_declared_secret(server, ctx_for):
     ctx = ctx_for()
     call_http_tool(make_spec(), {}, ctx)
     assert len(ctx.redactor) == 0
-    spec = ToolSpec(name="hook", http={"base_url": "{{env.HOOK}}", "request": {"url": ""}})
-    ctx = ctx_for(HOOK=f"{server.url}/hooks/T0/secret-hook-path")
-    result = call_http_tool(spec, {}, ctx)
+    hook = f"{server.url}/hooks/T0/secret-hook-path"
+    plain = ToolSpec(name="hook", http={"base_url": "{{env.HOOK}}", "request": {"url": ""}})
+    result = call_http_tool(plain, {}, ctx_for(HOOK=hook))
+    assert result.request["url"] == hook  # a base URL with a path is still configuration
+    server.handler = lambda req: Reply.json({"error": f"no hook at {req.raw_path}"}, status=404)
+    secret = ToolSpec(
+        name="hook",
+        secret_env=["HOOK"],
+        http={"base_url": "{{env.HOOK}}", "request": {"url": ""}},
+    )
+    ctx = ctx_for(HOOK=hook)
+    with pytest.raises(ToolHTTPError) as info:
+        call_http_tool(secret, {}, ctx)
     assert server.requests[-1].raw_path == "/hooks/T0/secret-hook-path"
-    assert result.request["url"] == "***"
+    assert info.value.request["url"] == "***"
+    assert "secret-hook-path" not in info.value.message  # the echoed path is masked too
+    assert "no hook at ***" in info.value.message
 
 
 def test_unset_base_url_is_a_config_error(make_ctx):

@@ -237,3 +237,45 @@ def test_deeply_nested_tool_file_is_a_config_error():
     text = "name: t\nbase_url: https://x.org\nrequest:\n  body: " + "[" * 5000 + "]" * 5000
     with pytest.raises(ToolConfigError, match="nest"):
         load_tool_text(text, source="deep.yaml")
+
+
+SECRET_MARKED = """
+name: hook
+secret_env: [HOOK_URL]
+cookies: step
+base_url: "{{env.HOOK_URL}}"
+request:
+  url: "/orgs/{{env.ORG}}"
+  headers: {X-Session: "{{env.SESSION}}", X-Region: "{{env.REGION}}"}
+  query: {sig: "{{sig}}", page: "{{env.PAGE_SIZE}}"}
+  secret_headers: [x-session]
+  secret_query: [sig]
+auth: {type: basic, username: "{{env.USER_NAME}}", password: "{{env.PASSWORD}}"}
+"""
+
+
+def test_secrets_are_declared_in_the_tool_file():
+    (spec,) = load_tool_text(SECRET_MARKED)
+    assert spec.http.cookies == "step"
+    assert spec.secret_env_names() == {"HOOK_URL", "SESSION", "PASSWORD"}
+    assert spec.env_names() == {
+        "HOOK_URL", "ORG", "SESSION", "REGION", "PAGE_SIZE", "USER_NAME", "PASSWORD"
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (("secret_headers: [x-session]", "secret_headers: [X-Token]"),
+         ":6: tool 'hook': field request: secret_headers names 'X-Token', which is not in headers"),
+        (("secret_query: [sig]", "secret_query: [key]"),
+         "field request: secret_query names 'key', which is not in query"),
+        (("secret_env: [HOOK_URL]", "secret_env: [HOOK-URL]"),
+         ":3: tool 'hook': field secret_env: 'HOOK-URL' is not an environment variable name"),
+        (("cookies: step", "cookies: forever"), "field cookies: Input should be 'none' or 'step'"),
+    ],
+)  # fmt: skip
+def test_secret_markers_are_validated_with_a_located_error(change, expected):
+    with pytest.raises(ToolConfigError) as info:
+        load_tool_text(SECRET_MARKED.replace(*change))
+    assert expected in info.value.message

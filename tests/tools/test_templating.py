@@ -75,13 +75,6 @@ def test_env_and_defaults():
     assert render("{{env.NOPE:-}}", {}, env=env) == ""
 
 
-def test_env_values_collected_as_secrets_but_not_defaults():
-    secrets: set[str] = set()
-    env = {"TOKEN": "s3cret-token"}
-    render({"a": "Bearer {{env.TOKEN}}", "b": "{{env.X:-dflt}}"}, {}, env=env, secrets=secrets)
-    assert secrets == {"s3cret-token"}
-
-
 @pytest.mark.parametrize(
     "template",
     ["{{", "a }} b", "{{ }}", "{{}}", "x {{name", "{{na me}}", "{{env.}}", "{{env}}", "{{a{b}}"],
@@ -130,11 +123,9 @@ def test_url_path_keeps_template_literals_and_exact_is_text():
     assert render_url_path("/x/{{missing}}", {}, {}) == "/x/"
 
 
-def test_url_path_collects_env_secrets():
-    secrets: set[str] = set()
-    out = render_url_path("/bot{{env.T}}/send", {}, {"T": "12:ab/c"}, secrets=secrets)
+def test_url_path_encodes_env_values_too():
+    out = render_url_path("/bot{{env.T}}/send", {}, {"T": "12:ab/c"})
     assert out == "/bot12%3Aab%2Fc/send"
-    assert secrets == {"12:ab/c"}
 
 
 def test_helpers():

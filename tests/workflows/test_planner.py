@@ -573,6 +573,27 @@ def test_no_env_secret_reaches_the_planner_prompt(llm, client, secret_env):
     assert "PLANNER_TEST_TOKEN" not in entries
 
 
+def test_a_plan_reading_an_undeclared_variable_is_repaired_and_config_is_not_masked(
+    llm, client, secret_env
+):
+    leaky = plan()
+    leaky["steps"][0]["input_mapping"]["city"] = "$env.DJANGO_SECRET_KEY"
+    llm.reply_json(leaky)
+    fixed = plan()  # a non-secret configuration value written as a literal stays as written
+    fixed["description"] = "Weather near https://gh.internal.example"
+    llm.reply_json(fixed)
+
+    workflow = plan_create(goal=GOAL, registry=make_registry(), client=client)
+
+    first, second = attempts()
+    assert "env_not_allowed" in [i["code"] for i in first.validator_report]
+    feedback = llm.requests[1].messages[-1]["content"]
+    assert "`$env.DJANGO_SECRET_KEY`" in feedback
+    assert "FLOWPILOT_ENV_ALLOW" in feedback
+    assert second.status == "valid"
+    assert workflow.definition["description"] == "Weather near https://gh.internal.example"
+
+
 # --- planflow -----------------------------------------------------------------------------
 
 

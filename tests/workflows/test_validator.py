@@ -21,6 +21,10 @@ class FakeTool:
     name: str
     input_schema: dict[str, Any]
     outputs: tuple[str, ...] = ()
+    env: frozenset[str] = frozenset()
+
+    def env_names(self) -> frozenset[str]:
+        return self.env
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,7 @@ REGISTRY = FakeRegistry(
                     "required": ["url"],
                     "additionalProperties": True,
                 },
+                env=frozenset({"API_TOKEN"}),
             ),
             FakeTool(
                 "send_email",

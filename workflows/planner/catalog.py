@@ -22,9 +22,7 @@ from typing import Any
 
 from rank_bm25 import BM25Okapi
 
-from tools.errors import TemplateError
 from tools.registry import ToolRegistry
-from tools.templating import iter_strings, placeholders
 
 CATALOG_ALL_UP_TO = 50
 CATALOG_TOP_K = 25
@@ -143,19 +141,17 @@ def catalog_text(entries: Iterable[Mapping[str, Any]]) -> str:
 
 
 def secret_values(registry: ToolRegistry, env: Mapping[str, str] | None = None) -> list[str]:
-    """Values of every ``{{env.NAME}}`` the registry's tools read (what a prompt must never hold).
+    """Values of the env variables the registry's tools declare secret (what a prompt
+    must never hold).
 
-    The catalog never renders templates, so these cannot enter it; the planner
-    still scrubs every prompt with them, so a secret pasted anywhere is masked.
+    The catalog never renders templates, so no env value can enter it; the planner
+    still scrubs every prompt with these, so a secret pasted anywhere is masked.
+    Non-secret configuration (an org name, a base URL) is not masked: the planner may
+    legitimately write it as a literal.
     """
     env = os.environ if env is None else env
     names: set[str] = set()
     for name in registry.names():
         spec = registry.get(name)
-        for text in iter_strings(spec.stored() if spec is not None else {}):
-            try:
-                found = placeholders(text)
-            except TemplateError:  # a malformed template holds no usable env name
-                continue
-            names.update(p.env_name for p in found if p.env_name)
+        names |= spec.secret_env_names() if spec is not None else set()
     return sorted({env[n] for n in names if env.get(n)})

@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import httpx
+
 from tools.calls import ToolCallContext, ToolResult
 from tools.errors import FlowpilotError, ToolNotAllowed
 from workflows.graph import FlowGraph
@@ -74,20 +76,28 @@ def check_allowed(ctx: RunContext, step: AnyStep, tool: str) -> None:
 
 
 def call_tool(
-    ctx: RunContext, step: AnyStep, tool: str, args: dict[str, Any], *, item: int | None = None
+    ctx: RunContext,
+    step: AnyStep,
+    tool: str,
+    args: dict[str, Any],
+    *,
+    item: int | None = None,
+    http: httpx.Client | None = None,
 ) -> ToolResult:
     """Call a tool for a step, enforcing the flow's allowlist at execution time.
 
     The validator checks the allowlist before every run; this check holds even when
     a definition was edited by hand between validation and execution. The idempotency
     key is the run and step (and, for a foreach item, its index): stable across retries
-    and resumes, distinct for every different call.
+    and resumes, distinct for every different call. ``http`` is the client of the
+    caller's cookie session (``runs.engine.http.tool_session``); by default the run's
+    client, which keeps no cookies.
     """
     check_allowed(ctx, step, tool)
     call_ctx = ToolCallContext(
         env=ctx.env,
         redactor=ctx.redactor,
-        http=ctx.http,
+        http=ctx.http if http is None else http,
         timeout=step.timeout,
         idempotency_key=f"{ctx.run_id}:{step.id}" + ("" if item is None else f":{item}"),
         max_response_bytes=ctx.limits.max_response_bytes,

@@ -15,6 +15,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from runs.engine.http import tool_session
 from runs.engine.kinds.base import Attempt, Describe, StepKind, call_tool, check_allowed
 from runs.engine.resolve import EACH_KEY
 from tools.errors import FlowpilotError, ToolInputError, ToolRateLimited
@@ -43,17 +44,18 @@ def _call_item(
     ctx: RunContext, step: ForeachStep, args: dict[str, Any], policy: RetryPolicy, index: int
 ) -> Any:
     attempt = 1
-    while True:
-        try:
-            return call_tool(ctx, step, step.tool, args, item=index).output
-        except FlowpilotError as exc:
-            if not exc.retryable or attempt >= policy.max_attempts:
-                raise
-            delay = policy.delay(attempt, ctx.rand.random())
-            if isinstance(exc, ToolRateLimited) and exc.retry_after:
-                delay = max(delay, min(exc.retry_after, policy.max_delay))
-            ctx.sleep(delay)
-            attempt += 1
+    with tool_session(ctx.http, ctx.registry, step.tool) as http:  # cookies: one item
+        while True:
+            try:
+                return call_tool(ctx, step, step.tool, args, item=index, http=http).output
+            except FlowpilotError as exc:
+                if not exc.retryable or attempt >= policy.max_attempts:
+                    raise
+                delay = policy.delay(attempt, ctx.rand.random())
+                if isinstance(exc, ToolRateLimited) and exc.retry_after:
+                    delay = max(delay, min(exc.retry_after, policy.max_delay))
+                ctx.sleep(delay)
+                attempt += 1
 
 
 def execute_foreach_step(ctx: RunContext, step: ForeachStep, args: dict[str, Any]) -> Attempt:

@@ -134,7 +134,7 @@ def execute_llm_step(ctx: RunContext, step: LLMStep, args: dict[str, Any]) -> At
         if not reply.tool_calls:
             result = _final_result(step, reply.content)
             output = {"result": result, "conversation": conversation, "usage": meter.as_dict()}
-            return Attempt(output=ctx.redactor.scrub(output))
+            return Attempt(output=output)  # masked only where stored (checkpoint)
         for call in reply.tool_calls:
             conversation.append(_tool_message(ctx, step, call, meter))
     raise LLMTurnsExhausted(
@@ -183,7 +183,7 @@ def execute_llm_decision(ctx: RunContext, step: DecisionStep, args: dict[str, An
         "reason": reason if isinstance(reason, str) else "",
         "usage": meter.as_dict(),
     }
-    return Attempt(output=ctx.redactor.scrub(output), branch=branch)
+    return Attempt(output=output, branch=branch)
 
 
 # --- pieces -----------------------------------------------------------------------------

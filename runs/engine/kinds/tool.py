@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from runs.engine.http import tool_session
 from runs.engine.kinds.base import Attempt, StepKind, call_tool
 from workflows.schema import ToolStep
 
@@ -15,7 +16,8 @@ logger = logging.getLogger("flowpilot.engine.tool")
 
 
 def execute_tool_step(ctx: RunContext, step: ToolStep, args: dict[str, Any]) -> Attempt:
-    result = call_tool(ctx, step, step.tool, args)
+    with tool_session(ctx.http, ctx.registry, step.tool) as http:  # cookies: one attempt
+        result = call_tool(ctx, step, step.tool, args, http=http)
     if result.request:  # already redacted by the HTTP client
         logger.debug("run %s step %s: %s", ctx.run_id, step.id, result.request)
     return Attempt(output=result.output, truncated=result.truncated)
