@@ -229,7 +229,7 @@ def test_slow_server_times_out(server, ctx_for):
         call_http_tool(make_spec(), {}, ctx_for(timeout=0.2))
     assert info.value.retryable is True
     assert "0.2s" in info.value.message
-    assert isinstance(info.value.__cause__, httpx.TimeoutException)
+    assert isinstance(info.value.__cause__, httpx.TransportError)
 
 
 def test_spec_timeout_used_without_ctx_override(server, ctx_for):
