@@ -35,6 +35,7 @@ NEW_KEYS = frozenset(
     {
         "name", "kind", "description", "base_url", "request", "auth", "inputs",
         "response_extract", "outputs", "timeout", "retry", "idempotent",
+        "response", "pagination", "follow_redirects", "max_redirects",
     }
 )  # fmt: skip
 LEGACY_KEYS = frozenset(
@@ -58,6 +59,10 @@ _NEW_LOCS: _LocTable = [
     (("http", "auth"), ("auth",), True),
     (("http", "response_extract"), ("response_extract",), True),
     (("http", "timeout"), ("timeout",), True),
+    (("http", "response"), ("response",), True),
+    (("http", "pagination"), ("pagination",), True),
+    (("http", "follow_redirects"), ("follow_redirects",), True),
+    (("http", "max_redirects"), ("max_redirects",), True),
     (("http",), ("request",), False),
 ]
 _LEGACY_LOCS: _LocTable = [
@@ -247,8 +252,13 @@ def new_to_spec_dict(data: dict[str, Any]) -> dict[str, Any]:
     if "inputs" in data:
         spec["input_schema"] = data["inputs"]
     http: dict[str, Any] = {
-        k: data[k] for k in ("base_url", "request", "auth", "response_extract") if k in data
-    }
+        k: data[k]
+        for k in (
+            "base_url", "request", "auth", "response_extract", "response", "pagination",
+            "follow_redirects", "max_redirects",
+        )
+        if k in data
+    }  # fmt: skip
     if "timeout" in data:
         spec["timeout"] = http["timeout"] = data["timeout"]
     spec["http"] = http

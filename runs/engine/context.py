@@ -14,6 +14,7 @@ import os
 import random
 import ssl
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -54,6 +55,7 @@ class Limits:
 @dataclass
 class RunContext:
     run_id: int
+    run_uuid: str  # globally unique (Run.uuid): the base of the idempotency keys
     spec: WorkflowSpec
     graph: FlowGraph
     registry: ToolRegistry
@@ -88,6 +90,7 @@ class RunContext:
 def build_run_context(
     *,
     run_id: int,
+    run_uuid: str | None = None,
     spec: WorkflowSpec,
     registry: ToolRegistry | None = None,
     env: Mapping[str, str] | None = None,
@@ -105,6 +108,8 @@ def build_run_context(
     step_ids = frozenset(s.id for s in spec.steps)
     context = RunContext(
         run_id=run_id,
+        # A context built without a stored run (benchmarks, tests) still gets unique keys.
+        run_uuid=run_uuid or str(uuid.uuid4()),
         spec=spec,
         graph=build_graph(spec),
         registry=registry if registry is not None else ToolRegistry.from_db(),

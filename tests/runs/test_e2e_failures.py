@@ -316,8 +316,8 @@ def test_resume_continues_from_the_checkpoint_and_never_reruns_succeeded_steps(
     assert len(fake_api.requests("restcountries")) == 1
     posts = fake_api.requests("post")
     assert [p.status for p in posts] == [500, 200]
-    # The idempotency key is stable per run and step, so the retry is safe to dedupe.
-    assert {p.headers["idempotency-key"] for p in posts} == {f"{run.pk}:notify"}
+    # The idempotency key is stable per run (its UUID) and step, so the retry is safe to dedupe.
+    assert {p.headers["idempotency-key"] for p in posts} == {f"{run.uuid}:notify"}
     notify = run.step_results.get(step_id="notify")
     assert notify.attempts == 2
     assert [a["status"] for a in notify.attempt_log] == ["failed", "succeeded"]

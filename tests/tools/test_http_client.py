@@ -8,7 +8,7 @@ import zlib
 import httpx
 import pytest
 
-from tests.tools.conftest import Reply
+from tests.tools.conftest import Reply, make_spec
 from tools.errors import (
     TemplateError,
     ToolAuthFailed,
@@ -26,25 +26,6 @@ from tools.spec import ToolSpec
 SECRET = "sk-live-0123456789abcdef"
 
 
-def make_spec(url="/x", *, method="GET", extract=None, auth=None, **request) -> ToolSpec:
-    http = {
-        "base_url": "{{env.BASE}}",
-        "request": {"method": method, "url": url, **request},
-        "response_extract": extract or {},
-    }
-    if auth:
-        http["auth"] = auth
-    return ToolSpec(name="t", http=http)
-
-
-@pytest.fixture
-def ctx_for(server, make_ctx):
-    def build(**env_and_overrides):
-        overrides = {k: v for k, v in env_and_overrides.items() if k.islower()}
-        env = {"BASE": server.url, **{k: v for k, v in env_and_overrides.items() if k.isupper()}}
-        return make_ctx(env=env, **overrides)
-
-    return build
 
 
 @pytest.mark.parametrize(

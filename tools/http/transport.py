@@ -110,8 +110,9 @@ def _exchange(
 ) -> Received:
     request = ctx.http.build_request(
         prepared.method,
-        prepared.url,
-        params=prepared.params or None,
+        # Merged here: httpx's ``params=`` would replace a query already in the URL
+        # (a next-page link's, or one written in request.url).
+        httpx.URL(prepared.url).copy_merge_params(prepared.params),
         headers=prepared.headers,
         timeout=timeout,
         extensions={"trace": watchdog.trace},

@@ -80,8 +80,9 @@ def call_tool(
 
     The validator checks the allowlist before every run; this check holds even when
     a definition was edited by hand between validation and execution. The idempotency
-    key is the run and step (and, for a foreach item, its index): stable across retries
-    and resumes, distinct for every different call.
+    key is the run's UUID and the step id (and, for a foreach item, its index): stable
+    across retries, resumes and Celery redelivery, distinct for every different call and
+    across installations (a database reset cannot make two runs send the same key).
     """
     check_allowed(ctx, step, tool)
     call_ctx = ToolCallContext(
@@ -89,7 +90,7 @@ def call_tool(
         redactor=ctx.redactor,
         http=ctx.http,
         timeout=step.timeout,
-        idempotency_key=f"{ctx.run_id}:{step.id}" + ("" if item is None else f":{item}"),
+        idempotency_key=f"{ctx.run_uuid}:{step.id}" + ("" if item is None else f":{item}"),
         max_response_bytes=ctx.limits.max_response_bytes,
         output_dir=ctx.output_dir,
         data_dirs=ctx.data_dirs,
