@@ -89,7 +89,7 @@ def call_http_tool(spec: ToolSpec, arguments: dict, ctx: ToolCallContext) -> Too
         if guarded is exc:
             raise
         raise guarded from exc
-    info = _info(prepared, ctx, last.received.status, started)
+    info = _info(last.sent or prepared, ctx, last.received.status, started)
     return ToolResult(output=ctx.redactor.scrub(output), truncated=truncated, request=info)
 
 
@@ -116,7 +116,7 @@ def _fetch(spec: ToolSpec, prepared: PreparedRequest, ctx: ToolCallContext, time
     except FlowpilotError as exc:
         exc.request = _info(final, ctx, received.status, None)  # type: ignore[attr-defined]
         raise
-    return Page(value, received, truncated)
+    return Page(value, received, truncated, sent=final)
 
 
 def _send_following(

@@ -99,7 +99,6 @@ def apply_oauth2(
     *,
     timeout: float,
     fresh: bool = False,
-    cache: TokenCache = PROCESS_TOKENS,
 ) -> str:
     """Add ``Authorization: Bearer <token>`` to ``prepared``; returns the token.
 
@@ -107,6 +106,7 @@ def apply_oauth2(
     endpoint are ``auth_failed`` (refused) or transport errors, all marked ``not_sent``:
     the API request itself never left.
     """
+    cache = PROCESS_TOKENS
     client = _client(auth, ctx)
     now = time.monotonic()
     token = None if fresh else cache.get(client.key, now)
@@ -123,9 +123,9 @@ def apply_oauth2(
 
 
 def drop_token(
-    auth: HttpAuth, ctx: ToolCallContext, value: str, cache: TokenCache = PROCESS_TOKENS
+    auth: HttpAuth, ctx: ToolCallContext, value: str
 ) -> None:
-    cache.drop(_client(auth, ctx).key, value)
+    PROCESS_TOKENS.drop(_client(auth, ctx).key, value)
 
 
 def _client(auth: HttpAuth, ctx: ToolCallContext) -> _Client:

@@ -33,6 +33,7 @@ class Page:
     value: Any
     received: Received
     truncated: bool = False
+    sent: PreparedRequest | None = None  # the request as sent (credentials, redirects)
 
 
 def next_link(headers: httpx.Headers) -> str | None:

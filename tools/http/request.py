@@ -19,6 +19,7 @@ import httpx
 from tools.calls import ToolCallContext
 from tools.errors import TemplateError, ToolConfigError
 from tools.http.bodies import Body, render_body
+from tools.redaction import is_sensitive_header
 from tools.spec import HttpConfig, ToolSpec
 from tools.templating import render, render_text, render_url_path, to_text
 
@@ -32,8 +33,9 @@ ACCEPT_ENCODING = "gzip, deflate, identity"
 class PreparedRequest:
     """The rendered request, before sending.
 
-    ``credential_headers`` / ``credential_params`` name what carries a credential, so
-    a redirect or a next-page link to another origin can drop exactly those.
+    ``credential_headers`` / ``credential_params`` name what carries a credential (the
+    auth block's, and headers whose name says so: Authorization, Cookie, X-API-Key,
+    *-Token…), so a redirect to another origin can drop exactly those.
     """
 
     method: str
@@ -65,6 +67,8 @@ def prepare_request(spec: ToolSpec, arguments: dict, ctx: ToolCallContext) -> Pr
         value = render_text(template, arguments, env=ctx.env, secrets=secrets)
         if value:
             prepared.headers[name] = value
+            if is_sensitive_header(name):  # Authorization, Cookie, X-API-Key, *-Token…
+                prepared.credential_headers.add(name.lower())
     prepared.body = render_body(request, arguments, ctx, secrets)
     typed = any(k.lower() == "content-type" for k in prepared.headers)
     if prepared.body.content is not None and prepared.body.content_type and not typed:
