@@ -72,7 +72,6 @@ def call_http_tool(spec: ToolSpec, arguments: dict, ctx: ToolCallContext) -> Too
             value, last = collect_pages(
                 http.pagination, prepared, lambda req, _n: _fetch(spec, req, ctx, timeout)
             )
-            check_success(http.response, value, _where(prepared, ctx), ctx.redactor)
             truncated = False
         else:
             last = _fetch(spec, prepared, ctx, timeout)
@@ -111,8 +110,7 @@ def _fetch(spec: ToolSpec, prepared: PreparedRequest, ctx: ToolCallContext, time
     try:
         raise_for_status(where, received, text, ctx.redactor)
         value, truncated = read_body(http, received, text, where, ctx.max_response_bytes)
-        if http.pagination is None:
-            check_success(http.response, value, where, ctx.redactor)
+        check_success(http.response, value, where, ctx.redactor)  # every page
     except FlowpilotError as exc:
         exc.request = _info(final, ctx, received.status, None)  # type: ignore[attr-defined]
         raise

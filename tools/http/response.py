@@ -26,7 +26,7 @@ from tools.http.transport import Received
 from tools.paths import get
 from tools.redaction import Redactor
 from tools.spec import HttpConfig
-from tools.spec_http import ResponseConfig, parse_extract_path
+from tools.spec_http import RESPONSE_META, ResponseConfig, parse_extract_path
 
 ERROR_BODY_CHARS = 500
 
@@ -178,12 +178,11 @@ def check_success(config: ResponseConfig, value: Any, where: str, redactor: Reda
 def extract(value: Any, fields: dict[str, str], meta: dict[str, Any] | None = None) -> dict:
     """Read each output key's path from ``value`` (missing paths give None); ``$status``
     and ``$headers.<name>`` read ``meta``."""
-    scope = {**(meta or {}), **value} if isinstance(value, dict) else value
     result: dict[str, Any] = {}
     for key, path in fields.items():
         segments = parse_extract_path(path)
-        source = meta if segments[0] in ("$status", "$headers") else scope
-        result[key] = get(source or {}, segments)
+        source = (meta or {}) if segments[0] in RESPONSE_META else value
+        result[key] = get(source, segments)
     return result
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from tests.tools.conftest import Reply, make_spec
-from tools.errors import ToolResponseInvalid
+from tools.errors import ToolHTTPError, ToolResponseInvalid
 from tools.http_client import call_http_tool
 
 ITEMS = [{"id": n} for n in range(1, 88)]
@@ -103,3 +103,20 @@ def test_a_page_whose_items_are_not_a_list_is_invalid(server, ctx_for):
     spec = make_spec(http_pagination={"style": "page", "items": "results"})
     with pytest.raises(ToolResponseInvalid, match="page 1: 'results' is a dict, not a list"):
         call_http_tool(spec, {}, ctx_for())
+
+
+def test_the_success_condition_is_checked_on_every_page(server, ctx_for):
+    def handler(req):
+        page = int(dict(req.query)["page"])
+        if page == 2:
+            return Reply.json({"status": "error", "message": "backend busy", "results": []})
+        return Reply.json({"status": "ok", "results": ITEMS[:SIZE]})
+
+    server.handler = handler
+    spec = make_spec(
+        http_pagination={"style": "page", "items": "results"},
+        http_response={"success": {"path": "status", "equals": "ok", "message": "message"}},
+    )
+    with pytest.raises(ToolHTTPError, match="backend busy"):
+        call_http_tool(spec, {}, ctx_for())
+    assert len(server.requests) == 2
