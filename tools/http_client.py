@@ -76,11 +76,9 @@ def call_http_tool(spec: ToolSpec, arguments: dict, ctx: ToolCallContext) -> Too
         else:
             last = _fetch(spec, prepared, ctx, timeout)
             value, truncated = last.value, last.truncated
-        output = (
-            extract(value, http.response_extract, response_meta(last.received))
-            if (http.response_extract)
-            else value
-        )
+        output = value
+        if http.response_extract:
+            output = extract(value, http.response_extract, response_meta(last.received))
     except FlowpilotError as exc:
         if getattr(exc, "request", None) is None:
             exc.request = _info(prepared, ctx, None, started)  # type: ignore[attr-defined]
