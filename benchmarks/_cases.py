@@ -125,6 +125,7 @@ class EngineRunner:
         run = run_create(workflow=workflow, trigger=RunTrigger.CLI, registry=self.registry)
         context = build_run_context(
             run_id=run.pk,
+            run_uuid=str(run.uuid),
             spec=workflow_spec(workflow),
             registry=self.registry,
             limits=self.limits,

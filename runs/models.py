@@ -1,5 +1,7 @@
 """Runs and their step results. StepResults are the checkpoint: written after every step."""
 
+import uuid
+
 from django.db import models
 
 from runs.state import (  # noqa: F401 - re-exported: the statuses' names beside the models
@@ -20,6 +22,12 @@ class Run(models.Model):
         on_delete=models.PROTECT,
         related_name="runs",
         help_text="The version this run ran.",
+    )
+    uuid = models.UUIDField(
+        default=uuid.uuid4,
+        unique=True,
+        editable=False,
+        help_text="Globally unique: the base of every idempotency key the run sends.",
     )
     definition_hash = models.CharField(
         max_length=64, help_text="Hash of the frozen definition run."

@@ -102,7 +102,9 @@ def run_execute(
     ctx = context
     try:  # from here on, any exception fails the run: it never stays running
         if ctx is None:
-            ctx = build_run_context(run_id=run.pk, spec=workflow_spec(run.workflow))
+            ctx = build_run_context(
+                run_id=run.pk, run_uuid=str(run.uuid), spec=workflow_spec(run.workflow)
+            )
         views = drive_local(ctx, run, observer=observer)
         if views is not None:
             run_finish(ctx, run, views)

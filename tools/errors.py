@@ -105,3 +105,12 @@ class ToolCallFailed(ToolError):
     """A built-in or MCP tool reported an error result."""
 
     code = "tool_call_failed"
+
+
+class ToolOutcomeUnknown(ToolError):
+    """A non-idempotent call failed after the request may have reached the server (a
+    timeout, a dropped connection, a 5xx): it is not repeated, the step stops for
+    review."""
+
+    code = "outcome_unknown"
+    retryable = False

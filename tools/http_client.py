@@ -1,397 +1,196 @@
-"""Calling an http tool with httpx: one request per call, bounded, with secrets masked.
+"""Calling an http tool with httpx: render → send (under a deadline) → check → output.
 
-One call: render the request from the spec's templates → send it streaming →
-read at most ``ctx.max_response_bytes`` → classify the status → parse JSON
-(a list is wrapped as ``{"items": [...], "count": N}``) → apply
-``response_extract``.
+One call: render the request from the spec's templates (:mod:`tools.http.request`,
+:mod:`tools.http.bodies`), add an OAuth2 token when the tool uses one
+(:mod:`tools.http.oauth2`), send it and read at most ``ctx.max_response_bytes``
+within the attempt's deadline (:mod:`tools.http.transport`), follow redirects only
+when the tool opts in, classify the status, read the body by its declared format,
+check the tool's success condition and apply ``response_extract``
+(:mod:`tools.http.response`) — for every page when the tool paginates
+(:mod:`tools.http.pagination`).
 
-Secrets are what the tool declares (docs/security.md): the auth credential, the
-values of ``secret_headers`` / ``secret_query``, and the values of its secret env
-variables; each is registered with ``ctx.redactor``. Non-secret configuration (an
-org name, a base URL) is not. Error messages and the recorded request are
-scrubbed; the output is returned exactly as received — the engine masks only the
-copies it stores or shows.
+Secrets are what the tool declares (docs/security.md), registered with
+``ctx.redactor`` when the request is rendered. Error messages and the recorded
+request are scrubbed; the output is returned exactly as received — the engine masks
+only the copies it stores or shows. Every raised error carries ``.request``
+(``{method, url, status, elapsed_ms, headers}``, redacted) for failure reports.
 
-Every raised error carries ``.request`` (``{method, url, status, elapsed_ms}``,
-redacted) for failure reports.
+A tool that is not idempotent is never repeated blindly: a failure after which the
+server may have acted on the request (a timeout, a dropped connection, a 5xx) becomes
+``outcome_unknown`` (fatal, for review); only failures known to happen before the
+request left, or answers saying it was not processed (429, 503 with Retry-After),
+stay retryable.
 """
 
 from __future__ import annotations
 
-import base64
-import json
-import re
 import time
-import zlib
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from email.utils import parsedate_to_datetime
+from dataclasses import replace
 from typing import Any
 
 import httpx
 
 from tools.calls import ToolCallContext, ToolResult
-from tools.errors import (
-    FlowpilotError,
-    TemplateError,
-    ToolAuthFailed,
-    ToolConfigError,
-    ToolHTTPError,
-    ToolRateLimited,
-    ToolResponseInvalid,
-    ToolResponseTooLarge,
-    ToolTimeout,
-    ToolUnreachable,
+from tools.errors import FlowpilotError, ToolHTTPError, ToolOutcomeUnknown
+from tools.http.oauth2 import apply_oauth2, drop_token
+from tools.http.pagination import Page, collect_pages
+from tools.http.request import PreparedRequest, prepare_request
+from tools.http.response import (
+    check_success,
+    decode_text,
+    extract,
+    parse_body,
+    raise_for_status,
+    read_body,
+    response_meta,
+    retry_after_seconds,
+    wrap,
 )
-from tools.paths import get, parse_path
-from tools.redaction import Redactor, redact_headers
+from tools.http.transport import Received, send
+from tools.redaction import redact_headers
 from tools.spec import HttpConfig, ToolSpec
-from tools.templating import render, render_text, render_url_path, to_text
 
-_BAD_HEADER_CHARS = re.compile(r"[\r\n\0]")
-ERROR_BODY_CHARS = 500
+__all__ = [
+    "call_http_tool",
+    "extract",
+    "parse_body",
+    "prepare_request",
+    "retry_after_seconds",
+    "wrap",
+]
 
-
-@dataclass
-class PreparedRequest:
-    """The rendered request, before sending. ``json`` is None when there is no body."""
-
-    method: str
-    url: str
-    params: list[tuple[str, str]] = field(default_factory=list)
-    headers: dict[str, str] = field(default_factory=dict)
-    json: Any = None
-
-
-@dataclass(frozen=True)
-class _Received:
-    status: int
-    headers: httpx.Headers
-    body: bytes
-    truncated: bool
-    encoding: str
+_REDIRECTS = (301, 302, 303, 307, 308)
 
 
 def call_http_tool(spec: ToolSpec, arguments: dict, ctx: ToolCallContext) -> ToolResult:
     """Call ``spec`` (an http tool) with validated ``arguments``; see the module doc."""
     prepared = prepare_request(spec, arguments, ctx)
-    timeout = ctx.timeout or (spec.http.timeout if spec.http else spec.timeout)
+    http = spec.http
+    assert http is not None  # prepare_request refused a tool without http config
+    timeout = ctx.timeout or http.timeout
     started = time.perf_counter()
-    received = _send(prepared, ctx, timeout=timeout, started=started)
-    info = _request_info(prepared, ctx, received.status, started)
-    text = _decode(received.body, received.encoding)
     try:
-        _raise_for_status(info, received, text, ctx.redactor)
-        output, truncated = _output(spec.http, received, text, info, ctx.max_response_bytes)
+        if http.pagination is not None:
+            value, last = collect_pages(
+                http.pagination, prepared, lambda req, _n: _fetch(spec, req, ctx, timeout)
+            )
+            truncated = False
+        else:
+            last = _fetch(spec, prepared, ctx, timeout)
+            value, truncated = last.value, last.truncated
+        output = value
+        if http.response_extract:
+            output = extract(value, http.response_extract, response_meta(last.received))
     except FlowpilotError as exc:
-        exc.request = info  # type: ignore[attr-defined]
-        raise
+        if getattr(exc, "request", None) is None:
+            exc.request = _info(prepared, ctx, None, started)  # type: ignore[attr-defined]
+        guarded = _guard_non_idempotent(spec, exc)
+        if guarded is exc:
+            raise
+        raise guarded from exc
+    info = _info(last.sent or prepared, ctx, last.received.status, started)
     return ToolResult(output=output, truncated=truncated, request=info)
 
 
-def prepare_request(spec: ToolSpec, arguments: dict, ctx: ToolCallContext) -> PreparedRequest:
-    """Render URL, query, headers, body and auth; register the declared secrets."""
+def _fetch(spec: ToolSpec, prepared: PreparedRequest, ctx: ToolCallContext, timeout: float) -> Page:
+    """One page: send (with the OAuth2 token, refreshed once on 401), check, read."""
     http = spec.http
-    if http is None:
-        raise ToolConfigError(f"tool {spec.name!r} is not an http tool")
-    for env_name in sorted(spec.secret_env_names()):
-        ctx.redactor.add_secret(ctx.env.get(env_name))
-    request = http.request
-    url = _build_url(spec.name, http, arguments, ctx)
-    prepared = PreparedRequest(method=request.method, url=url)
-    prepared.params = _render_query(request.query, arguments, ctx)
-    for name, value in prepared.params:
-        if name in request.secret_query:
-            ctx.redactor.add_secret(value)
-    for name, template in request.headers.items():
-        value = render_text(template, arguments, env=ctx.env)
-        if value:
-            prepared.headers[name] = value
-            if request.is_secret_header(name):
-                ctx.redactor.add_secret(value)
-    if request.body is not None:
-        prepared.json = render(request.body, arguments, env=ctx.env)
-    if request.idempotency_header and ctx.idempotency_key:
-        prepared.headers[request.idempotency_header] = ctx.idempotency_key
-    _apply_auth(http, prepared, arguments, ctx)
-    for name, value in prepared.headers.items():
-        if _BAD_HEADER_CHARS.search(name) or _BAD_HEADER_CHARS.search(value):
-            raise TemplateError(
-                f"tool {spec.name!r}: header {name!r} renders to a value with a line break "
-                "or NUL character; a value cannot add headers"
-            )
-    return prepared
-
-
-def _build_url(name: str, http: HttpConfig, arguments: dict, ctx: ToolCallContext) -> str:
-    base = render_text(http.base_url, {}, env=ctx.env)
-    path = render_url_path(http.request.url, arguments, ctx.env)
-    if not path:
-        url = base
-    elif path.startswith(("?", "#")):
-        url = base.rstrip("/") + path
-    else:
-        url = base.rstrip("/") + "/" + path.lstrip("/")
+    assert http is not None
+    token = None
+    if http.auth.type == "oauth2":
+        prepared = replace(prepared, headers=dict(prepared.headers))
+        token = apply_oauth2(http.auth, prepared, ctx, timeout=timeout)
+    received, final = _send_following(http, prepared, ctx, timeout)
+    if received.status == 401 and token is not None and final.url == prepared.url:
+        drop_token(http.auth, ctx, token)
+        apply_oauth2(http.auth, prepared, ctx, timeout=timeout, fresh=True)
+        received, final = _send_following(http, prepared, ctx, timeout)
+    where = _where(final, ctx)
+    text = decode_text(received.body, received.encoding)
     try:
-        parsed = httpx.URL(url)
-    except httpx.InvalidURL as exc:
-        raise ToolConfigError(_bad_base(name, http, ctx, url)) from exc
-    if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise ToolConfigError(_bad_base(name, http, ctx, url))
-    return url
+        raise_for_status(where, received, text, ctx.redactor)
+        value, truncated = read_body(http, received, text, where, ctx.max_response_bytes)
+        check_success(http.response, value, where, ctx.redactor)  # every page
+    except FlowpilotError as exc:
+        exc.request = _info(final, ctx, received.status, None)  # type: ignore[attr-defined]
+        raise
+    return Page(value, received, truncated, sent=final)
 
 
-def _bad_base(name: str, http: HttpConfig, ctx: ToolCallContext, url: str) -> str:
-    shown = ctx.redactor.scrub_text(url)
-    return (
-        f"tool {name!r}: base_url {http.base_url!r} renders to {shown!r}, "
-        "not an http(s) URL (is its environment variable set?)"
+def _send_following(
+    http: HttpConfig, prepared: PreparedRequest, ctx: ToolCallContext, timeout: float
+) -> tuple[Received, PreparedRequest]:
+    """Send; with ``follow_redirects``, follow up to ``max_redirects`` 3xx answers.
+
+    A redirect to another origin drops every credential (auth headers, OAuth2 token,
+    API-key query parameters). 303 — and 301/302 after a POST — continue as a GET
+    without a body, as browsers do; 307/308 repeat the method and body.
+    """
+    current = prepared
+    for _ in range(http.max_redirects + 1):
+        received = send(current, ctx, timeout=timeout)
+        location = received.headers.get("location")
+        if not http.follow_redirects or received.status not in _REDIRECTS or not location:
+            return received, current
+        current = _redirected(current, received, location)
+    raise ToolHTTPError(
+        f"{_where(current, ctx)}: more than {http.max_redirects} redirects",
+        status=received.status,
     )
 
 
-def _render_query(
-    query: dict[str, Any], arguments: dict, ctx: ToolCallContext
-) -> list[tuple[str, str]]:
-    """Query params; a value rendering ``None`` drops the param, a list repeats it."""
-    params: list[tuple[str, str]] = []
-    for name, template in query.items():
-        value = render(template, arguments, env=ctx.env)
-        items = value if isinstance(value, list) else [value]
-        params.extend((name, to_text(item)) for item in items if item is not None)
-    return params
+def _redirected(current: PreparedRequest, received: Received, location: str) -> PreparedRequest:
+    target = httpx.URL(received.url).join(location)
+    origin = httpx.URL(current.url)
+    headers, params = dict(current.headers), list(current.params)
+    if (target.scheme, target.host, target.port) != (origin.scheme, origin.host, origin.port):
+        headers = {k: v for k, v in headers.items() if k.lower() not in current.credential_headers}
+        params = [(k, v) for k, v in params if k not in current.credential_params]
+    method, body = current.method, current.body
+    if received.status == 303 or (received.status in (301, 302) and method == "POST"):
+        method, body = "GET", type(current.body)()
+    # The target URL already carries the query it wants; only credentials would be re-added.
+    params = [(k, v) for k, v in params if k in current.credential_params]
+    return replace(
+        current, method=method, url=str(target), headers=headers, params=params, body=body
+    )
 
 
-def _apply_auth(
-    http: HttpConfig,
-    prepared: PreparedRequest,
-    arguments: dict,
-    ctx: ToolCallContext,
-) -> None:
-    """Add the credential; skipped when it renders empty. The credential is a secret."""
-    auth = http.auth
-
-    def text(template: str | None) -> str:
-        return render_text(template or "", arguments, env=ctx.env)
-
-    if auth.type == "bearer":
-        token = text(auth.token)
-        if token:
-            ctx.redactor.add_secret(token)
-            prepared.headers["Authorization"] = f"Bearer {token}"
-    elif auth.type == "api_key":
-        key = text(auth.value)
-        if key:
-            ctx.redactor.add_secret(key)
-            if auth.in_ == "query":
-                prepared.params.append((auth.name or "", key))
-            else:
-                prepared.headers[auth.name or ""] = key
-    elif auth.type == "basic":
-        user, password = text(auth.username), text(auth.password)
-        if user or password:
-            ctx.redactor.add_basic_auth(user, password)
-            token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
-            prepared.headers["Authorization"] = f"Basic {token}"
+def _guard_non_idempotent(spec: ToolSpec, exc: FlowpilotError) -> FlowpilotError:
+    """For a non-idempotent tool, a retryable failure the server may have acted on
+    becomes ``outcome_unknown`` (fatal): repeating it could do the call twice."""
+    if spec.idempotent or not exc.retryable:
+        return exc
+    if getattr(exc, "not_sent", False) or getattr(exc, "not_processed", False):
+        return exc
+    unknown = ToolOutcomeUnknown(
+        f"{exc.message}. Tool {spec.name!r} is not idempotent and the server may have "
+        "acted on the request, so it was not sent again: check the target system, then "
+        "restart from this step."
+    )
+    unknown.request = getattr(exc, "request", None)  # type: ignore[attr-defined]
+    return unknown
 
 
-def _send(
-    prepared: PreparedRequest, ctx: ToolCallContext, *, timeout: float, started: float
-) -> _Received:
-    """Send and read at most ``ctx.max_response_bytes`` of the body (memory bounded)."""
-    where = f"{prepared.method} {ctx.redactor.scrub_text(prepared.url)}"
-    try:
-        with ctx.http.stream(
-            prepared.method,
-            prepared.url,
-            params=prepared.params or None,
-            headers=prepared.headers,
-            json=prepared.json,
-            timeout=timeout,
-        ) as response:
-            body, truncated = _read_bounded(response, ctx.max_response_bytes)
-            encoding = response.charset_encoding or "utf-8"
-            return _Received(response.status_code, response.headers, body, truncated, encoding)
-    except httpx.TimeoutException as exc:
-        error: FlowpilotError = ToolTimeout(f"{where}: no answer within {timeout:g}s")
-        cause: Exception = exc
-    except httpx.DecodingError as exc:
-        error, cause = ToolResponseInvalid(f"{where}: cannot decode the response body"), exc
-    except httpx.RequestError as exc:
-        detail = ctx.redactor.scrub_text(str(exc)) or type(exc).__name__
-        error, cause = ToolUnreachable(f"{where}: cannot reach the server ({detail})"), exc
-    error.request = _request_info(prepared, ctx, None, started)  # type: ignore[attr-defined]
-    raise error from cause
+def _where(prepared: PreparedRequest, ctx: ToolCallContext) -> str:
+    return f"{prepared.method} {ctx.redactor.scrub_text(_full_url(prepared))}"
 
 
-def _read_bounded(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
-    chunks: list[bytes] = []
-    size = 0
-    for chunk in _decoded(response):
-        if size + len(chunk) > limit:
-            chunks.append(chunk[: limit - size])
-            return b"".join(chunks), True
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks), False
-
-
-_INFLATE_PIECE = 64 * 1024
-
-
-def _decoded(response: httpx.Response) -> Iterator[bytes]:
-    """The body, decompressed at most ``_INFLATE_PIECE`` bytes at a time.
-
-    httpx inflates each network chunk whole, so a few kB of gzip become hundreds
-    of MB in memory before the limit is checked (a decompression bomb). gzip and
-    deflate (what httpx asks for) are inflated here piece by piece instead;
-    identity and any other coding pass through as received, as httpx does for a
-    coding it cannot decode.
-    """
-    stream: Iterator[bytes] = response.iter_raw()
-    codings = response.headers.get_list("content-encoding", split_commas=True)
-    for coding in reversed([c.strip().lower() for c in codings]):
-        if coding in ("gzip", "x-gzip", "deflate"):
-            stream = _inflate(stream, gzip=coding != "deflate")
-    return stream
-
-
-def _inflate(stream: Iterator[bytes], *, gzip: bool) -> Iterator[bytes]:
-    inflater = None
-    try:
-        for data in stream:
-            if inflater is None:
-                if not data:
-                    continue
-                inflater = zlib.decompressobj(_wbits(data, gzip=gzip))
-            while data:
-                piece = inflater.decompress(data, _INFLATE_PIECE)
-                data = inflater.unconsumed_tail
-                if piece:
-                    yield piece
-        if inflater is not None and (rest := inflater.flush()):
-            yield rest
-    except zlib.error as exc:
-        raise httpx.DecodingError(f"malformed compressed body: {exc}") from exc
-
-
-def _wbits(first: bytes, *, gzip: bool) -> int:
-    """gzip framing, or for deflate the zlib wrapper when present, else raw deflate."""
-    if gzip:
-        return zlib.MAX_WBITS | 16
-    wrapped = len(first) >= 2 and first[0] & 0x0F == 8 and ((first[0] << 8) | first[1]) % 31 == 0
-    return zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS
-
-
-def _decode(body: bytes, encoding: str) -> str:
-    try:
-        return body.decode(encoding, errors="replace")
-    except LookupError:
-        return body.decode("utf-8", errors="replace")
-
-
-def _request_info(
-    prepared: PreparedRequest, ctx: ToolCallContext, status: int | None, started: float
-) -> dict[str, Any]:
+def _full_url(prepared: PreparedRequest) -> str:
     url = httpx.URL(prepared.url)
     if prepared.params:
         url = url.copy_merge_params(prepared.params)
+    return str(url)
+
+
+def _info(
+    prepared: PreparedRequest, ctx: ToolCallContext, status: int | None, started: float | None
+) -> dict[str, Any]:
+    elapsed = None if started is None else round((time.perf_counter() - started) * 1000, 1)
     return {
         "method": prepared.method,
-        "url": ctx.redactor.scrub_text(str(url)),
+        "url": ctx.redactor.scrub_text(_full_url(prepared)),
         "status": status,
-        "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),
+        "elapsed_ms": elapsed,
         "headers": ctx.redactor.scrub(redact_headers(prepared.headers)),
     }
-
-
-def _raise_for_status(
-    info: dict[str, Any], received: _Received, text: str, redactor: Redactor
-) -> None:
-    """Non-2xx → a typed error with method, redacted URL, status and ≤500 chars of body."""
-    status = received.status
-    if 200 <= status < 300:
-        return
-    # Scrub before cutting, so a secret is never cut in half and left readable.
-    body = redactor.scrub_text(" ".join(text[: ERROR_BODY_CHARS * 4].split()))[:ERROR_BODY_CHARS]
-    message = f"{info['method']} {info['url']} returned HTTP {status}"
-    if body:
-        message += f": {body}"
-    if status == 429:
-        raise ToolRateLimited(message, retry_after=retry_after_seconds(received.headers))
-    if status in (401, 403):
-        raise ToolAuthFailed(message, status=status)
-    raise ToolHTTPError(message, status=status)
-
-
-def retry_after_seconds(headers: httpx.Headers, *, now: float | None = None) -> float | None:
-    """``Retry-After`` as seconds (delta-seconds or an HTTP date), or None."""
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        moment = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    current = time.time() if now is None else now
-    return max(0.0, moment.timestamp() - current)
-
-
-def _output(
-    http: HttpConfig, received: _Received, text: str, info: dict[str, Any], limit: int
-) -> tuple[Any, bool]:
-    where = f"{info['method']} {info['url']}"
-    if received.truncated:
-        if http.response_extract:
-            raise ToolResponseTooLarge(
-                f"{where}: the response is larger than the {limit} byte limit; "
-                "nothing was extracted"
-            )
-        return {"text": text, "truncated": True, "limit_bytes": limit}, True
-    value = parse_body(text, received.headers.get("content-type", ""))
-    if http.response_extract:
-        if isinstance(value, dict) and set(value) == {"text"} and _looks_json(received, text):
-            raise ToolResponseInvalid(f"{where}: the response is not valid JSON")
-        return extract(value, http.response_extract), False
-    return value, False
-
-
-def _looks_json(received: _Received, text: str) -> bool:
-    return "json" in received.headers.get("content-type", "").lower() or text.lstrip()[:1] in (
-        "{",
-        "[",
-    )
-
-
-def parse_body(text: str, content_type: str) -> Any:
-    """JSON bodies are parsed and wrapped (list → items/count, scalar → value);
-    anything else is ``{"text": body}``; an empty body is ``{}``."""
-    stripped = text.strip()
-    if not stripped:
-        return {}
-    if "json" in content_type.lower() or stripped[:1] in ("{", "["):
-        try:
-            return wrap(json.loads(stripped))
-        except ValueError:
-            return {"text": text}
-    return {"text": text}
-
-
-def wrap(value: Any) -> Any:
-    """A JSON list becomes ``{"items": [...], "count": N}``; a scalar ``{"value": v}``."""
-    if isinstance(value, list):
-        return {"items": value, "count": len(value)}
-    if isinstance(value, dict):
-        return value
-    return {"value": value}
-
-
-def extract(value: Any, paths: dict[str, str]) -> dict[str, Any]:
-    """``{key: value at dot-path}`` by the rule of :mod:`tools.paths`; missing → None.
-
-    The paths were checked when the spec was loaded, so parsing cannot fail here.
-    """
-    return {key: get(value, parse_path(path)) for key, path in paths.items()}

@@ -35,7 +35,7 @@ NEW_KEYS = frozenset(
     {
         "name", "kind", "description", "base_url", "request", "auth", "inputs",
         "response_extract", "outputs", "timeout", "retry", "idempotent", "secret_env",
-        "cookies",
+        "cookies", "response", "pagination", "follow_redirects", "max_redirects",
     }
 )  # fmt: skip
 LEGACY_KEYS = frozenset(
@@ -60,6 +60,10 @@ _NEW_LOCS: _LocTable = [
     (("http", "response_extract"), ("response_extract",), True),
     (("http", "timeout"), ("timeout",), True),
     (("http", "cookies"), ("cookies",), True),
+    (("http", "response"), ("response",), True),
+    (("http", "pagination"), ("pagination",), True),
+    (("http", "follow_redirects"), ("follow_redirects",), True),
+    (("http", "max_redirects"), ("max_redirects",), True),
     (("http",), ("request",), False),
 ]
 _LEGACY_LOCS: _LocTable = [
@@ -250,9 +254,12 @@ def new_to_spec_dict(data: dict[str, Any]) -> dict[str, Any]:
         spec["input_schema"] = data["inputs"]
     http: dict[str, Any] = {
         k: data[k]
-        for k in ("base_url", "request", "auth", "response_extract", "cookies")
+        for k in (
+            "base_url", "request", "auth", "response_extract", "cookies", "response",
+            "pagination", "follow_redirects", "max_redirects",
+        )
         if k in data
-    }
+    }  # fmt: skip
     if "timeout" in data:
         spec["timeout"] = http["timeout"] = data["timeout"]
     spec["http"] = http

@@ -24,8 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic_core import PydanticCustomError
 
 from tools.errors import TemplateError
-from tools.paths import PathError, parse_path
+from tools.paths import PathError
 from tools.policy import RetryPolicy
+from tools.spec_http import Pagination, ResponseConfig, parse_extract_path
 from tools.templating import Placeholder, iter_strings, placeholders
 
 TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"
@@ -73,40 +74,72 @@ class HttpAuth(_Frozen):
     """How a request authenticates. Values are templates (``{{env.NAME}}``).
 
     ``bearer``: ``Authorization: Bearer <token>``; ``api_key``: ``name: value`` in a
-    header or as a query parameter (``in``); ``basic``: username and password.
+    header or as a query parameter (``in``); ``basic``: username and password;
+    ``oauth2``: a bearer token fetched from ``token_url`` with the client credentials
+    (``grant: client_credentials``) or a ``refresh_token`` (``grant: refresh_token``).
     The credential is skipped when it renders empty.
     """
 
-    type: Literal["none", "bearer", "api_key", "basic"] = "none"
+    type: Literal["none", "bearer", "api_key", "basic", "oauth2"] = "none"
     token: str | None = Field(None, description="bearer: the token template.")
     in_: Literal["header", "query"] = Field("header", alias="in")
     name: str | None = Field(None, description="api_key: header or query parameter name.")
     value: str | None = Field(None, description="api_key: the key template.")
     username: str | None = Field(None, description="basic: user name template.")
     password: str | None = Field(None, description="basic: password template.")
+    token_url: str | None = Field(None, description="oauth2: token endpoint (env only).")
+    client_id: str | None = Field(None, description="oauth2: client id template.")
+    client_secret: str | None = Field(None, description="oauth2: client secret template.")
+    refresh_token: str | None = Field(None, description="oauth2 refresh_token grant.")
+    grant: Literal["client_credentials", "refresh_token"] | None = None
+    scopes: list[str] | None = Field(None, description="oauth2: scopes asked for.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _oauth2_grant(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("type") == "oauth2" and "grant" not in data:
+            return {**data, "grant": "client_credentials"}
+        return data
 
     @model_validator(mode="after")
     def _fields_match_type(self) -> HttpAuth:
+        oauth = ["token_url", "client_id", "client_secret", "grant"]
+        if self.grant == "refresh_token":
+            oauth.append("refresh_token")
         wanted = {
             "none": (),
             "bearer": ("token",),
             "api_key": ("name", "value"),
             "basic": ("username", "password"),
+            "oauth2": (*oauth, "scopes"),
         }[self.type]
-        for field in ("token", "name", "value", "username", "password"):
+        required = [f for f in wanted if f != "scopes"]
+        fields = ("token", "name", "value", "username", "password", *_OAUTH_FIELDS)
+        for field in fields:
             present = getattr(self, field) is not None
-            if field in wanted and not present:
+            if field in required and not present:
                 raise ValueError(f"auth type {self.type!r} needs {field!r}")
             if field not in wanted and present:
                 raise ValueError(f"{field!r} does not apply to auth type {self.type!r}")
-        _check_templates([self.token, self.value, self.username, self.password, self.name])
-        secret = {"bearer": self.token, "api_key": self.value, "basic": self.password}
-        literal = secret.get(self.type)
-        if literal is not None and literal != "" and not _has_placeholder(literal):
-            raise ValueError(
-                "secrets are never written in tool files: use an {{env.NAME}} reference"
-            )
+        _check_templates([getattr(self, f) for f in fields if f not in ("grant", "scopes")])
+        secret = {
+            "bearer": [self.token],
+            "api_key": [self.value],
+            "basic": [self.password],
+            "oauth2": [self.client_secret, self.refresh_token],
+        }.get(self.type, [])
+        for literal in secret:
+            if literal is not None and literal != "" and not _has_placeholder(literal):
+                raise ValueError(
+                    "secrets are never written in tool files: use an {{env.NAME}} reference"
+                )
+        if self.token_url is not None:
+            _env_only(self.token_url, "token_url")
         return self
+
+
+_OAUTH_FIELDS = ("token_url", "client_id", "client_secret", "refresh_token", "grant", "scopes")
+BodyType = Literal["json", "form", "multipart", "text"]
 
 
 class HttpRequest(_Frozen):
@@ -120,7 +153,15 @@ class HttpRequest(_Frozen):
     url: str = Field("", description="Path (and optional query) template, values encoded.")
     query: dict[str, Any] = Field(default_factory=dict, description="None-valued params dropped.")
     headers: dict[str, str] = Field(default_factory=dict, description="Empty values dropped.")
-    body: Any = Field(None, description="JSON body template; None sends no body.")
+    body: Any = Field(None, description="Body template; None sends no body.")
+    body_type: BodyType = Field(
+        "json", description="json, form (urlencoded), multipart (form-data) or text."
+    )
+    files: dict[str, str] = Field(
+        default_factory=dict,
+        description="multipart: field -> file path template, inside FLOWPILOT_DATA_DIRS.",
+    )
+    content_type: str | None = Field(None, description="text: the Content-Type sent.")
     idempotency_header: str | None = Field(
         None, description="Header carrying the step's idempotency key, e.g. Idempotency-Key."
     )
@@ -136,7 +177,7 @@ class HttpRequest(_Frozen):
     def _upper(cls, value: Any) -> Any:
         return value.upper() if isinstance(value, str) else value
 
-    @field_validator("url", "query", "headers", "body")
+    @field_validator("url", "query", "headers", "body", "files")
     @classmethod
     def _templates_parse(cls, value: Any) -> Any:
         _check_templates(value)
@@ -161,6 +202,20 @@ class HttpRequest(_Frozen):
 
     def is_secret_header(self, name: str) -> bool:
         return name.lower() in {h.lower() for h in self.secret_headers}
+
+    @model_validator(mode="after")
+    def _body_fits_type(self) -> HttpRequest:
+        whole = isinstance(self.body, str) and self.body.strip().startswith("{{")
+        if self.files and self.body_type != "multipart":
+            raise ValueError("'files' needs body_type: multipart")
+        mapping = self.body is None or whole or isinstance(self.body, dict)
+        if self.body_type in ("form", "multipart") and not mapping:
+            raise ValueError(f"body_type {self.body_type!r} needs a mapping body")
+        if self.body_type == "text" and self.body is not None and not isinstance(self.body, str):
+            raise ValueError("body_type 'text' needs a string body")
+        if self.content_type is not None and self.body_type != "text":
+            raise ValueError("content_type applies to body_type 'text' only")
+        return self
 
 
 def split_origin(url: str) -> tuple[str, str]:
@@ -210,12 +265,16 @@ class HttpConfig(_Frozen):
     response_extract: dict[str, str] = Field(
         default_factory=dict, description="Output key -> dot-path in the (wrapped) response."
     )
-    timeout: float = Field(30.0, gt=0, le=3600, description="Seconds.")
     cookies: Literal["none", "step"] = Field(
         "none",
         description="none: no cookie is kept between calls; step: cookies set by a response "
         "are sent again by the same step's later calls (items, retries), never by another step.",
     )
+    timeout: float = Field(30.0, gt=0, le=3600, description="Seconds, for the whole attempt.")
+    response: ResponseConfig = Field(default_factory=ResponseConfig)
+    pagination: Pagination | None = None
+    follow_redirects: bool = Field(False, description="Follow 3xx (credentials stay home).")
+    max_redirects: int = Field(5, ge=1, le=20)
 
     @model_validator(mode="before")
     @classmethod
@@ -255,7 +314,7 @@ class HttpConfig(_Frozen):
             if not key or not isinstance(path, str) or not path.strip():
                 raise ValueError(f"response_extract {key!r} needs a non-empty dot-path")
             try:
-                parse_path(path.strip())
+                parse_extract_path(path.strip())
             except PathError as exc:
                 raise ValueError(f"response_extract {key!r}: {exc}") from exc
         return {key: path.strip() for key, path in value.items()}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import random
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -56,6 +57,7 @@ class Limits:
 @dataclass
 class RunContext:
     run_id: int
+    run_uuid: str  # globally unique (Run.uuid): the base of the idempotency keys
     spec: WorkflowSpec
     graph: FlowGraph
     registry: ToolRegistry
@@ -90,6 +92,7 @@ class RunContext:
 def build_run_context(
     *,
     run_id: int,
+    run_uuid: str | None = None,
     spec: WorkflowSpec,
     registry: ToolRegistry | None = None,
     env: Mapping[str, str] | None = None,
@@ -109,6 +112,8 @@ def build_run_context(
     full_env = os.environ if env is None else env
     context = RunContext(
         run_id=run_id,
+        # A context built without a stored run (benchmarks, tests) still gets unique keys.
+        run_uuid=run_uuid or str(uuid.uuid4()),
         spec=spec,
         graph=build_graph(spec),
         registry=registry,

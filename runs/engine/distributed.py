@@ -96,7 +96,9 @@ def time_limit_of(step: AnyStep) -> float | None:
 
 def run_context(run: Run, *, tools_key: tuple | None = None) -> RunContext:
     """A fresh context for one task of ``run`` (its own redactor and HTTP client)."""
-    return build_run_context(run_id=run.pk, spec=_spec(run), registry=_registry(tools_key))
+    return build_run_context(
+        run_id=run.pk, run_uuid=str(run.uuid), spec=_spec(run), registry=_registry(tools_key)
+    )
 
 
 _specs: dict[str, WorkflowSpec] = {}  # frozen definitions of this process, by hash

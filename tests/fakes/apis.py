@@ -16,8 +16,9 @@ route                path                             service
 ``frankfurter``      ``/latest``, ``/v1/latest``      frankfurter (``from``/``to`` or
                                                       ``base``/``symbols``)
 ``github_repo``      ``/repos/{o}/{r}``               GitHub REST (404 ``Not Found`` body)
-``github_*``         ``…/contributors|issues|         GitHub list endpoints (``per_page``),
-                     releases|languages``             languages is an object
+``github_*``         ``…/contributors|issues|         GitHub list endpoints (``per_page``,
+                     releases|languages``             ``page`` and ``Link`` headers like
+                                                      GitHub's), languages is an object
 ``post``             ``/post``                        httpbin (echoes json, headers, args)
 ===================  ===============================  =====================================
 
@@ -32,7 +33,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote, urlencode
 
 from tests.fakes.http import FakeAPI, FakeResponse, RecordedRequest
 
@@ -357,9 +358,34 @@ def _github(kind: str):
         if kind == "issues":
             state = req.arg("state") or "open"
             items = [i for i in items if state == "all" or i["state"] == state]
-        return FakeResponse.json(items[: _per_page(req)], headers=headers)
+        page, per_page = _page(req), _per_page(req)
+        headers.update(_github_links(req, page, last=max(1, -(-len(items) // per_page))))
+        return FakeResponse.json(items[(page - 1) * per_page : page * per_page], headers=headers)
 
     return handler
+
+
+def _page(req: RecordedRequest) -> int:
+    try:
+        return max(1, int(req.arg("page") or 1))
+    except ValueError:
+        return 1
+
+
+def _github_links(req: RecordedRequest, page: int, *, last: int) -> dict[str, str]:
+    """GitHub's ``Link`` header: absolute URLs to the next/last/first/prev pages."""
+    base = f"http://{req.headers.get('host', '127.0.0.1')}{req.path}"
+
+    def url(number: int) -> str:
+        query = {k: v[-1] for k, v in req.query.items() if k != "page"}
+        return f"{base}?{urlencode({**query, 'page': number})}"
+
+    rels = []
+    if page < last:
+        rels += [f'<{url(page + 1)}>; rel="next"', f'<{url(last)}>; rel="last"']
+    if page > 1:
+        rels += [f'<{url(1)}>; rel="first"', f'<{url(page - 1)}>; rel="prev"']
+    return {"Link": ", ".join(rels)} if rels else {}
 
 
 def _post_sink(fake: FakeAPI):

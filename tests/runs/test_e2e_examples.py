@@ -221,7 +221,7 @@ def test_github_intel_fans_out_and_posts_a_summary(fake_api, cli, monkeypatch, t
     assert post.method == "POST"
     assert post.path == "/post"
     assert post.headers["content-type"] == "application/json"
-    assert post.headers["idempotency-key"] == f"{run.pk}:post"
+    assert post.headers["idempotency-key"] == f"{run.uuid}:post"
     assert "authorization" not in post.headers
     assert "x-api-key" not in post.headers
     assert post.json() == expected_summary(fake_api, "octo-org", "widgets")
@@ -256,12 +256,18 @@ def test_github_intel_fans_out_and_posts_a_summary(fake_api, cli, monkeypatch, t
         assert token not in result.out
 
 
-def test_github_intel_per_page_limits_the_lists(fake_api, cli):
-    result = run_example(cli, "github_intel", "owner=octo-org", "repo=widgets", "per_page=2")
+def test_github_intel_per_page_limits_the_lists_but_collects_every_issue(fake_api, cli):
+    result = run_example(cli, "github_intel", "owner=octo-org", "repo=widgets", "per_page=3")
 
     assert result.code == 0, result.out + result.err
     body = fake_api.requests("post")[0].json()
-    assert (body["contributors"], body["issues_fetched"], body["releases"]) == (2, 2, 2)
+    assert (body["contributors"], body["releases"]) == (3, 3)
+    # github_issues follows GitHub's Link headers: all 4 open issues, in 2 pages of 3.
+    assert body["issues_fetched"] == 4
+    pages = fake_api.requests("github_issues")
+    assert [r.query.get("page") for r in pages] == [None, ["2"]]
+    issues = Run.objects.get().step_results.get(step_id="issues")
+    assert issues.output["pages"] == 2
 
 
 # --- travel_briefing -----------------------------------------------------------------
@@ -315,7 +321,7 @@ def test_travel_briefing_geocodes_then_fans_out_and_posts(fake_api, cli):
         "exchange": {"base": "EUR", "date": "2024-01-05", "rates": rates},
     }
     assert post.json() == briefing
-    assert post.headers["idempotency-key"] == f"{run.pk}:briefing"
+    assert post.headers["idempotency-key"] == f"{run.uuid}:briefing"
 
     steps = results_of(run)
     assert {s: (r.status, r.attempts) for s, r in steps.items()} == dict.fromkeys(

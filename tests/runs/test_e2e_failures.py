@@ -315,8 +315,8 @@ def test_resume_continues_from_the_checkpoint_and_never_reruns_succeeded_steps(
     assert len(fake_api.requests("restcountries")) == 1
     posts = fake_api.requests("post")
     assert [p.status for p in posts] == [500, 200]
-    # The idempotency key is stable per run and step, so the retry is safe to dedupe.
-    assert {p.headers["idempotency-key"] for p in posts} == {f"{run.pk}:notify"}
+    # The idempotency key is stable per run (its UUID) and step, so the retry is safe to dedupe.
+    assert {p.headers["idempotency-key"] for p in posts} == {f"{run.uuid}:notify"}
     notify = run.step_results.get(step_id="notify")
     assert notify.attempts == 2
     assert [a["status"] for a in notify.attempt_log] == ["failed", "succeeded"]
@@ -706,3 +706,28 @@ def test_a_secret_in_the_query_string_stays_out_of_debug_logs(
     assert key not in dump_everything()
     assert key not in result.out + result.err
     assert key not in captured.out + captured.err
+
+
+def test_a_timed_out_post_is_received_once_and_stops_for_review(fake_api, cli, tmp_path):
+    """post_json is not idempotent: after a timeout the server may have stored the
+    payload, so the step's retries are not spent re-sending it."""
+    fake_api.delay("post", 1.0)
+    flow = {
+        "name": "notify_once",
+        "inputs": {"city": {"type": "string", "default": "Berlin"}},
+        "steps": [
+            {"id": "notify", "kind": "tool", "tool": "post_json", "retry": FAST_RETRY,
+             "timeout": 0.3, "input_mapping": {"payload": {"city": "$input.city"}}},
+        ],
+    }  # fmt: skip
+
+    result = runflow(cli, write_flow(tmp_path, flow))
+
+    assert result.code == 1
+    fake_api.wait_finished()
+    assert len(fake_api.requests("post")) == 1
+    step = StepResult.objects.get()
+    assert (step.status, step.attempts) == ("failed", 1)
+    assert step.error["type"] == "outcome_unknown"
+    assert step.error["retryable"] is False
+    assert "restart from this step" in step.error["message"]

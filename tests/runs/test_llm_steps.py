@@ -127,6 +127,7 @@ def execute(flow: dict, *, client, registry, inputs=None, env=None) -> Run:
     run = run_create(workflow=workflow, trigger="manual", inputs=inputs or {}, registry=registry)
     ctx = build_run_context(
         run_id=run.pk,
+        run_uuid=str(run.uuid),
         spec=workflow_spec(workflow),
         registry=registry,
         env=env or {},
@@ -236,7 +237,7 @@ def test_each_tool_call_of_an_llm_step_gets_its_own_idempotency_key(llm, client)
     )
 
     assert run.status == "succeeded", run.error_summary
-    assert provider.keys == [f"{run.pk}:ask:1", f"{run.pk}:ask:2"]
+    assert provider.keys == [f"{run.uuid}:ask:1", f"{run.uuid}:ask:2"]
 
 
 def test_a_call_to_a_tool_outside_the_step_allowlist_is_refused(llm, client, provider):

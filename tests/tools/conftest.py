@@ -16,6 +16,7 @@ import pytest
 
 from tools.calls import ToolCallContext
 from tools.redaction import Redactor
+from tools.spec import ToolSpec
 
 
 @dataclass
@@ -162,3 +163,52 @@ def make_ctx(http_client: httpx.Client, tmp_path: Path) -> Callable[..., ToolCal
         return ToolCallContext(**values)
 
     return build
+
+
+def make_spec(
+    url="/x",
+    *,
+    method="GET",
+    extract=None,
+    auth=None,
+    name="t",
+    idempotent=None,
+    secret_env=(),
+    **request,
+) -> ToolSpec:
+    """An http tool on ``{{env.BASE}}``; ``http_*`` keywords set other http keys
+    (``http_pagination={...}``), the rest are request keys."""
+    http_keys = {k[5:]: request.pop(k) for k in list(request) if k.startswith("http_")}
+    http = {
+        "base_url": "{{env.BASE}}",
+        "request": {"method": method, "url": url, **request},
+        "response_extract": extract or {},
+        **http_keys,
+    }
+    if auth:
+        http["auth"] = auth
+    data = {"name": name, "http": http, "secret_env": list(secret_env)}
+    if idempotent is not None:
+        data["idempotent"] = idempotent
+    return ToolSpec.model_validate(data)
+
+
+@pytest.fixture
+def ctx_for(server, make_ctx):
+    """A context whose ``BASE`` is the loopback ``server``; UPPER keywords are env."""
+
+    def build(**env_and_overrides):
+        overrides = {k: v for k, v in env_and_overrides.items() if k.islower()}
+        env = {"BASE": server.url, **{k: v for k, v in env_and_overrides.items() if k.isupper()}}
+        return make_ctx(env=env, **overrides)
+
+    return build
+
+
+@pytest.fixture(scope="session")
+def httpbin() -> Iterator[str]:
+    """The base URL of httpbin (PyPI) under gunicorn on loopback, one per session."""
+    from tests.fakes.httpbin import run_httpbin
+
+    with run_httpbin() as url:
+        yield url

@@ -279,3 +279,91 @@ def test_secret_markers_are_validated_with_a_located_error(change, expected):
     with pytest.raises(ToolConfigError) as info:
         load_tool_text(SECRET_MARKED.replace(*change))
     assert expected in info.value.message
+
+
+HTTP_FEATURES = """\
+name: feeds
+base_url: https://api.example.com
+request:
+  method: POST
+  url: /items
+  body_type: form
+  body: {q: "{{q}}"}
+auth:
+  type: oauth2
+  token_url: "{{env.AUTH:-https://auth.example.com}}/token"
+  client_id: app
+  client_secret: "{{env.SECRET}}"
+  scopes: [read]
+response:
+  format: json
+  success: {path: status, equals: ok, message: error}
+pagination: {style: cursor, items: data, cursor_path: next, cursor_param: after, max_items: 90}
+follow_redirects: true
+max_redirects: 3
+response_extract: {items: items, remaining: $headers.X-RateLimit-Remaining, status: $status}
+"""
+
+
+def test_the_http_feature_keys_load_into_the_spec():
+    (spec,) = load_tool_text(HTTP_FEATURES)
+    http = spec.http
+    assert (http.request.body_type, http.auth.type, http.auth.grant) == (
+        "form",
+        "oauth2",
+        "client_credentials",
+    )
+    assert (http.pagination.style, http.pagination.max_items, http.max_redirects) == (
+        "cursor",
+        90,
+        3,
+    )
+    assert http.response.success.accepts("ok")
+    assert http.follow_redirects is True
+    assert spec.outputs == ["items", "remaining", "status"]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        (
+            'body: {q: "{{q}}"}',
+            "body: [1]",
+            ":3: tool 'feeds': field request: body_type 'form' needs a mapping body",
+        ),
+        (
+            "cursor_param: after, ",
+            "",
+            ":17: tool 'feeds': field pagination: pagination style 'cursor' needs cursor_path",
+        ),
+        (
+            "equals: ok, ",
+            "",
+            ":16: tool 'feeds': field response.success: success needs exactly one of",
+        ),
+        (
+            "$headers.X",
+            "$header.X",
+            "field response_extract: response_extract 'remaining': '$header.X-RateLimit",
+        ),
+        (
+            'token_url: "{{env.AUTH:-https://auth.example.com}}',
+            'token_url: "{{host}}',
+            "field auth: token_url may only use {{env.NAME}} placeholders",
+        ),
+        (
+            'client_secret: "{{env.SECRET}}"',
+            "client_secret: hunter22",
+            "field auth: secrets are never written in tool files",
+        ),
+        ("format: json", "format: xml", "field response.format: Input should be"),
+        (
+            "max_redirects: 3",
+            "max_redirects: 0",
+            ":19: tool 'feeds': field max_redirects: Input should be greater than or equal to 1",
+        ),
+    ],
+)
+def test_http_feature_keys_are_validated_with_located_errors(old, new, expected):
+    assert old in HTTP_FEATURES
+    assert expected in _problems(HTTP_FEATURES.replace(old, new))

@@ -21,6 +21,8 @@ from typing import Any
 
 from tools.builtin.base import BuiltinProvider, BuiltinTool
 from tools.calls import ToolCallContext
+from tools.data_paths import inside as _inside
+from tools.data_paths import resolve_read_path
 from tools.errors import ToolCallFailed, ToolInputError, ToolResponseTooLarge
 from tools.http_client import wrap
 
@@ -37,33 +39,6 @@ def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
         "required": required,
         "additionalProperties": False,
     }
-
-
-def _inside(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
-
-
-def resolve_read_path(raw: str, ctx: ToolCallContext) -> Path:
-    """The existing file ``raw`` names inside a data dir or the output dir.
-
-    Tried against each root in order; a path that leaves any root (``..``,
-    absolute elsewhere, a symlink out) is refused, not merely skipped.
-    """
-    roots = [r.resolve() for r in (*ctx.data_dirs, *([ctx.output_dir] if ctx.output_dir else []))]
-    outside = ToolInputError(f"path {raw!r} is outside the allowed data directories")
-    if Path(raw).is_absolute():
-        candidate = Path(raw).resolve()
-        if not any(_inside(candidate, root) for root in roots):
-            raise outside
-        candidates = [candidate]
-    else:
-        candidates = [(root / raw).resolve() for root in roots]
-        if any(not _inside(c, root) for c, root in zip(candidates, roots, strict=True)):
-            raise outside
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    raise ToolCallFailed(f"file not found: {raw!r}")
 
 
 def resolve_write_path(raw: str, ctx: ToolCallContext) -> Path:

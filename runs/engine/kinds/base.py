@@ -88,10 +88,12 @@ def call_tool(
 
     The validator checks the allowlist before every run; this check holds even when
     a definition was edited by hand between validation and execution. The idempotency
-    key is the run and step (and, for a foreach item, its index): stable across retries
-    and resumes, distinct for every different call. ``http`` is the client of the
-    caller's cookie session (``runs.engine.http.tool_session``); by default the run's
-    client, which keeps no cookies.
+    key is the run's UUID and the step id (and, for a foreach item, its index): stable
+    across retries, resumes and Celery redelivery, distinct for every different call and
+    across installations (a database reset cannot make two runs send the same key).
+    ``http`` is the client of the caller's cookie session
+    (``runs.engine.http.tool_session``); by default the run's client, which keeps no
+    cookies.
     """
     check_allowed(ctx, step, tool)
     call_ctx = ToolCallContext(
@@ -99,7 +101,7 @@ def call_tool(
         redactor=ctx.redactor,
         http=ctx.http if http is None else http,
         timeout=step.timeout,
-        idempotency_key=f"{ctx.run_id}:{step.id}" + ("" if item is None else f":{item}"),
+        idempotency_key=f"{ctx.run_uuid}:{step.id}" + ("" if item is None else f":{item}"),
         max_response_bytes=ctx.limits.max_response_bytes,
         output_dir=ctx.output_dir,
         data_dirs=ctx.data_dirs,

@@ -198,7 +198,7 @@ def test_each_foreach_item_call_sends_its_own_idempotency_key(fake_api):
     keys = [r.headers["idempotency-key"] for r in fake_api.requests("post")]
     assert len(keys) == 3
     assert len(set(keys)) == 3, keys
-    assert all(key.startswith(f"{run.pk}:notify") for key in keys)
+    assert sorted(keys) == [f"{run.uuid}:notify:{i}" for i in range(3)]
 
 
 def test_a_step_skipped_by_a_cancel_is_never_started_by_the_in_process_driver(fake_api):

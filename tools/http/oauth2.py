@@ -1,0 +1,196 @@
+"""OAuth2 access tokens for ``auth: {type: oauth2}``: client credentials or refresh token.
+
+The token is fetched from ``token_url`` (a form POST, the client authenticated with
+HTTP Basic as RFC 6749 §2.3.1 requires servers to accept), cached until shortly
+before ``expires_in`` runs out, and fetched again once when the API answers 401.
+
+The cache is per process — the one deliberate process-wide state of the tools layer,
+because a token is worth reusing across runs and fetching one per call would hammer
+the token endpoint. Entries are keyed by token URL, client id, scopes and a digest of
+the secret, so two tools never share a token unless they share all of these.
+Tokens, refresh tokens and client secrets are registered with the run's redactor and
+never stored: only the tool's templates are.
+
+Hand-written rather than authlib's httpx client: that client is its own
+``httpx.Client`` subclass, while every call here goes through the run's client and the
+attempt deadline of :mod:`tools.http.transport`; the grant itself is one form POST.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import threading
+import time
+from dataclasses import dataclass
+
+from tools.calls import ToolCallContext
+from tools.errors import FlowpilotError, ToolAuthFailed, ToolResponseInvalid
+from tools.http.bodies import Body
+from tools.http.request import ACCEPT_ENCODING, PreparedRequest, set_credential_header
+from tools.http.response import decode_text
+from tools.http.transport import send
+from tools.spec import HttpAuth
+from tools.templating import render_text
+
+EXPIRY_MARGIN = 30.0
+"""Seconds before ``expires_in`` when a cached token is no longer used."""
+DEFAULT_LIFETIME = 3600.0
+"""A token's assumed lifetime when the endpoint gives no ``expires_in``."""
+
+
+@dataclass(frozen=True)
+class _Token:
+    value: str
+    expires_at: float
+    refresh_token: str | None
+
+
+class TokenCache:
+    """Thread-safe token cache, keyed by (token URL, client id, scopes, secret digest)."""
+
+    def __init__(self) -> None:
+        self._tokens: dict[tuple[str, ...], _Token] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, ...], now: float) -> _Token | None:
+        with self._lock:
+            token = self._tokens.get(key)
+        return token if token is not None and token.expires_at > now else None
+
+    def put(self, key: tuple[str, ...], token: _Token) -> None:
+        with self._lock:
+            self._tokens[key] = token
+
+    def drop(self, key: tuple[str, ...], value: str) -> None:
+        """Forget ``value`` (the token the API refused), unless another call replaced it."""
+        with self._lock:
+            if (found := self._tokens.get(key)) is not None and found.value == value:
+                del self._tokens[key]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._tokens.clear()
+
+
+PROCESS_TOKENS = TokenCache()
+
+
+@dataclass(frozen=True)
+class _Client:
+    token_url: str
+    client_id: str
+    client_secret: str
+    refresh_token: str
+    scopes: tuple[str, ...]
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        secret = f"{self.client_secret}\0{self.refresh_token}".encode()
+        digest = hashlib.sha256(secret).hexdigest()
+        return (self.token_url, self.client_id, " ".join(self.scopes), digest)
+
+
+def apply_oauth2(
+    auth: HttpAuth,
+    prepared: PreparedRequest,
+    ctx: ToolCallContext,
+    *,
+    timeout: float,
+    fresh: bool = False,
+) -> str:
+    """Add ``Authorization: Bearer <token>`` to ``prepared``; returns the token.
+
+    ``fresh`` drops the cached token first (after a 401). Errors from the token
+    endpoint are ``auth_failed`` (refused) or transport errors, all marked ``not_sent``:
+    the API request itself never left.
+    """
+    cache = PROCESS_TOKENS
+    client = _client(auth, ctx)
+    now = time.monotonic()
+    token = None if fresh else cache.get(client.key, now)
+    if token is None:
+        try:
+            token = _fetch(client, cache.get(client.key, float("-inf")), ctx, timeout=timeout)
+        except FlowpilotError as exc:
+            exc.not_sent = True  # type: ignore[attr-defined]
+            raise
+        cache.put(client.key, token)
+    ctx.redactor.add_secret(token.value)
+    set_credential_header(prepared, "Authorization", f"Bearer {token.value}")
+    return token.value
+
+
+def drop_token(
+    auth: HttpAuth, ctx: ToolCallContext, value: str
+) -> None:
+    PROCESS_TOKENS.drop(_client(auth, ctx).key, value)
+
+
+def _client(auth: HttpAuth, ctx: ToolCallContext) -> _Client:
+    def text(template: str | None) -> str:
+        return render_text(template or "", {}, env=ctx.env)
+
+    client = _Client(
+        token_url=text(auth.token_url),
+        client_id=text(auth.client_id),
+        client_secret=text(auth.client_secret),
+        refresh_token=text(auth.refresh_token),
+        scopes=tuple(auth.scopes or ()),
+    )
+    for secret in (client.client_secret, client.refresh_token):
+        ctx.redactor.add_secret(secret)
+    return client
+
+
+def _fetch(
+    client: _Client, previous: _Token | None, ctx: ToolCallContext, *, timeout: float
+) -> _Token:
+    refresh = client.refresh_token and (previous.refresh_token if previous else None)
+    form = [("grant_type", "refresh_token" if client.refresh_token else "client_credentials")]
+    if client.refresh_token:
+        form.append(("refresh_token", refresh or client.refresh_token))
+    if client.scopes:
+        form.append(("scope", " ".join(client.scopes)))
+    basic = base64.b64encode(f"{client.client_id}:{client.client_secret}".encode()).decode()
+    ctx.redactor.add_basic_auth(client.client_id, client.client_secret)
+    request = PreparedRequest(
+        method="POST",
+        url=client.token_url,
+        headers={"Accept": "application/json", "Accept-Encoding": ACCEPT_ENCODING},
+        body=Body(data=form),
+    )
+    set_credential_header(request, "Authorization", f"Basic {basic}")
+    received = send(request, ctx, timeout=timeout)
+    text = decode_text(received.body, received.encoding)
+    where = f"token endpoint {ctx.redactor.scrub_text(client.token_url)}"
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if not 200 <= received.status < 300 or not isinstance(data, dict):
+        detail = ctx.redactor.scrub_text(" ".join(text.split())[:300])
+        raise ToolAuthFailed(
+            f"{where} refused the credentials of client {client.client_id!r} "
+            f"(HTTP {received.status}): {detail}",
+            status=received.status if received.status >= 400 else 401,
+        )
+    return _token(data, where, ctx)
+
+
+def _token(data: dict, where: str, ctx: ToolCallContext) -> _Token:
+    value = data.get("access_token")
+    if not isinstance(value, str) or not value:
+        raise ToolResponseInvalid(f"{where}: the answer has no access_token")
+    ctx.redactor.add_secret(value)
+    refresh = data.get("refresh_token")
+    if isinstance(refresh, str):
+        ctx.redactor.add_secret(refresh)
+    try:
+        lifetime = float(data.get("expires_in") or DEFAULT_LIFETIME)
+    except (TypeError, ValueError):
+        lifetime = DEFAULT_LIFETIME
+    margin = min(EXPIRY_MARGIN, lifetime / 10)
+    expires_at = time.monotonic() + max(0.0, lifetime - margin)
+    return _Token(value, expires_at, refresh if isinstance(refresh, str) else None)

@@ -1,0 +1,178 @@
+"""Rendering an http tool's request: URL, query, headers and static credentials.
+
+Secrets are what the tool declares (docs/security.md): the auth credential, the
+values of ``secret_headers`` / ``secret_query``, and the values of its secret env
+variables; each is registered with ``ctx.redactor``. Non-secret configuration (an
+org name, a base URL) is not.
+Header values must be ASCII (RFC 9110 leaves other bytes undefined): a value that
+renders to other text is a ``template_error`` naming the header, never sent.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from tools.calls import ToolCallContext
+from tools.errors import TemplateError, ToolConfigError
+from tools.http.bodies import Body, render_body
+from tools.redaction import is_sensitive_header
+from tools.spec import HttpConfig, ToolSpec
+from tools.templating import render, render_text, render_url_path, to_text
+
+_BAD_HEADER_CHARS = re.compile(r"[\r\n\0]")
+ACCEPT_ENCODING = "gzip, deflate, identity"
+"""The codings asked for: exactly the ones :mod:`tools.http.transport` decodes."""
+
+
+@dataclass
+class PreparedRequest:
+    """The rendered request, before sending.
+
+    ``credential_headers`` / ``credential_params`` name what carries a credential (the
+    auth block's, and headers whose name says so: Authorization, Cookie, X-API-Key,
+    *-Token…), so a redirect to another origin can drop exactly those.
+    """
+
+    method: str
+    url: str
+    params: list[tuple[str, str]] = field(default_factory=list)
+    headers: dict[str, str] = field(default_factory=dict)
+    body: Body = field(default_factory=Body)
+    credential_headers: set[str] = field(default_factory=set)
+    credential_params: set[str] = field(default_factory=set)
+
+    @property
+    def json(self) -> Any:
+        return self.body.json
+
+
+def prepare_request(spec: ToolSpec, arguments: dict, ctx: ToolCallContext) -> PreparedRequest:
+    """Render URL, query, headers, body and the static credentials (not OAuth2 tokens,
+    which :mod:`tools.http.oauth2` adds); register the declared secrets."""
+    http = spec.http
+    if http is None:
+        raise ToolConfigError(f"tool {spec.name!r} is not an http tool")
+    for env_name in sorted(spec.secret_env_names()):
+        ctx.redactor.add_secret(ctx.env.get(env_name))
+    request = http.request
+    url = build_url(spec.name, http, arguments, ctx)
+    prepared = PreparedRequest(method=request.method, url=url)
+    prepared.params = _render_query(request.query, arguments, ctx)
+    for name, value in prepared.params:
+        if name in request.secret_query:
+            ctx.redactor.add_secret(value)
+    prepared.headers["Accept-Encoding"] = ACCEPT_ENCODING
+    for name, template in request.headers.items():
+        value = render_text(template, arguments, env=ctx.env)
+        if value:
+            prepared.headers[name] = value
+            if request.is_secret_header(name):
+                ctx.redactor.add_secret(value)
+            if is_sensitive_header(name):  # Authorization, Cookie, X-API-Key, *-Token…
+                prepared.credential_headers.add(name.lower())
+    prepared.body = render_body(request, arguments, ctx)
+    typed = any(k.lower() == "content-type" for k in prepared.headers)
+    if prepared.body.content is not None and prepared.body.content_type and not typed:
+        prepared.headers["Content-Type"] = prepared.body.content_type
+    if request.idempotency_header and ctx.idempotency_key:
+        prepared.headers[request.idempotency_header] = ctx.idempotency_key
+    _apply_auth(http, prepared, arguments, ctx)
+    check_headers(spec.name, prepared.headers)
+    return prepared
+
+
+def check_headers(tool: str, headers: dict[str, str]) -> None:
+    """Refuse a header that could add headers (CR, LF, NUL) or is not ASCII."""
+    for name, value in headers.items():
+        if _BAD_HEADER_CHARS.search(name) or _BAD_HEADER_CHARS.search(value):
+            raise TemplateError(
+                f"tool {tool!r}: header {name!r} renders to a value with a line break "
+                "or NUL character; a value cannot add headers"
+            )
+        if not (name + value).isascii():
+            raise TemplateError(
+                f"tool {tool!r}: header {name!r} renders to non-ASCII text; HTTP header "
+                "values must be ASCII: percent-encode the value or send it in the body"
+            )
+
+
+def build_url(name: str, http: HttpConfig, arguments: dict, ctx: ToolCallContext) -> str:
+    base = render_text(http.base_url, {}, env=ctx.env)
+    path = render_url_path(http.request.url, arguments, ctx.env)
+    if not path:
+        url = base
+    elif path.startswith(("?", "#")):
+        url = base.rstrip("/") + path
+    else:
+        url = base.rstrip("/") + "/" + path.lstrip("/")
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise ToolConfigError(_bad_base(name, http, ctx, url)) from exc
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise ToolConfigError(_bad_base(name, http, ctx, url))
+    return url
+
+
+def _bad_base(name: str, http: HttpConfig, ctx: ToolCallContext, url: str) -> str:
+    shown = ctx.redactor.scrub_text(url)
+    return (
+        f"tool {name!r}: base_url {http.base_url!r} renders to {shown!r}, "
+        "not an http(s) URL (is its environment variable set?)"
+    )
+
+
+def _render_query(
+    query: dict[str, Any], arguments: dict, ctx: ToolCallContext
+) -> list[tuple[str, str]]:
+    """Query params; a value rendering ``None`` drops the param, a list repeats it."""
+    params: list[tuple[str, str]] = []
+    for name, template in query.items():
+        value = render(template, arguments, env=ctx.env)
+        items = value if isinstance(value, list) else [value]
+        params.extend((name, to_text(item)) for item in items if item is not None)
+    return params
+
+
+def _apply_auth(
+    http: HttpConfig,
+    prepared: PreparedRequest,
+    arguments: dict,
+    ctx: ToolCallContext,
+) -> None:
+    """Add a static credential; skipped when it renders empty. It is a secret."""
+    auth = http.auth
+
+    def text(template: str | None) -> str:
+        return render_text(template or "", arguments, env=ctx.env)
+
+    if auth.type == "bearer":
+        token = text(auth.token)
+        if token:
+            ctx.redactor.add_secret(token)
+            set_credential_header(prepared, "Authorization", f"Bearer {token}")
+    elif auth.type == "api_key":
+        key = text(auth.value)
+        if key:
+            ctx.redactor.add_secret(key)
+            if auth.in_ == "query":
+                prepared.params.append((auth.name or "", key))
+                prepared.credential_params.add(auth.name or "")
+            else:
+                set_credential_header(prepared, auth.name or "", key)
+    elif auth.type == "basic":
+        user, password = text(auth.username), text(auth.password)
+        if user or password:
+            ctx.redactor.add_basic_auth(user, password)
+            token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+            set_credential_header(prepared, "Authorization", f"Basic {token}")
+
+
+def set_credential_header(prepared: PreparedRequest, name: str, value: str) -> None:
+    prepared.headers[name] = value
+    prepared.credential_headers.add(name.lower())
