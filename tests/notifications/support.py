@@ -29,7 +29,7 @@ class _Collect:
     def __init__(self) -> None:
         self.messages: list[email.message.EmailMessage] = []
 
-    async def handle_DATA(self, server, session, envelope):  # noqa: N802 - aiosmtpd's name
+    async def handle_DATA(self, server, session, envelope):
         self.messages.append(
             email.message_from_bytes(envelope.content, policy=email.policy.default)
         )
@@ -67,7 +67,7 @@ class WebhookReceiver:
             def log_message(self, *args):
                 pass
 
-            def do_POST(self):  # noqa: N802 - http.server's name
+            def do_POST(self):
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 stamp = self.headers["X-Flowpilot-Timestamp"]
                 expected = hmac.new(

@@ -43,7 +43,8 @@ def test_the_failure_email_names_the_step_its_request_and_the_diff(orders_api, s
     assert [d.status for d in made] == [DeliveryStatus.SENT]
     (message,) = smtp.messages
     assert message["To"] == "ops@example.com"
-    assert message["Subject"] == f"[flowpilot] orders_digest v{workflow.version} run {run.pk} failed"
+    subject = f"[flowpilot] orders_digest v{workflow.version} run {run.pk} failed"
+    assert message["Subject"] == subject
     text = message.get_content()
     assert "Workflow: orders_digest" in text
     assert f"Version: {workflow.version}" in text
