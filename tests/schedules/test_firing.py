@@ -14,6 +14,7 @@ from workflows.services import workflow_transition
 
 pytestmark = pytest.mark.django_db
 T0 = datetime(2026, 6, 1, 7, 0, tzinfo=UTC)
+DEFAULT = Policy()
 
 
 def fire_at(schedule, now, starts, rng):
@@ -25,13 +26,13 @@ def end_run(run, status):
     run_transition(run, status, finished_at=T0)
 
 
-def cron(policy=Policy()):
+def cron(policy=DEFAULT):
     return schedule_create(
         workflow_name="nightly", name="s", cron="0 9 * * *", tz="Europe/Paris", policy=policy
     )
 
 
-def every(seconds, policy=Policy()):
+def every(seconds, policy=DEFAULT):
     schedule = schedule_create(workflow_name="nightly", name="s", interval=seconds, policy=policy)
     Schedule.objects.filter(pk=schedule.pk).update(created_at=T0)
     schedule.refresh_from_db()
