@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from itertools import pairwise
 
 import pytest
 
@@ -91,13 +92,14 @@ def test_schedules_fire_on_real_beat_and_workers(workers, echo_tools):
     per_time = Counter(
         fires(leader).filter(run__isnull=False).values_list("fire_time", flat=True)
     )
-    assert per_time and set(per_time.values()) == {1}
+    assert per_time
+    assert set(per_time.values()) == {1}
     assert runs_of("leader").count() == fires(leader, FireOutcome.STARTED).count()
 
     # skip: never two runs at once, and fires were skipped meanwhile
     assert fires(skip, FireOutcome.SKIPPED_OVERLAP).exists()
     spans = [(r.started_at, r.finished_at) for r in runs_of("slow_skip").exclude(started_at=None)]
-    assert all(a[1] is None or a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))
+    assert all(a[1] is None or a[1] <= b[0] for a, b in pairwise(spans))
 
     # buffer_one: the buffered fire started after the run before it had finished
     buffered = fires(buffer, FireOutcome.BUFFERED).filter(run__status="succeeded").first()
