@@ -39,7 +39,7 @@ def run_events(*, run: Run, wanted: list[str]) -> list[str]:
         return [Event.FAILED] if Event.FAILED in wanted else []
     if run.status != RunStatus.SUCCEEDED:
         return []
-    events = [Event.SUCCEEDED] if Event.SUCCEEDED in wanted else []
+    events: list[str] = [Event.SUCCEEDED] if Event.SUCCEEDED in wanted else []
     if Event.RECOVERED in wanted and _previous_failed(run):
         events.append(Event.RECOVERED)
     return events

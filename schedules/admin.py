@@ -28,7 +28,7 @@ class ScheduleForm(forms.ModelForm):
         )  # fmt: skip
 
     def clean(self):
-        data = super().clean()
+        data = super().clean() or {}
         policy = Policy(
             overlap=data.get("overlap") or "skip",
             catchup_window=data.get("catchup_window_seconds") or 0,

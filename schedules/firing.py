@@ -139,7 +139,7 @@ def _buffered(schedule: Schedule):
 def schedule_run_finished(*, run_id: int, start: Starter, rng: random.Random) -> None:
     """A scheduled run ended: count failures in a row, pause at the limit, start the buffer."""
     fire = ScheduleFire.objects.filter(run_id=run_id).select_related("run").first()
-    if fire is None or fire.run.trigger != RunTrigger.SCHEDULE:
+    if fire is None or fire.run is None or fire.run.trigger != RunTrigger.SCHEDULE:
         return
     with transaction.atomic():
         schedule = Schedule.objects.select_for_update().get(pk=fire.schedule_id)

@@ -180,15 +180,17 @@ def schedule_sync_declared(*, workflow: Workflow) -> Schedule | None:
         pause_after_failures=declared.pause_after_failures,
         jitter=declared.jitter,
     )
-    rule = {"cron": declared.cron, "tz": declared.timezone, "inputs": declared.inputs}
+    cron, tz, inputs = declared.cron, declared.timezone, declared.inputs
     if existing is not None:
-        return schedule_update(schedule=existing, policy=policy, **rule)
+        return schedule_update(schedule=existing, cron=cron, tz=tz, inputs=inputs, policy=policy)
     return schedule_create(
         workflow_name=workflow.name,
         name=DECLARED_NAME,
         source=ScheduleSource.DECLARED,
+        cron=cron,
+        tz=tz,
+        inputs=inputs,
         policy=policy,
-        **rule,
     )
 
 

@@ -38,7 +38,7 @@ def slots_between(rule: Rule, after: datetime, until: datetime) -> tuple[list[da
     if rule.interval_seconds:
         step = timedelta(seconds=rule.interval_seconds)
         newest = slot_latest(rule, until - timedelta(microseconds=1))
-        found = []
+        found: list[datetime] = []
         while newest > after and len(found) <= MAX_MISSED_RECORDED:
             found.append(newest)
             newest -= step
