@@ -51,6 +51,7 @@ def test_the_failure_email_names_the_step_its_request_and_the_diff(orders_api, s
     assert "Trigger: schedule" in text
     assert "Failing step: fetch" in text
     assert "403" in text  # the response status, from the step's error
+    assert "/orders/eu?key=***" in text  # the request URL, its API key masked
     request = text.split("Request: ", 1)[1].split("\nResponse: ")[0]
     assert json.loads(request)["inputs"] == {"region": "eu"}
     diff = json.loads(text.split("Difference from the validation run: ", 1)[1])
