@@ -107,8 +107,15 @@ def _send_email(delivery: Delivery, recipients: list[str], report: dict) -> Deli
 
 
 def _send_webhook(delivery: Delivery, report: dict, key: str, sleep: Sleep) -> Delivery:
-    """POST until a 2xx/4xx answer or the tries run out; 5xx and network errors retry."""
+    """POST until a 2xx/4xx answer or the tries run out; 5xx and network errors retry.
+
+    Without a key nothing is sent: an unsigned report could not be told from a forged one.
+    """
     tries: list[dict[str, Any]] = []
+    if not key:
+        missing = "no HMAC key: set FLOWPILOT_WEBHOOK_SECRET or the workflow's webhook_secret_env"
+        _settle(delivery, [_try(timezone.now(), error=missing)], ok=False)
+        return delivery
     delay = settings.FLOWPILOT_WEBHOOK_BACKOFF
     for attempt in range(1, settings.FLOWPILOT_WEBHOOK_ATTEMPTS + 1):
         started = timezone.now()

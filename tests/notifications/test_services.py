@@ -88,8 +88,9 @@ def test_one_signed_webhook_per_failure_and_a_retry_after_a_500(orders_api, sett
 
 def test_a_webhook_that_stays_down_is_recorded_failed_after_its_tries(orders_api, settings):
     settings.FLOWPILOT_WEBHOOK_ATTEMPTS = 3
+    settings.FLOWPILOT_WEBHOOK_SECRET = HOOK_KEY
     waits = []
-    with WebhookReceiver("", fail_first=10) as receiver:
+    with WebhookReceiver(HOOK_KEY, fail_first=10) as receiver:
         _, _, run = failed_run(orders_api, webhook=receiver.url)
         (delivery,) = notification_run_finished(run_id=run.pk, sleep=waits.append)
 
@@ -138,3 +139,37 @@ def test_notification_settings_are_validated(notifications, where):
         WorkflowSpec.model_validate(orders_flow(**notifications))
     locations = [".".join(str(p) for p in e["loc"]) for e in caught.value.errors()]
     assert any(loc.startswith(where) for loc in locations), locations
+
+
+def test_an_unreachable_smtp_server_is_a_failed_delivery(orders_api, settings):
+    from tests.notifications.support import free_port
+
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_TIMEOUT = "127.0.0.1", free_port(), 2
+    _, _, run = failed_run(orders_api, email=["ops@example.com"])
+
+    (delivery,) = notification_run_finished(run_id=run.pk)
+
+    assert (delivery.status, delivery.attempts) == (DeliveryStatus.FAILED, 1)
+    assert "ConnectionRefusedError" in delivery.attempt_log[0]["error"]
+
+
+def test_a_webhook_key_can_come_from_the_workflows_own_variable(orders_api, monkeypatch):
+    monkeypatch.setenv("ORDERS_HOOK_KEY", "per-flow-key-1")
+    with WebhookReceiver("per-flow-key-1") as receiver:
+        _, _, run = failed_run(
+            orders_api, webhook=receiver.url, webhook_secret_env="ORDERS_HOOK_KEY"
+        )
+        (delivery,) = notification_run_finished(run_id=run.pk)
+    assert delivery.status == DeliveryStatus.SENT
+    assert [r["verified"] for r in receiver.received] == [True]
+
+
+def test_without_a_key_no_unsigned_webhook_is_sent(orders_api, settings):
+    settings.FLOWPILOT_WEBHOOK_SECRET = ""
+    with WebhookReceiver("") as receiver:
+        _, _, run = failed_run(orders_api, webhook=receiver.url)
+        (delivery,) = notification_run_finished(run_id=run.pk)
+    assert delivery.status == DeliveryStatus.FAILED
+    assert "no HMAC key" in delivery.attempt_log[0]["error"]
+    assert receiver.received == []
