@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from notifications.tasks import run_finished as run_finished_task
+from runs.dispatch import task_send
 
 
 def run_finished(*, run_id: int) -> None:
-    run_finished_task.delay(run_id)
+    task_send(run_finished_task, run_id)

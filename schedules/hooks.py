@@ -6,6 +6,7 @@ schedule a workflow file declares match the version just activated.
 
 from __future__ import annotations
 
+from runs.dispatch import task_send
 from runs.models import Run, RunTrigger
 from schedules.services import schedule_sync_declared
 from schedules.tasks import run_finished as run_finished_task
@@ -14,7 +15,7 @@ from workflows.models import Workflow
 
 def run_finished(*, run_id: int) -> None:
     if Run.objects.filter(pk=run_id, trigger=RunTrigger.SCHEDULE).exists():
-        run_finished_task.delay(run_id)
+        task_send(run_finished_task, run_id)
 
 
 def workflow_activated(*, workflow_id: int) -> None:

@@ -13,6 +13,7 @@ from celery import shared_task
 from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
+from runs.dispatch import task_send
 from runs.models import Run, RunStatus
 from runs.services import run_enqueue
 from schedules.firing import schedule_fire, schedule_run_finished
@@ -22,11 +23,9 @@ INFRASTRUCTURE_ERRORS = (OperationalError, InterfaceError)
 
 
 def start_later(run_id: int, delay: float) -> None:
-    """The ``Starter`` the tasks give the services: start the run after ``delay`` seconds."""
-    if delay > 0:
-        start_run.apply_async(args=[run_id], countdown=delay)
-    else:
-        start_run.delay(run_id)
+    """The ``Starter`` the tasks give the services: start the run after ``delay`` seconds
+    (without a broker, now: there is no worker to wait for)."""
+    task_send(start_run, run_id, countdown=delay)
 
 
 @shared_task(name="schedules.fire", ignore_result=True, autoretry_for=INFRASTRUCTURE_ERRORS)
