@@ -17,6 +17,7 @@ from schedules.services import (
     schedule_resume,
 )
 from workflows.cron import cron_describe
+from workflows.models import Workflow
 
 
 class ScheduleForm(forms.ModelForm):
@@ -44,6 +45,9 @@ class ScheduleForm(forms.ModelForm):
             )
         except ScheduleInvalid as exc:
             raise forms.ValidationError(str(exc)) from None
+        name = data.get("workflow_name")
+        if name and not Workflow.objects.filter(name=name).exists():
+            self.add_error("workflow_name", f"no stored workflow is named {name!r}")
         return data
 
 

@@ -49,6 +49,8 @@ def test_the_add_form_checks_the_rule_and_creates_the_beat_entry(admin_client, a
     }  # fmt: skip
     refused = admin_client.post(add, form)
     assert "a sixth field means seconds" in refused.content.decode()
+    unknown = admin_client.post(add, {**form, "cron": "0 * * * *", "workflow_name": "ghost"})
+    assert "no stored workflow is named &#x27;ghost&#x27;" in unknown.content.decode()
 
     saved = admin_client.post(add, {**form, "cron": "0 * * * *"})
     assert saved.status_code == 302
