@@ -9,6 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import environ
+from celery.schedules import crontab
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -32,6 +33,8 @@ INSTALLED_APPS = [
     "tools",
     "workflows",
     "runs",
+    "schedules",
+    "notifications",
     "review",
 ]
 
@@ -128,13 +131,21 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 }
 # The sweeper re-queues steps lost with their worker (runs/engine/distributed.py).
 FLOWPILOT_SWEEP_INTERVAL = env.int("FLOWPILOT_SWEEP_INTERVAL", default=30)
+# Retention runs itself once a day (schedules/retention.py), at this UTC hour.
+FLOWPILOT_RETENTION_HOUR = env.int("FLOWPILOT_RETENTION_HOUR", default=3)
 CELERY_BEAT_SCHEDULE = {
     "flowpilot-sweep-steps": {
         "task": "runs.sweep_steps",
         "schedule": timedelta(seconds=FLOWPILOT_SWEEP_INTERVAL),
         "options": {"expires": FLOWPILOT_SWEEP_INTERVAL},
     },
+    "flowpilot-retention": {
+        "task": "schedules.retention_sweep",
+        "schedule": crontab(minute=0, hour=FLOWPILOT_RETENTION_HOUR),
+    },
 }
+# The workflow schedules are rows of django-celery-beat's PeriodicTask, one per
+# schedules.Schedule; beat reads them from the database (CELERY_BEAT_SCHEDULER).
 # Celery runs: a running step's claim lasts this many seconds unless its worker's
 # heartbeat (every third of it) renews it; then the sweeper takes it back.
 FLOWPILOT_STEP_LEASE = env.float("FLOWPILOT_STEP_LEASE", default=60.0)
@@ -169,6 +180,37 @@ FLOWPILOT_ENV_ALLOW = env.list("FLOWPILOT_ENV_ALLOW", default=[])
 FLOWPILOT_MAX_PARALLEL_STEPS = env.int("FLOWPILOT_MAX_PARALLEL_STEPS", default=8)
 # Runs older than this many days may be removed by `purgeruns` (0 keeps them forever).
 FLOWPILOT_RUN_RETENTION_DAYS = env.int("FLOWPILOT_RUN_RETENTION_DAYS", default=90)
+# The daily retention task deletes at most this many runs per transaction.
+FLOWPILOT_RETENTION_BATCH = env.int("FLOWPILOT_RETENTION_BATCH", default=500)
+
+# Hooks: lower layers announce events by these dotted names, never by importing an
+# upper layer (workflows/hooks.py). Each hook only queues a Celery task.
+FLOWPILOT_RUN_FINISHED_HOOKS = [
+    "schedules.hooks.run_finished",
+    "notifications.hooks.run_finished",
+]
+FLOWPILOT_WORKFLOW_ACTIVATED_HOOKS = ["schedules.hooks.workflow_activated"]
+
+# --- Notifications (docs/notifications.md) ----------------------------------
+# Email goes through Django's email backend: EMAIL_URL such as
+# smtp+tls://user:password@smtp.example.com:587 (django-environ); the default prints
+# to the console.
+_EMAIL = env.email_url("EMAIL_URL", default="consolemail://")
+EMAIL_BACKEND = _EMAIL["EMAIL_BACKEND"]
+EMAIL_HOST = _EMAIL.get("EMAIL_HOST") or "localhost"
+EMAIL_PORT = _EMAIL.get("EMAIL_PORT") or 25
+EMAIL_HOST_USER = _EMAIL.get("EMAIL_HOST_USER") or ""
+EMAIL_HOST_PASSWORD = _EMAIL.get("EMAIL_HOST_PASSWORD") or ""
+EMAIL_USE_TLS = bool(_EMAIL.get("EMAIL_USE_TLS"))
+EMAIL_USE_SSL = bool(_EMAIL.get("EMAIL_USE_SSL"))
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="flowpilot@localhost")
+EMAIL_TIMEOUT = env.int("EMAIL_TIMEOUT", default=30)
+# The HMAC-SHA256 key of webhook signatures, unless a workflow names its own variable.
+FLOWPILOT_WEBHOOK_SECRET = env("FLOWPILOT_WEBHOOK_SECRET", default="")
+# Webhook deliveries: tries per report and the first backoff (doubled each retry, seconds).
+FLOWPILOT_WEBHOOK_ATTEMPTS = env.int("FLOWPILOT_WEBHOOK_ATTEMPTS", default=5)
+FLOWPILOT_WEBHOOK_BACKOFF = env.float("FLOWPILOT_WEBHOOK_BACKOFF", default=2.0)
+FLOWPILOT_WEBHOOK_TIMEOUT = env.float("FLOWPILOT_WEBHOOK_TIMEOUT", default=10.0)
 
 # LLM (planner and llm steps): any OpenAI-compatible endpoint, OpenRouter by default.
 OPENAI_BASE_URL = env("OPENAI_BASE_URL", default="https://openrouter.ai/api/v1")

@@ -17,14 +17,15 @@ definition never changes here: "Edit as JSON" saves a new version.
 import json
 
 from django.contrib import admin, messages
-from django.urls import path
-from django.utils.html import format_html
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
 from django.utils.translation import ngettext
 
 from review.forms import RejectForm
 from review.selectors import workflow_review
 from review.services import APPROVE_PERMISSION
 from review.views import WorkflowReviewViews
+from schedules.selectors import schedule_list
 from workflows.models import WORKFLOW_TRANSITIONS, PlanAttempt, Workflow, WorkflowStatus
 from workflows.services import WorkflowTransitionError, workflow_export, workflow_transition
 
@@ -46,6 +47,7 @@ class WorkflowAdmin(WorkflowReviewViews, admin.ModelAdmin):
     ordering = ("name", "-version")
     fieldsets = (
         (None, {"fields": ("name", "version", "status", "owner")}),
+        ("Schedules", {"fields": ("schedules",)}),
         (
             "Frozen definition",
             {
@@ -61,6 +63,7 @@ class WorkflowAdmin(WorkflowReviewViews, admin.ModelAdmin):
         "status",
         "definition_hash",
         "pretty_definition",
+        "schedules",
         "approved_by",
         "approved_at",
         "created_at",
@@ -71,6 +74,22 @@ class WorkflowAdmin(WorkflowReviewViews, admin.ModelAdmin):
     @admin.display(description="steps")
     def step_count(self, obj):
         return obj.steps.count()
+
+    @admin.display(description="schedules of this workflow")
+    def schedules(self, obj):
+        """Each schedule of the name (they fire its active version), linked to its fire log."""
+        rows = [
+            (
+                reverse("admin:schedules_schedule_change", args=[s.pk]),
+                s.name,
+                s.when,
+                f"paused: {s.paused_reason}" if s.paused else "active",
+            )
+            for s in schedule_list(workflow_name=obj.name)
+        ]
+        add = reverse("admin:schedules_schedule_add") + f"?workflow_name={obj.name}"
+        listed = format_html_join("", "<li><a href='{}'>{}</a> — {} — {}</li>", rows)
+        return format_html("<ul>{}</ul><a href='{}'>Add a schedule</a>", listed, add)
 
     @admin.display(description="definition")
     def pretty_definition(self, obj):

@@ -19,7 +19,7 @@ from django.utils import timezone
 from runs.engine import distributed
 from runs.engine.attempt import step_idempotent
 from runs.engine.context import RunContext, build_run_context
-from runs.engine.finish import MAX_SUMMARY_CHARS, run_finish
+from runs.engine.finish import MAX_SUMMARY_CHARS, run_finish, run_finished_announce
 from runs.engine.local import Observer, drive_local
 from runs.engine.secrets import inputs_refuse_secrets, run_redactor
 from runs.models import Run, StepResult
@@ -111,12 +111,13 @@ def run_execute(
     except BaseException as exc:
         summary = f"engine error: {type(exc).__name__}: {exc}"
         summary = ctx.redactor.scrub_text(summary) if ctx is not None else summary
-        run_transition(
+        if run_transition(
             run,
             RunStatus.FAILED,
             finished_at=timezone.now(),
             error_summary=summary[:MAX_SUMMARY_CHARS],
-        )
+        ):
+            run_finished_announce(run)
         raise
     finally:
         if context is None and ctx is not None:
@@ -212,8 +213,13 @@ def run_repeat(*, run: Run, trigger: str = RunTrigger.MANUAL) -> Run:
     return run_enqueue(run=again)
 
 
-def run_purge(*, now, default_days: int, dry_run: bool = False) -> dict[str, int]:
+def run_purge(
+    *, now, default_days: int, dry_run: bool = False, batch_size: int | None = None
+) -> dict[str, int]:
     """Delete finished runs past their workflow's retention period.
+
+    With ``batch_size``, at most that many runs (with their step results) are deleted
+    per transaction, so a large backlog never holds one long lock on the runs table.
 
     A workflow's ``retention_days`` (newest version) wins over ``default_days``;
     0 keeps runs forever. Returns the number of runs removed (or that would be) per
@@ -236,7 +242,13 @@ def run_purge(*, now, default_days: int, dry_run: bool = False) -> dict[str, int
         ).exclude(trigger=RunTrigger.VALIDATION)
         count = runs.count()
         if count and not dry_run:
-            runs.delete()
+            _delete_in_batches(runs, batch_size or count)
         if count:
             removed[name] = count
     return removed
+
+
+def _delete_in_batches(runs, batch_size: int) -> None:
+    while ids := list(runs.order_by("pk").values_list("pk", flat=True)[:batch_size]):
+        with transaction.atomic():
+            Run.objects.filter(pk__in=ids).delete()

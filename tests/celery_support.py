@@ -285,10 +285,10 @@ class CeleryCluster:
         ]  # fmt: skip
         return self._start(name, args, ready=f"{self.node(name)} ready.")
 
-    def start_beat(self) -> Process:
-        schedule = self.log_dir / "beat-schedule"
+    def start_beat(self, name: str = "beat") -> Process:
+        schedule = self.log_dir / f"{name}-schedule"
         args = ["beat", "-l", "INFO", "-s", str(schedule)]
-        return self._start("beat", args, ready="beat: Starting...")
+        return self._start(name, args, ready="beat: Starting...")
 
     def _start(self, name: str, args: list[str], *, ready: str) -> Process:
         self.stop(name)

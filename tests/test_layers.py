@@ -1,4 +1,4 @@
-"""Imports flow one way: review → runs → workflows → tools.
+"""Imports flow one way: review → schedules | notifications → runs → workflows → tools.
 
 Two checks, each proven to catch a planted violation:
 
@@ -28,11 +28,20 @@ PYPROJECT = ROOT / "pyproject.toml"
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
 
-def _layers() -> list[str]:
-    """The contract's layers, top first, as ``pyproject.toml`` declares them."""
+def _levels() -> dict[str, int]:
+    """Each app's level in the contract, top first (siblings ``a | b`` share one)."""
     config = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["tool"]["importlinter"]
     (contract,) = (c for c in config["contracts"] if c["type"] == "layers")
-    return list(contract["layers"])
+    return {
+        app.strip(): level
+        for level, layer in enumerate(contract["layers"])
+        for app in layer.split("|")
+    }
+
+
+def _layers() -> list[str]:
+    """The contract's apps, top first."""
+    return list(_levels())
 
 
 def _lint_imports(root: Path) -> subprocess.CompletedProcess:
@@ -80,17 +89,17 @@ def upper_accessors() -> dict[str, set[str]]:
     name ``runs``). A layer below that one cannot see the upper model either, so
     each name is forbidden in every layer below the upper model's app.
     """
-    layers = _layers()
-    forbidden: dict[str, set[str]] = {layer: set() for layer in layers}
+    levels = _levels()
+    forbidden: dict[str, set[str]] = {layer: set() for layer in levels}
     for model in apps.get_models():
-        if model._meta.app_label not in layers:
+        if model._meta.app_label not in levels:
             continue
         for relation in model._meta.related_objects:
             upper = relation.related_model._meta.app_label
-            if upper not in layers or layers.index(upper) >= layers.index(model._meta.app_label):
+            if upper not in levels or levels[upper] >= levels[model._meta.app_label]:
                 continue
             names = {relation.get_accessor_name(), relation.field.related_query_name()}
-            for lower in layers[layers.index(upper) + 1 :]:
+            for lower in (app for app, level in levels.items() if level > levels[upper]):
                 forbidden[lower] |= names
     return forbidden
 

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from workflows.errors import WorkflowError, WorkflowTransitionError
 from workflows.graph import GraphCycleError, build_graph
+from workflows.hooks import hooks_announce
 from workflows.models import (
     FROZEN_STATUSES,
     WORKFLOW_TRANSITIONS,
@@ -94,7 +95,7 @@ def workflow_import(
             },
             tools=spec.allowed_tools(),
             outputs=spec.outputs,
-            schedule=spec.schedule or "",
+            schedule=spec.schedule.cron if spec.schedule else "",
             notifications=spec.notifications.model_dump(mode="json"),
             definition=spec.to_data(),
             definition_hash=digest,
@@ -154,6 +155,7 @@ def workflow_transition(*, workflow: Workflow, to: str, actor=None) -> Workflow:
             workflow.approved_at = timezone.now()
             fields += ["approved_by", "approved_at"]
             _archive_other_active(workflow)
+            hooks_announce(setting="FLOWPILOT_WORKFLOW_ACTIVATED_HOOKS", workflow_id=workflow.pk)
         workflow.save(update_fields=fields)
     return workflow
 
@@ -186,6 +188,7 @@ def workflow_activate_trusted(*, workflow: Workflow, actor=None) -> Workflow:
         workflow.approved_at = timezone.now()
         _archive_other_active(workflow)
         workflow.save(update_fields=["status", "approved_by", "approved_at", "updated_at"])
+        hooks_announce(setting="FLOWPILOT_WORKFLOW_ACTIVATED_HOOKS", workflow_id=workflow.pk)
     return workflow
 
 

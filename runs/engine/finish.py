@@ -15,6 +15,7 @@ from runs.engine.context import RunContext
 from runs.engine.resolve import resolve
 from runs.models import Run, StepResult
 from runs.state import RunStatus, StepStatus, run_transition
+from workflows.hooks import hooks_announce
 from workflows.references import parse_value
 
 MAX_SUMMARY_CHARS = 5000
@@ -35,12 +36,26 @@ def run_finish(ctx: RunContext, run: Run, views: Mapping[str, Any] | None = None
             f"{(r.error or {}).get('message', '')}"
             for r in fatal
         )
-        run_transition(
+        if run_transition(
             run, RunStatus.FAILED, finished_at=now, error_summary=summary[:MAX_SUMMARY_CHARS]
-        )
+        ):
+            run_finished_announce(run)
         return
     outputs, _ = checkpoint.stored_output(ctx, run_outputs(ctx, run, results, views))
-    run_transition(run, RunStatus.SUCCEEDED, finished_at=now, outputs=outputs, error_summary="")
+    if run_transition(
+        run, RunStatus.SUCCEEDED, finished_at=now, outputs=outputs, error_summary=""
+    ):
+        run_finished_announce(run)
+
+
+def run_finished_announce(run: Run) -> None:
+    """Tell the upper layers (schedules, notifications) that ``run`` has finished.
+
+    The hooks are named in ``FLOWPILOT_RUN_FINISHED_HOOKS`` and run after the commit
+    that finished the run; each only queues a task, so the finishing worker does not
+    wait for an email or a webhook. ``runs`` never imports the layers it wakes up.
+    """
+    hooks_announce(setting="FLOWPILOT_RUN_FINISHED_HOOKS", run_id=run.pk)
 
 
 def run_outputs(

@@ -1,0 +1,132 @@
+"""The report about a run: what failed, with what request and response, and how that
+step differs from the same step in the validation run.
+
+Built only from stored rows: step inputs and errors are stored with secrets masked
+by the engine, and the report is scrubbed once more with every secret value the
+workflow's tools could have sent (``$env`` names and tool auth variables), so no
+channel ever carries a secret.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from runs.models import Run, RunStatus, RunTrigger, StepResult, StepStatus
+from tools.models import Tool
+from tools.redaction import Redactor
+from workflows.services import workflow_spec
+
+ENV_PREFIX = "$env."
+
+
+def report_build(*, run: Run, event: str) -> dict[str, Any]:
+    """The report as JSON-ready data (the webhook body; the email renders it)."""
+    workflow = run.workflow
+    failing = _failing_steps(run)
+    report = {
+        "event": event,
+        "workflow": workflow.name,
+        "version": workflow.version,
+        "run": run.pk,
+        "trigger": run.trigger,
+        "status": run.status,
+        "error_summary": run.error_summary,
+        "started_at": run.started_at.isoformat() if run.started_at else None,
+        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+        "failed_steps": [_step_report(run, r) for r in failing],
+    }
+    return _redactor(run).scrub(report)
+
+
+def _failing_steps(run: Run) -> list[StepResult]:
+    return list(run.step_results.filter(status=StepStatus.FAILED).order_by("finished_at", "id"))
+
+
+def _step_report(run: Run, result: StepResult) -> dict[str, Any]:
+    error = result.error or {}
+    return {
+        "step": result.step_id,
+        "error": error,
+        "request": {"inputs": result.inputs, "attempts": result.attempts},
+        "response": {
+            "status": error.get("status"),
+            "message": error.get("message"),
+            "output": result.output,
+            "attempt_log": result.attempt_log,
+        },
+        "validation_diff": step_diff(result, _validation_result(run, result.step_id)),
+    }
+
+
+def _validation_result(run: Run, step_id: str) -> StepResult | None:
+    """The step in the newest succeeded validation run of this version (else the name)."""
+    runs = Run.objects.filter(trigger=RunTrigger.VALIDATION, status=RunStatus.SUCCEEDED)
+    same_name = runs.filter(workflow__name=run.workflow.name)
+    for scope in (runs.filter(workflow=run.workflow), same_name):
+        found = (
+            StepResult.objects.filter(run__in=scope, step_id=step_id)
+            .order_by("-run__finished_at", "-run_id")
+            .first()
+        )
+        if found is not None:
+            return found
+    return None
+
+
+def json_type(value: Any) -> str:
+    """The JSON type name of a value (``object``, ``array``, ``string``, …)."""
+    for kind, name in ((bool, "boolean"), (dict, "object"), (list, "array"), (str, "string")):
+        if isinstance(value, kind):
+            return name
+    if isinstance(value, int | float):
+        return "number"
+    return "null"
+
+
+def step_diff(result: StepResult, baseline: StepResult | None) -> dict[str, Any]:
+    """Status, output keys and value shapes of ``result`` against the validation run."""
+    if baseline is None:
+        return {"validation_run": None, "note": "no succeeded validation run has this step"}
+    now_out = result.output if isinstance(result.output, dict) else {}
+    then_out = baseline.output if isinstance(baseline.output, dict) else {}
+    shared = sorted(now_out.keys() & then_out.keys())
+    return {
+        "validation_run": baseline.run_id,
+        "status": {"validation": baseline.status, "now": result.status},
+        "keys_missing": sorted(then_out.keys() - now_out.keys()),
+        "keys_new": sorted(now_out.keys() - then_out.keys()),
+        "shape_changed": {
+            key: {"validation": json_type(then_out[key]), "now": json_type(now_out[key])}
+            for key in shared
+            if json_type(then_out[key]) != json_type(now_out[key])
+        },
+        "error": {"validation": baseline.error, "now": result.error},
+    }
+
+
+def _redactor(run: Run) -> Redactor:
+    """Every secret the run's tools could have used, read from the environment now."""
+    spec = workflow_spec(run.workflow)
+    names: set[str] = set()
+    for step in spec.steps:
+        names |= {
+            v.removeprefix(ENV_PREFIX)
+            for v in step.input_mapping.values()
+            if isinstance(v, str) and v.startswith(ENV_PREFIX)
+        }
+    tools = Tool.objects.filter(name__in=sorted(spec.allowed_tools())).order_by("name")
+    for tool in tools:
+        names |= _env_names(tool.spec)
+    return Redactor([os.environ[n] for n in sorted(names) if os.environ.get(n)])
+
+
+def _env_names(data: Any) -> set[str]:
+    """``{{env.NAME}}`` / ``{{env.NAME:-x}}`` names anywhere in a tool definition."""
+    if isinstance(data, dict):
+        return set().union(*(_env_names(v) for v in data.values())) if data else set()
+    if isinstance(data, list):
+        return set().union(*(_env_names(v) for v in data)) if data else set()
+    if isinstance(data, str) and "{{env." in data:
+        return {part.split("}}")[0].split(":-")[0].strip() for part in data.split("{{env.")[1:]}
+    return set()

@@ -1,0 +1,19 @@
+"""The notification task: queued by the run-finished hook, one service call."""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.db import InterfaceError, OperationalError
+
+from notifications.services import notification_run_finished
+
+
+@shared_task(
+    name="notifications.run_finished",
+    ignore_result=True,
+    autoretry_for=(OperationalError, InterfaceError),
+    retry_backoff=True,
+    max_retries=5,
+)
+def run_finished(run_id: int) -> None:
+    notification_run_finished(run_id=run_id)

@@ -1,0 +1,135 @@
+"""Admin: schedules with their fire log, the fire log itself, and the retention sweeps.
+
+Actions call one service each. A schedule is edited here through the same service
+checks as the command line (cron, timezone, interval, policies).
+"""
+
+from django import forms
+from django.contrib import admin, messages
+
+from schedules.models import RetentionSweep, Schedule, ScheduleFire
+from schedules.services import (
+    Policy,
+    ScheduleInvalid,
+    schedule_beat_sync,
+    schedule_check,
+    schedule_pause,
+    schedule_resume,
+)
+from workflows.cron import cron_describe
+from workflows.models import Workflow
+
+
+class ScheduleForm(forms.ModelForm):
+    class Meta:
+        model = Schedule
+        fields = (
+            "workflow_name", "name", "cron", "timezone", "interval_seconds", "inputs",
+            "overlap", "catchup_window_seconds", "pause_after_failures", "jitter_seconds",
+        )  # fmt: skip
+
+    def clean(self):
+        data = super().clean() or {}
+        policy = Policy(
+            overlap=data.get("overlap") or "skip",
+            catchup_window=data.get("catchup_window_seconds") or 0,
+            pause_after_failures=data.get("pause_after_failures"),
+            jitter=data.get("jitter_seconds") or 0,
+        )
+        try:
+            data["cron"], data["timezone"], data["interval_seconds"] = schedule_check(
+                cron=data.get("cron") or "",
+                tz=data.get("timezone") or "",
+                interval=data.get("interval_seconds"),
+                policy=policy,
+            )
+        except ScheduleInvalid as exc:
+            raise forms.ValidationError(str(exc)) from None
+        name = data.get("workflow_name")
+        if name and not Workflow.objects.filter(name=name).exists():
+            self.add_error("workflow_name", f"no stored workflow is named {name!r}")
+        return data
+
+
+class FireInline(admin.TabularInline):
+    model = ScheduleFire
+    fields = ("fire_time", "outcome", "run", "workflow_version", "delay_seconds", "detail")
+    readonly_fields = fields
+    extra = 0
+    max_num = 0
+    can_delete = False
+    ordering = ("-fire_time", "-id")
+    show_change_link = True
+
+
+@admin.register(Schedule)
+class ScheduleAdmin(admin.ModelAdmin):
+    form = ScheduleForm
+    list_display = (
+        "workflow_name", "name", "when", "described", "overlap", "paused",
+        "consecutive_failures", "last_fire_time",
+    )  # fmt: skip
+    list_filter = ("paused", "overlap", "source")
+    search_fields = ("workflow_name", "name")
+    readonly_fields = (
+        "source", "paused", "paused_reason", "consecutive_failures", "last_fire_time",
+        "duplicates_suppressed", "periodic_task", "created_at", "updated_at",
+    )  # fmt: skip
+    inlines = [FireInline]
+    actions = ["pause", "resume"]
+
+    @admin.display(description="in words")
+    def described(self, obj):
+        if obj.interval_seconds:
+            return f"every {obj.interval_seconds} s"
+        return cron_describe(obj.cron)
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        schedule_beat_sync(schedule=obj)
+
+    @admin.action(description="Pause the selected schedules")
+    def pause(self, request, queryset):
+        done = sum(schedule_pause(schedule=s) for s in queryset.order_by("pk"))
+        self.message_user(request, f"{done} schedule(s) paused.", messages.SUCCESS)
+
+    @admin.action(description="Resume the selected schedules")
+    def resume(self, request, queryset):
+        done = sum(schedule_resume(schedule=s) for s in queryset.order_by("pk"))
+        self.message_user(request, f"{done} schedule(s) resumed.", messages.SUCCESS)
+
+
+@admin.register(ScheduleFire)
+class ScheduleFireAdmin(admin.ModelAdmin):
+    list_display = ("schedule", "fire_time", "outcome", "run", "workflow_version", "created_at")
+    list_filter = ("outcome", "schedule__workflow_name")
+    search_fields = ("schedule__workflow_name", "schedule__name", "detail")
+    readonly_fields = (
+        "schedule", "fire_time", "outcome", "run", "workflow_version", "delay_seconds",
+        "detail", "created_at",
+    )  # fmt: skip
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(RetentionSweep)
+class RetentionSweepAdmin(admin.ModelAdmin):
+    list_display = ("started_at", "finished_at", "total", "batches", "error")
+    readonly_fields = ("started_at", "finished_at", "removed", "total", "batches", "error")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def changelist_view(self, request, extra_context=None):
+        last = RetentionSweep.objects.order_by("-started_at", "-id").first()
+        title = f"Retention sweeps — last ran {last.started_at:%Y-%m-%d %H:%M} UTC" if last else (
+            "Retention sweeps — never ran yet"
+        )
+        return super().changelist_view(request, {**(extra_context or {}), "title": title})

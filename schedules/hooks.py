@@ -1,0 +1,22 @@
+"""The schedules' hooks (named in ``config/settings.py``): each queues one task or service.
+
+``run_finished`` reacts only to scheduled runs; ``workflow_activated`` makes the
+schedule a workflow file declares match the version just activated.
+"""
+
+from __future__ import annotations
+
+from runs.dispatch import task_send
+from runs.models import Run, RunTrigger
+from schedules.services import schedule_sync_declared
+from schedules.tasks import run_finished as run_finished_task
+from workflows.models import Workflow
+
+
+def run_finished(*, run_id: int) -> None:
+    if Run.objects.filter(pk=run_id, trigger=RunTrigger.SCHEDULE).exists():
+        task_send(run_finished_task, run_id)
+
+
+def workflow_activated(*, workflow_id: int) -> None:
+    schedule_sync_declared(workflow=Workflow.objects.get(pk=workflow_id))

@@ -1,0 +1,70 @@
+"""Cron expressions and timezones: checked with croniter and zoneinfo, never a hand parser.
+
+A schedule fires at most once a minute: exactly five fields (minute, hour, day of
+month, month, day of week). croniter also reads a sixth "seconds" field; that form is
+refused here, because a schedule that fires every second would pile up runs faster
+than anyone can read them (use an interval schedule for sub-minute tests).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+
+from cron_descriptor import get_description
+from croniter import croniter
+
+CRON_FIELDS = 5
+
+
+def cron_check(expression: str) -> str:
+    """The expression, normalised (single spaces); ``ValueError`` saying what is wrong."""
+    fields = expression.split()
+    if len(fields) != CRON_FIELDS:
+        extra = " (a sixth field means seconds: schedules fire at most once a minute)"
+        raise ValueError(
+            f"cron expression {expression!r} must have {CRON_FIELDS} fields "
+            f"(minute hour day-of-month month day-of-week), got {len(fields)}"
+            + (extra if len(fields) == CRON_FIELDS + 1 else "")
+        )
+    normalised = " ".join(fields)
+    if not croniter.is_valid(normalised):
+        raise ValueError(f"cron expression {expression!r} is not valid")
+    return normalised
+
+
+def timezone_check(name: str) -> str:
+    """An IANA timezone name (``Europe/Paris``, ``UTC``); ``ValueError`` otherwise."""
+    if name not in available_timezones() | {"UTC"}:
+        raise ValueError(f"unknown timezone {name!r} (an IANA name such as Europe/Paris or UTC)")
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"unknown timezone {name!r}") from exc
+    return name
+
+
+def cron_describe(expression: str) -> str:
+    """A human description (``At 09:00 AM, Monday through Friday``)."""
+    return get_description(expression)
+
+
+def cron_latest(expression: str, tz: str, now: datetime) -> datetime:
+    """The latest time at or before ``now`` the expression matches, in ``tz``'s wall time.
+
+    croniter's ``get_prev`` from an exact match returns the match before it, so the
+    search starts one second after ``now``'s minute (cron ticks fall on whole minutes).
+    """
+    local = now.astimezone(ZoneInfo(tz)).replace(second=0, microsecond=0)
+    return croniter(expression, local + timedelta(seconds=1)).get_prev(datetime)
+
+
+def cron_between(
+    expression: str, tz: str, after: datetime, until: datetime, *, limit: int
+) -> list[datetime]:
+    """The first ``limit`` matches strictly after ``after`` and before ``until``, oldest first."""
+    found: list[datetime] = []
+    it = croniter(expression, after.astimezone(ZoneInfo(tz)))
+    while len(found) < limit and (tick := it.get_next(datetime)) < until:
+        found.append(tick)
+    return found

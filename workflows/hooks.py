@@ -1,0 +1,23 @@
+"""Hooks: how a lower layer tells upper layers that something happened, without importing them.
+
+The names are dotted paths in a setting (``config/settings.py`` wires them), each a
+callable taking keyword arguments. They run once the current transaction commits, so
+an upper layer never sees a state that is rolled back afterwards, and ``robust``: a
+failing hook is logged and never fails the write that announced it (a run that
+finished stays finished even if its failure email cannot be queued).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils.module_loading import import_string
+
+
+def hooks_announce(*, setting: str, **kwargs: Any) -> None:
+    """Call every hook named in ``settings.<setting>`` with ``kwargs`` after commit."""
+    for path in getattr(settings, setting, ()):
+        transaction.on_commit(partial(import_string(path), **kwargs), robust=True)
