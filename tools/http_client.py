@@ -30,6 +30,7 @@ from typing import Any
 
 import httpx
 
+from tools.breaker.core import breaker_guard
 from tools.calls import ToolCallContext, ToolResult
 from tools.errors import (
     FlowpilotError,
@@ -78,15 +79,17 @@ def call_http_tool(spec: ToolSpec, arguments: dict, ctx: ToolCallContext) -> Too
     prepared = prepare_request(spec, arguments, ctx)
     timeout = ctx.timeout or (spec.http.timeout if spec.http else spec.timeout)
     started = time.perf_counter()
-    received = _send(prepared, ctx, timeout=timeout, started=started)
-    info = _request_info(prepared, ctx, received.status, started)
-    text = _decode(received.body, received.encoding)
-    try:
-        _raise_for_status(info, received, text, ctx.redactor)
-        output, truncated = _output(spec.http, received, text, info, ctx.max_response_bytes)
-    except FlowpilotError as exc:
-        exc.request = info  # type: ignore[attr-defined]
-        raise
+    breaker = spec.http.breaker if spec.http else None
+    with breaker_guard(ctx.breakers, prepared.url, breaker):
+        received = _send(prepared, ctx, timeout=timeout, started=started)
+        info = _request_info(prepared, ctx, received.status, started)
+        text = _decode(received.body, received.encoding)
+        try:
+            _raise_for_status(info, received, text, ctx.redactor)
+            output, truncated = _output(spec.http, received, text, info, ctx.max_response_bytes)
+        except FlowpilotError as exc:
+            exc.request = info  # type: ignore[attr-defined]
+            raise
     return ToolResult(output=ctx.redactor.scrub(output), truncated=truncated, request=info)
 
 

@@ -34,7 +34,7 @@ from tools.yaml_strict import describe_yaml_error, strict_safe_load
 NEW_KEYS = frozenset(
     {
         "name", "kind", "description", "base_url", "request", "auth", "inputs",
-        "response_extract", "outputs", "timeout", "retry", "idempotent",
+        "response_extract", "outputs", "timeout", "retry", "idempotent", "breaker",
     }
 )  # fmt: skip
 LEGACY_KEYS = frozenset(
@@ -58,6 +58,7 @@ _NEW_LOCS: _LocTable = [
     (("http", "auth"), ("auth",), True),
     (("http", "response_extract"), ("response_extract",), True),
     (("http", "timeout"), ("timeout",), True),
+    (("http", "breaker"), ("breaker",), True),
     (("http",), ("request",), False),
 ]
 _LEGACY_LOCS: _LocTable = [
@@ -247,7 +248,9 @@ def new_to_spec_dict(data: dict[str, Any]) -> dict[str, Any]:
     if "inputs" in data:
         spec["input_schema"] = data["inputs"]
     http: dict[str, Any] = {
-        k: data[k] for k in ("base_url", "request", "auth", "response_extract") if k in data
+        k: data[k]
+        for k in ("base_url", "request", "auth", "response_extract", "breaker")
+        if k in data
     }
     if "timeout" in data:
         spec["timeout"] = http["timeout"] = data["timeout"]

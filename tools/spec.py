@@ -19,6 +19,7 @@ from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from tools.breaker.core import BreakerConfig
 from tools.errors import TemplateError
 from tools.paths import PathError, parse_path
 from tools.policy import RetryPolicy
@@ -169,6 +170,9 @@ class HttpConfig(_Frozen):
         default_factory=dict, description="Output key -> dot-path in the (wrapped) response."
     )
     timeout: float = Field(30.0, gt=0, le=3600, description="Seconds.")
+    breaker: BreakerConfig | None = Field(
+        None, description="This tool's circuit breaker thresholds (default: the settings)."
+    )
 
     @model_validator(mode="before")
     @classmethod
