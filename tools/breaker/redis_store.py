@@ -2,7 +2,8 @@
 
 Each operation is one Lua script, which Redis runs atomically: two workers can never
 both take the half-open trial, and a count and the transition it causes happen
-together. Times are Unix seconds given by the caller's clock (so tests can pin it).
+together. Times are whole Unix milliseconds from the caller's clock (so tests can pin
+it; whole numbers of 13 digits survive Lua's number-to-string conversion exactly).
 Every write renews the key's expiry (cool-down + window): a breaker nobody touches for
 that long is forgotten, which only ever closes it.
 """
@@ -16,7 +17,7 @@ import redis
 
 from tools.breaker.core import ALLOW, Admission, BreakerPolicy, BreakerState
 
-# KEYS[1] = the host's hash; ARGV = now, cooldown (the trial's slot), ttl.
+# KEYS[1] = the host's hash; ARGV = now, cooldown (the trial's slot) in ms, ttl in s.
 # Returns {"allow"} | {"trial"} | {"refuse", due}.
 _ADMIT = """
 local h = redis.call('HMGET', KEYS[1], 'state', 'retry_at', 'trial_until')
@@ -32,7 +33,7 @@ redis.call('EXPIRE', KEYS[1], ARGV[3])
 return {'trial'}
 """
 
-# ARGV = now, threshold, cooldown, window, ttl. Returns 1 when this failure opened it.
+# ARGV = now, threshold, cooldown, window (ms), ttl (s). 1 when this failure opened it.
 _FAILURE = """
 local h = redis.call('HMGET', KEYS[1], 'state', 'failures', 'last_failure_at')
 local state = h[1] or 'closed'
@@ -55,7 +56,12 @@ return opened
 
 
 def _ts(value: bytes | str | None) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(float(value), tz=UTC)
+    return None if value is None else datetime.fromtimestamp(int(value) / 1000, tz=UTC)
+
+
+def _ms(value: datetime | float) -> int:
+    """A time (or a duration in seconds) as whole milliseconds."""
+    return round((value.timestamp() if isinstance(value, datetime) else value) * 1000)
 
 
 class RedisBreakerStore:
@@ -79,7 +85,7 @@ class RedisBreakerStore:
         return math.ceil(policy.cooldown + policy.window)
 
     def admit(self, host: str, *, now: datetime, policy: BreakerPolicy) -> Admission:
-        args = [repr(now.timestamp()), repr(policy.cooldown), self._ttl(policy)]
+        args = [_ms(now), _ms(policy.cooldown), self._ttl(policy)]
         answer = self._admit(keys=[self._key(host)], args=args)
         verdict = answer[0].decode() if isinstance(answer[0], bytes) else answer[0]
         if verdict == "allow":
@@ -89,13 +95,8 @@ class RedisBreakerStore:
         return Admission(allowed=False, retry_at=_ts(answer[1]))
 
     def record_failure(self, host: str, *, now: datetime, policy: BreakerPolicy) -> bool:
-        args = [
-            repr(now.timestamp()),
-            policy.failures,
-            repr(policy.cooldown),
-            repr(policy.window),
-            self._ttl(policy),
-        ]
+        limits = [policy.failures, _ms(policy.cooldown), _ms(policy.window)]
+        args = [_ms(now), *limits, self._ttl(policy)]
         return bool(self._failure(keys=[self._key(host)], args=args))
 
     def record_success(self, host: str) -> None:
