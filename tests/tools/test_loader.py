@@ -237,3 +237,15 @@ def test_deeply_nested_tool_file_is_a_config_error():
     text = "name: t\nbase_url: https://x.org\nrequest:\n  body: " + "[" * 5000 + "]" * 5000
     with pytest.raises(ToolConfigError, match="nest"):
         load_tool_text(text, source="deep.yaml")
+
+
+def test_breaker_key_is_read_and_checked():
+    head = "name: a\nbase_url: https://x.org\nrequest: {url: /a}\n"
+    text = head + "breaker: {failures: 2, cooldown: 9}\n"
+    [spec] = load_tool_text(text)
+    assert spec.http is not None
+    assert spec.http.breaker is not None
+    assert (spec.http.breaker.failures, spec.http.breaker.cooldown) == (2, 9)
+    message = _problems(head + "breaker: {failures: 0, x: 1}\n")
+    assert "t.yaml:4: tool 'a': field breaker.failures: Input should be greater" in message
+    assert "field breaker.x: unknown key" in message
