@@ -22,11 +22,12 @@ and passed explicitly on the tool-call context.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 import httpx
 from django.utils import timezone
@@ -34,7 +35,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tools.errors import CircuitOpen, FlowpilotError
 
+logger = logging.getLogger("flowpilot.tools")
+
 State = Literal["closed", "open", "half_open"]
+T = TypeVar("T")
 Clock = Callable[[], datetime]
 
 
@@ -112,7 +116,10 @@ ALLOW = Admission(allowed=True)
 
 
 class BreakerStore(Protocol):
-    """Shared breaker state. Every method is atomic across processes."""
+    """Shared breaker state. Every method is atomic across processes. ``errors`` are
+    the exceptions that mean the store itself is unavailable."""
+
+    errors: tuple[type[Exception], ...]
 
     def admit(self, host: str, *, now: datetime, policy: BreakerPolicy) -> Admission: ...
 
@@ -159,23 +166,42 @@ class CircuitBreakers:
         A retryable ``FlowpilotError`` raised inside counts as a failure; a normal exit
         or any other ``FlowpilotError`` (the host answered) as a success. Anything else
         records nothing (a trial is then replaced after the cool-down).
+
+        The breaker fails open: when its store is unavailable (Redis down, a locked
+        database), the call goes through uncounted and a warning is logged — a breaker
+        protects the API, it must not become the outage.
         """
         if config is not None and not config.enabled:
             yield
             return
         host, policy = breaker_host(url), self.policy.for_tool(config)
-        admission = self.store.admit(host, now=self.clock(), policy=policy)
-        if not admission.allowed:
+        admission = self._store_call(host, self.store.admit, host, now=self.clock(), policy=policy)
+        if admission is not None and not admission.allowed:
             raise CircuitOpen(host=host, retry_at=admission.retry_at, now=self.clock())
         try:
             yield
         except FlowpilotError as exc:
             if exc.retryable:
-                self.store.record_failure(host, now=self.clock(), policy=policy)
+                now = self.clock()
+                self._store_call(host, self.store.record_failure, host, now=now, policy=policy)
             else:
-                self.store.record_success(host)
+                self._store_call(host, self.store.record_success, host)
             raise
-        self.store.record_success(host)
+        self._store_call(host, self.store.record_success, host)
+
+    def _store_call(
+        self, host: str, method: Callable[..., T], *args: Any, **kwargs: Any
+    ) -> T | None:
+        try:
+            return method(*args, **kwargs)
+        except self.store.errors as exc:
+            logger.warning(
+                "circuit breaker store unavailable for %s, the call goes through: %s: %s",
+                host,
+                type(exc).__name__,
+                exc,
+            )
+            return None
 
     def close(self) -> None:
         self.store.close()

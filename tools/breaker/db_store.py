@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import Case, F, Value, When
 
 from tools.breaker.core import ALLOW, Admission, BreakerPolicy, BreakerState, seconds
@@ -26,6 +26,8 @@ OPEN, HALF_OPEN, CLOSED = (
 
 class DatabaseBreakerStore:
     """See the module doc. Stateless: every call reads and writes the table."""
+
+    errors: tuple[type[Exception], ...] = (DatabaseError,)
 
     def admit(self, host: str, *, now: datetime, policy: BreakerPolicy) -> Admission:
         for _ in range(3):  # a lost race re-reads the row; three rounds always settle
@@ -58,16 +60,16 @@ class DatabaseBreakerStore:
         if rows.filter(state=HALF_OPEN).update(**counted, **opening):
             return True
         cutoff = now - seconds(policy.window)
-        restarted = Case(
-            When(last_failure_at__lt=cutoff, then=Value(1)), default=F("failures") + 1
-        )
+        restarted = Case(When(last_failure_at__lt=cutoff, then=Value(1)), default=F("failures") + 1)
         if not rows.filter(state=CLOSED).update(failures=restarted, last_failure_at=now):
             rows.filter(state=OPEN).update(**counted)
             return False
         return bool(rows.filter(state=CLOSED, failures__gte=policy.failures).update(**opening))
 
     def record_success(self, host: str) -> None:
-        Breaker.objects.filter(host=host).delete()
+        # Read first: a healthy host (the usual case) costs no write.
+        if Breaker.objects.filter(host=host).exists():
+            Breaker.objects.filter(host=host).delete()
 
     def states(self) -> list[BreakerState]:
         return [

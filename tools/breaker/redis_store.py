@@ -67,6 +67,8 @@ def _ms(value: datetime | float) -> int:
 class RedisBreakerStore:
     """See the module doc. ``prefix`` namespaces the keys (``<prefix><host>``)."""
 
+    errors: tuple[type[Exception], ...] = (redis.RedisError,)
+
     def __init__(self, client: redis.Redis, *, prefix: str = "flowpilot:breaker:") -> None:
         self.client = client
         self.prefix = prefix

@@ -53,9 +53,7 @@ def breaker_policy_from_settings() -> BreakerPolicy:
             window=settings.FLOWPILOT_BREAKER_WINDOW,
         )
     except ValueError as exc:
-        raise ImproperlyConfigured(
-            f"FLOWPILOT_BREAKER_FAILURES/_COOLDOWN/_WINDOW: {exc}"
-        ) from exc
+        raise ImproperlyConfigured(f"FLOWPILOT_BREAKER_FAILURES/_COOLDOWN/_WINDOW: {exc}") from exc
 
 
 def breakers_from_settings(*, clock: Clock | None = None) -> CircuitBreakers | None:

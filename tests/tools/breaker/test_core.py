@@ -9,7 +9,8 @@ import pytest
 
 from tests.tools.breaker.conftest import flaky_spec
 from tests.tools.conftest import Reply
-from tools.breaker.core import BreakerPolicy, breaker_host
+from tools.breaker.core import BreakerPolicy, CircuitBreakers, breaker_host
+from tools.breaker.redis_store import RedisBreakerStore
 from tools.errors import CircuitOpen, ToolHTTPError, ToolRateLimited, ToolTimeout, ToolUnreachable
 from tools.http_client import call_http_tool
 
@@ -229,3 +230,16 @@ def test_thresholds_are_checked():
     with pytest.raises(ValueError, match="positive"):
         BreakerPolicy(cooldown=0)
 
+
+def test_an_unavailable_store_lets_calls_through_with_a_warning(
+    server, make_ctx, closed_port, caplog
+):
+    store = RedisBreakerStore.from_url(f"redis://127.0.0.1:{closed_port}/0")
+    ctx = make_ctx(env={"BASE": server.url}, breakers=CircuitBreakers(store=store))
+    server.reply(UNAVAILABLE)
+    for _ in range(6):
+        with pytest.raises(ToolHTTPError):
+            call_http_tool(flaky_spec(), {}, ctx)
+    assert len(server.requests) == 6
+    assert "circuit breaker store unavailable for 127.0.0.1:" in caplog.text
+    store.close()
