@@ -55,6 +55,10 @@ return opened
 """
 
 
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def _ts(value: bytes | str | None) -> datetime | None:
     return None if value is None else datetime.fromtimestamp(int(value) / 1000, tz=UTC)
 
@@ -89,7 +93,7 @@ class RedisBreakerStore:
     def admit(self, host: str, *, now: datetime, policy: BreakerPolicy) -> Admission:
         args = [_ms(now), _ms(policy.cooldown), self._ttl(policy)]
         answer = self._admit(keys=[self._key(host)], args=args)
-        verdict = answer[0].decode() if isinstance(answer[0], bytes) else answer[0]
+        verdict = _text(answer[0])
         if verdict == "allow":
             return ALLOW
         if verdict == "trial":
@@ -104,20 +108,20 @@ class RedisBreakerStore:
     def record_success(self, host: str) -> None:
         self.client.delete(self._key(host))
 
-    def _keys(self) -> list[bytes]:
-        return sorted(self.client.scan_iter(match=self.prefix + "*", count=500))
+    def _keys(self) -> list[str]:
+        return sorted(_text(k) for k in self.client.scan_iter(match=self.prefix + "*", count=500))
 
     def states(self) -> list[BreakerState]:
         found = []
         for key in self._keys():
-            fields = {k.decode(): v for k, v in self.client.hgetall(key).items()}
+            fields = {_text(k): _text(v) for k, v in self.client.hgetall(key).items()}
             if not fields:
                 continue  # expired or reset between the scan and the read
             found.append(
                 BreakerState(
-                    host=key.decode()[len(self.prefix) :],
-                    state=fields.get("state", b"closed").decode(),  # type: ignore[arg-type]
-                    failures=int(fields.get("failures", b"0")),
+                    host=key[len(self.prefix) :],
+                    state=fields.get("state", "closed"),  # type: ignore[arg-type]
+                    failures=int(fields.get("failures", "0")),
                     last_failure_at=_ts(fields.get("last_failure_at")),
                     opened_at=_ts(fields.get("opened_at")),
                     retry_at=_ts(fields.get("retry_at")),
