@@ -212,6 +212,19 @@ FLOWPILOT_WEBHOOK_ATTEMPTS = env.int("FLOWPILOT_WEBHOOK_ATTEMPTS", default=5)
 FLOWPILOT_WEBHOOK_BACKOFF = env.float("FLOWPILOT_WEBHOOK_BACKOFF", default=2.0)
 FLOWPILOT_WEBHOOK_TIMEOUT = env.float("FLOWPILOT_WEBHOOK_TIMEOUT", default=10.0)
 
+# Circuit breaker per external host (tools/breaker/): shared by every worker, in Redis
+# when the broker is Redis, else in the database. auto | redis | database | off.
+FLOWPILOT_BREAKER_BACKEND = env("FLOWPILOT_BREAKER_BACKEND", default="auto")
+FLOWPILOT_BREAKER_REDIS_URL = env(
+    "FLOWPILOT_BREAKER_REDIS_URL",
+    default=CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else "",
+)
+# Consecutive retryable failures (each within the window of the previous) that open it.
+FLOWPILOT_BREAKER_FAILURES = env.int("FLOWPILOT_BREAKER_FAILURES", default=5)
+# Seconds an open breaker refuses calls before one half-open trial call.
+FLOWPILOT_BREAKER_COOLDOWN = env.float("FLOWPILOT_BREAKER_COOLDOWN", default=30.0)
+FLOWPILOT_BREAKER_WINDOW = env.float("FLOWPILOT_BREAKER_WINDOW", default=300.0)
+
 # LLM (planner and llm steps): any OpenAI-compatible endpoint, OpenRouter by default.
 OPENAI_BASE_URL = env("OPENAI_BASE_URL", default="https://openrouter.ai/api/v1")
 OPENAI_API_KEY = env("OPENAI_API_KEY", default="")

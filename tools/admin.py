@@ -1,14 +1,25 @@
-"""Tool admin: browse, search, and enable/disable tools (through a service)."""
+"""Tool admin: browse, search, and enable/disable tools (through a service); the
+circuit breakers per host, with a reset."""
 
 from __future__ import annotations
 
 import json
 
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
 from django.utils.html import format_html
 from django.utils.translation import ngettext
 
-from tools.models import Tool
+from tools.breaker.selectors import breakers_list
+from tools.breaker.services import RESET_PERMISSION, breakers_reset
+from tools.breaker.setup import (
+    breaker_backend,
+    breaker_policy_from_settings,
+    breaker_store_from_settings,
+)
+from tools.models import Breaker, Tool
 from tools.services import tools_set_enabled
 
 
@@ -65,3 +76,57 @@ class ToolAdmin(admin.ModelAdmin):
     @admin.action(description="Disable selected tools")
     def disable_tools(self, request, queryset):
         self._set_enabled(request, queryset, False)
+
+
+@admin.register(Breaker)
+class BreakerAdmin(admin.ModelAdmin):
+    """Circuit breakers per host, read from the store the workers share (Redis or the
+    database), so the page is not a queryset changelist. Resetting needs the
+    ``tools.reset_breaker`` permission; it goes through ``breakers_reset``."""
+
+    change_list_template = "tools/breaker/change_list.html"
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def changelist_view(self, request, extra_context=None):
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        store = breaker_store_from_settings()
+        if store is None:
+            self.message_user(request, "Circuit breakers are off.", messages.WARNING)
+            return redirect("admin:index")
+        try:
+            if request.method == "POST":
+                self._reset(request, store)
+                return redirect(request.path)
+            context = {
+                **self.admin_site.each_context(request),
+                "title": "Circuit breakers",
+                "opts": self.model._meta,
+                "rows": breakers_list(store=store),
+                "backend": breaker_backend(),
+                "policy": breaker_policy_from_settings(),
+                "can_reset": request.user.has_perm(RESET_PERMISSION),
+                **(extra_context or {}),
+            }
+        finally:
+            store.close()
+        return TemplateResponse(request, self.change_list_template, context)
+
+    def _reset(self, request, store) -> None:
+        everything = request.POST.get("action") == "reset_all"
+        hosts = None if everything else request.POST.getlist("host")
+        count = breakers_reset(store=store, hosts=hosts, user=request.user)
+        self.message_user(
+            request,
+            ngettext("%(count)d breaker was reset.", "%(count)d breakers were reset.", count)
+            % {"count": count},
+            messages.SUCCESS,
+        )

@@ -1,7 +1,8 @@
 """What one tool call receives and returns: the context a caller builds, the result.
 
-A leaf module (it imports no other tools module but redaction), so the registry,
-the HTTP client and the built-in providers all import these types at module top.
+A leaf module (it imports no other tools module but redaction and the breaker core),
+so the registry, the HTTP client and the built-in providers all import these types at
+module top.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from tools.breaker.core import CircuitBreakers
 from tools.redaction import Redactor
 
 
@@ -24,7 +26,8 @@ class ToolCallContext:
     mapping); ``redactor`` collects the secret values used; ``http`` is the run's
     client; ``timeout`` overrides the tool's own; ``idempotency_key`` is sent in
     the tool's ``idempotency_header``; ``output_dir``/``data_dirs`` bound where
-    built-in tools may write and read.
+    built-in tools may write and read; ``breakers`` (None: none) guards every HTTP
+    request by its host's circuit breaker.
     """
 
     env: Mapping[str, str]
@@ -35,6 +38,7 @@ class ToolCallContext:
     max_response_bytes: int = 10 * 1024 * 1024
     output_dir: Path | None = None
     data_dirs: tuple[Path, ...] = ()
+    breakers: CircuitBreakers | None = None
 
 
 @dataclass(frozen=True)

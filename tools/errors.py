@@ -6,6 +6,8 @@ template errors are fatal. ``as_dict()`` is what a StepResult stores.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 
 class FlowpilotError(Exception):
     """Base error of the whole app, with a stable code."""
@@ -114,3 +116,31 @@ class ToolOutcomeUnknown(ToolError):
 
     code = "outcome_unknown"
     retryable = False
+
+
+class CircuitOpen(ToolError):
+    """A call refused without sending anything: the host's circuit breaker is open.
+
+    Retryable, but the step's retry waits at least until ``retry_at`` (like a 429's
+    ``Retry-After``, capped by the policy's ``max_delay``), so a refused step never
+    spins through its attempts; once the step is out of attempts it fails.
+    """
+
+    code = "circuit_open"
+    retryable = True
+
+    def __init__(self, *, host: str, retry_at: datetime | None, now: datetime) -> None:
+        when = retry_at.isoformat() if retry_at is not None else "after the trial call"
+        super().__init__(
+            f"the circuit breaker for {host} is open after repeated failures; "
+            f"nothing was sent; it will be tried again at {when}"
+        )
+        self.host = host
+        self.retry_at = retry_at
+        self.retry_after = (
+            max(0.0, (retry_at - now).total_seconds()) if retry_at is not None else None
+        )
+
+    def as_dict(self) -> dict:
+        when = self.retry_at.isoformat() if self.retry_at is not None else None
+        return {**super().as_dict(), "host": self.host, "retry_at": when}

@@ -30,6 +30,7 @@ from typing import Any
 
 import httpx
 
+from tools.breaker.core import breaker_guard
 from tools.calls import ToolCallContext, ToolResult
 from tools.errors import FlowpilotError, ToolHTTPError, ToolOutcomeUnknown
 from tools.http.oauth2 import apply_oauth2, drop_token
@@ -93,9 +94,18 @@ def call_http_tool(spec: ToolSpec, arguments: dict, ctx: ToolCallContext) -> Too
 
 
 def _fetch(spec: ToolSpec, prepared: PreparedRequest, ctx: ToolCallContext, timeout: float) -> Page:
-    """One page: send (with the OAuth2 token, refreshed once on 401), check, read."""
+    """One page, behind the host's circuit breaker: an open breaker refuses it before
+    anything is sent (``circuit_open``); a retryable failure counts against the host."""
     http = spec.http
     assert http is not None
+    with breaker_guard(ctx.breakers, prepared.url, http.breaker):
+        return _fetch_page(http, prepared, ctx, timeout)
+
+
+def _fetch_page(
+    http: HttpConfig, prepared: PreparedRequest, ctx: ToolCallContext, timeout: float
+) -> Page:
+    """One page: send (with the OAuth2 token, refreshed once on 401), check, read."""
     token = None
     if http.auth.type == "oauth2":
         prepared = replace(prepared, headers=dict(prepared.headers))

@@ -35,7 +35,7 @@ NEW_KEYS = frozenset(
     {
         "name", "kind", "description", "base_url", "request", "auth", "inputs",
         "response_extract", "outputs", "timeout", "retry", "idempotent", "secret_env",
-        "cookies", "response", "pagination", "follow_redirects", "max_redirects",
+        "cookies", "response", "pagination", "follow_redirects", "max_redirects", "breaker",
     }
 )  # fmt: skip
 LEGACY_KEYS = frozenset(
@@ -64,6 +64,7 @@ _NEW_LOCS: _LocTable = [
     (("http", "pagination"), ("pagination",), True),
     (("http", "follow_redirects"), ("follow_redirects",), True),
     (("http", "max_redirects"), ("max_redirects",), True),
+    (("http", "breaker"), ("breaker",), True),
     (("http",), ("request",), False),
 ]
 _LEGACY_LOCS: _LocTable = [
@@ -256,7 +257,7 @@ def new_to_spec_dict(data: dict[str, Any]) -> dict[str, Any]:
         k: data[k]
         for k in (
             "base_url", "request", "auth", "response_extract", "cookies", "response",
-            "pagination", "follow_redirects", "max_redirects",
+            "pagination", "follow_redirects", "max_redirects", "breaker",
         )
         if k in data
     }  # fmt: skip

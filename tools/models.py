@@ -40,3 +40,48 @@ class Tool(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class BreakerStateChoice(models.TextChoices):
+    CLOSED = "closed", "Closed"
+    OPEN = "open", "Open"
+    HALF_OPEN = "half_open", "Half-open (one trial call)"
+
+
+class Breaker(models.Model):
+    """The circuit breaker of one external host, when no Redis broker holds it.
+
+    A row exists only while the breaker has something to say (failures counted, open,
+    half-open); a success deletes it. Written only by ``tools.breaker.db_store`` with
+    conditional UPDATEs, so every worker sharing the database sees one state.
+    """
+
+    host = models.CharField(max_length=300, unique=True, help_text="host:port of the API.")
+    state = models.CharField(
+        max_length=16, choices=BreakerStateChoice.choices, default=BreakerStateChoice.CLOSED
+    )
+    failures = models.PositiveIntegerField(
+        default=0, help_text="Consecutive retryable failures counted."
+    )
+    last_failure_at = models.DateTimeField(null=True, blank=True)
+    opened_at = models.DateTimeField(null=True, blank=True)
+    retry_at = models.DateTimeField(
+        null=True, blank=True, help_text="When an open breaker lets one trial call through."
+    )
+    trial_until = models.DateTimeField(
+        null=True, blank=True, help_text="Half-open: the trial call's slot lasts until then."
+    )
+
+    class Meta:
+        ordering = ["host"]
+        verbose_name = "circuit breaker"
+        permissions = [("reset_breaker", "Can reset circuit breakers")]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(state__in=["closed", "open", "half_open"]),
+                name="breaker_state_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.host} ({self.state})"

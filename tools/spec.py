@@ -23,6 +23,7 @@ from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from tools.breaker.core import BreakerConfig
 from tools.errors import TemplateError
 from tools.paths import PathError
 from tools.policy import RetryPolicy
@@ -275,6 +276,9 @@ class HttpConfig(_Frozen):
     pagination: Pagination | None = None
     follow_redirects: bool = Field(False, description="Follow 3xx (credentials stay home).")
     max_redirects: int = Field(5, ge=1, le=20)
+    breaker: BreakerConfig | None = Field(
+        None, description="This tool's circuit breaker thresholds (default: the settings)."
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -19,7 +19,7 @@ from runs.engine.context import RunContext
 from runs.engine.kinds import KINDS
 from runs.engine.kinds.base import Attempt
 from runs.state import StepStatus
-from tools.errors import FlowpilotError, ToolRateLimited
+from tools.errors import CircuitOpen, FlowpilotError, ToolRateLimited
 from tools.policy import RetryPolicy
 from tools.registry import ToolRegistry
 from workflows.schema import AnyStep
@@ -101,7 +101,7 @@ def capped_error(record: dict) -> dict:
 
 def retry_delay(ctx: RunContext, policy: RetryPolicy, attempt: int, exc: FlowpilotError) -> float:
     delay = policy.delay(attempt, ctx.rand.random())
-    if isinstance(exc, ToolRateLimited) and exc.retry_after:
+    if isinstance(exc, (ToolRateLimited, CircuitOpen)) and exc.retry_after:
         delay = max(delay, min(exc.retry_after, policy.max_delay))
     return delay
 

@@ -4,8 +4,9 @@ A ``RunContext`` holds everything a step needs that is not its own mapped inputs
 the frozen spec and graph, a registry view, the environment snapshot (only the
 variables the workflow may read), the redactor (already holding the secret values
 of every registered tool), the HTTP client (which keeps no cookies), the LLM
-client (when the workflow has ``llm`` steps or LLM decisions), the limits, and
-the injected clock/sleep/random so tests can pin them.
+client (when the workflow has ``llm`` steps or LLM decisions), the circuit
+breakers (a handle on the state every worker shares), the limits, and the injected
+clock/sleep/random so tests can pin them.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from django.utils import timezone
 from runs.engine.http import run_http_client
 from runs.engine.kinds import KINDS
 from runs.engine.secrets import run_redactor
+from tools.breaker.core import CircuitBreakers
+from tools.breaker.setup import breakers_from_settings
 from tools.llm import LLMClient
 from tools.redaction import Redactor
 from tools.registry import ToolRegistry
@@ -73,6 +76,7 @@ class RunContext:
     compiled: Mapping[tuple[str, str], Any]  # (step id, branch label | "expression") -> compiled
     llm: LLMClient | None = None  # for llm steps and LLM decisions; None when none needs it
     owns_llm: bool = False  # built here (closed with the context), not passed in
+    breakers: CircuitBreakers | None = None  # per-host circuit breakers; None: off
     now: Clock = DEFAULT_CLOCK
     sleep: Callable[[float], None] = time.sleep
     rand: random.Random = field(default_factory=random.Random)
@@ -81,6 +85,8 @@ class RunContext:
         self.http.close()
         if self.llm is not None and self.owns_llm:
             self.llm.close()
+        if self.breakers is not None:
+            self.breakers.close()
 
     def __enter__(self) -> RunContext:
         return self
@@ -131,6 +137,7 @@ def build_run_context(
         },
         allowed_tools=spec.allowlist(),
         compiled=compile_expressions(spec),
+        breakers=breakers_from_settings(),
     )
     if llm is not None:
         context.llm = llm

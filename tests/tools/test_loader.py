@@ -367,3 +367,15 @@ def test_the_http_feature_keys_load_into_the_spec():
 def test_http_feature_keys_are_validated_with_located_errors(old, new, expected):
     assert old in HTTP_FEATURES
     assert expected in _problems(HTTP_FEATURES.replace(old, new))
+
+
+def test_breaker_key_is_read_and_checked():
+    head = "name: a\nbase_url: https://x.org\nrequest: {url: /a}\n"
+    text = head + "breaker: {failures: 2, cooldown: 9}\n"
+    [spec] = load_tool_text(text)
+    assert spec.http is not None
+    assert spec.http.breaker is not None
+    assert (spec.http.breaker.failures, spec.http.breaker.cooldown) == (2, 9)
+    message = _problems(head + "breaker: {failures: 0, x: 1}\n")
+    assert "t.yaml:4: tool 'a': field breaker.failures: Input should be greater" in message
+    assert "field breaker.x: unknown key" in message

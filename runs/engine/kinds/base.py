@@ -105,5 +105,6 @@ def call_tool(
         max_response_bytes=ctx.limits.max_response_bytes,
         output_dir=ctx.output_dir,
         data_dirs=ctx.data_dirs,
+        breakers=ctx.breakers,
     )
     return ctx.registry.call(tool, args, call_ctx)

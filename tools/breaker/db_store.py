@@ -1,0 +1,104 @@
+"""Breaker state in the database (a ``tools.Breaker`` row per host), for installations
+without a Redis broker.
+
+Every change is one conditional UPDATE whose ``WHERE`` names the state it expects, so
+two workers can never both take the half-open trial or both apply a transition: the
+second UPDATE matches no row. No explicit locks, which keeps SQLite (one writer at a
+time) and PostgreSQL on the same code.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import DatabaseError, IntegrityError, transaction
+from django.db.models import Case, F, Value, When
+
+from tools.breaker.core import ALLOW, Admission, BreakerPolicy, BreakerState, seconds
+from tools.models import Breaker, BreakerStateChoice
+
+OPEN, HALF_OPEN, CLOSED = (
+    BreakerStateChoice.OPEN,
+    BreakerStateChoice.HALF_OPEN,
+    BreakerStateChoice.CLOSED,
+)
+
+
+class DatabaseBreakerStore:
+    """See the module doc. Stateless: every call reads and writes the table."""
+
+    errors: tuple[type[Exception], ...] = (DatabaseError,)
+
+    def admit(self, host: str, *, now: datetime, policy: BreakerPolicy) -> Admission:
+        for _ in range(3):  # a lost race re-reads the row; three rounds always settle
+            row = Breaker.objects.filter(host=host).first()
+            if row is None or row.state == CLOSED:
+                return ALLOW
+            due = row.retry_at if row.state == OPEN else row.trial_until
+            if due is not None and now < due:
+                return Admission(allowed=False, retry_at=due)
+            # The cool-down (or a lost trial's slot) is over: take the trial if still free.
+            taken = (
+                Breaker.objects.filter(host=host, state=row.state)
+                .filter(**({"retry_at": due} if row.state == OPEN else {"trial_until": due}))
+                .update(state=HALF_OPEN, trial_until=now + seconds(policy.cooldown))
+            )
+            if taken:
+                return Admission(allowed=True, trial=True)
+        return Admission(allowed=False, retry_at=now + seconds(policy.cooldown))
+
+    def record_failure(self, host: str, *, now: datetime, policy: BreakerPolicy) -> bool:
+        self._ensure_row(host)
+        rows = Breaker.objects.filter(host=host)
+        opening = {
+            "state": OPEN,
+            "opened_at": now,
+            "retry_at": now + seconds(policy.cooldown),
+            "trial_until": None,
+        }
+        counted = {"failures": F("failures") + 1, "last_failure_at": now}
+        if rows.filter(state=HALF_OPEN).update(**counted, **opening):
+            return True
+        cutoff = now - seconds(policy.window)
+        restarted = Case(When(last_failure_at__lt=cutoff, then=Value(1)), default=F("failures") + 1)
+        if not rows.filter(state=CLOSED).update(failures=restarted, last_failure_at=now):
+            rows.filter(state=OPEN).update(**counted)
+            return False
+        return bool(rows.filter(state=CLOSED, failures__gte=policy.failures).update(**opening))
+
+    def record_success(self, host: str) -> None:
+        # Read first: a healthy host (the usual case) costs no write.
+        if Breaker.objects.filter(host=host).exists():
+            Breaker.objects.filter(host=host).delete()
+
+    def states(self) -> list[BreakerState]:
+        return [
+            BreakerState(
+                host=row.host,
+                state=row.state,  # type: ignore[arg-type]
+                failures=row.failures,
+                last_failure_at=row.last_failure_at,
+                opened_at=row.opened_at,
+                retry_at=row.retry_at,
+                trial_until=row.trial_until,
+            )
+            for row in Breaker.objects.order_by("host")
+        ]
+
+    def reset(self, hosts: list[str] | None) -> int:
+        rows = Breaker.objects.all() if hosts is None else Breaker.objects.filter(host__in=hosts)
+        deleted, _ = rows.delete()
+        return deleted
+
+    def close(self) -> None:
+        """Nothing to release: the database connection belongs to Django."""
+
+    @staticmethod
+    def _ensure_row(host: str) -> None:
+        if Breaker.objects.filter(host=host).exists():
+            return
+        try:
+            with transaction.atomic():
+                Breaker.objects.create(host=host)
+        except IntegrityError:
+            pass  # another worker created it first
