@@ -14,8 +14,6 @@ to the review views (``review.views``), wired here by ``get_urls``. A stored
 definition never changes here: "Edit as JSON" saves a new version.
 """
 
-import json
-
 from django.contrib import admin, messages
 from django.urls import path
 from django.utils.html import format_html
@@ -25,6 +23,7 @@ from review.forms import RejectForm
 from review.selectors import workflow_review
 from review.services import APPROVE_PERMISSION
 from review.views import WorkflowReviewViews
+from tools.jsondata import json_preview
 from workflows.models import WORKFLOW_TRANSITIONS, PlanAttempt, Workflow, WorkflowStatus
 from workflows.services import WorkflowTransitionError, workflow_export, workflow_transition
 
@@ -32,7 +31,7 @@ from workflows.services import WorkflowTransitionError, workflow_export, workflo
 def pretty_json(value) -> str:
     return format_html(
         "<pre class='fp-mono' style='white-space:pre-wrap'>{}</pre>",
-        json.dumps(value, indent=2, ensure_ascii=False),
+        json_preview(value),
     )
 
 

@@ -1,7 +1,5 @@
 """Run admin: status, inputs, outputs, errors and a per-step timeline."""
 
-import json
-
 from django.contrib import admin, messages
 from django.utils.html import format_html
 from django.utils.translation import ngettext
@@ -9,12 +7,14 @@ from django.utils.translation import ngettext
 from runs.models import Run, RunTrigger, StepResult
 from runs.services import run_cancel, run_repeat, run_resume
 from tools.errors import FlowpilotError
+from tools.jsondata import json_preview
 
 
 def pretty_json(value) -> str:
+    """A stored value as a capped preview: no page renders a whole multi-megabyte record."""
     if value is None:
         return "-"
-    return format_html("<pre style='white-space:pre-wrap'>{}</pre>", json.dumps(value, indent=2))
+    return format_html("<pre style='white-space:pre-wrap'>{}</pre>", json_preview(value))
 
 
 def _ms(delta) -> str:

@@ -88,12 +88,18 @@ class Verdict:
 
 
 def claim_step(
-    step_result_id: int, *, worker: str, inputs: Any = None, now: Clock = DEFAULT_CLOCK
+    step_result_id: int,
+    *,
+    worker: str,
+    inputs: Any = None,
+    inputs_truncated: bool = False,
+    now: Clock = DEFAULT_CLOCK,
 ) -> str | None:
     """Take a queued step for this task. Returns the claim token, or None if it lost.
 
     One conditional UPDATE (``… WHERE status='queued'``): of two deliveries of the same
-    message, exactly one wins. ``inputs`` is the resolved-inputs record to store.
+    message, exactly one wins. ``inputs`` is the resolved-inputs record as stored
+    (``checkpoint.stored_inputs``).
     """
     token = uuid.uuid4().hex
     now_at = now()
@@ -103,6 +109,7 @@ def claim_step(
         claim_token=token,
         worker=worker[:255],
         inputs=inputs,
+        inputs_truncated=inputs_truncated,
         lease_expires_at=lease_until(settings.FLOWPILOT_STEP_LEASE, now_at),
         started_at=Coalesce(F("started_at"), Value(now_at)),
         updated_at=now_at,
@@ -171,7 +178,10 @@ def step_execute(
             args, record = _resolve(ctx, run, step)
         except FlowpilotError as exc:
             args, record, failure = {}, None, exc
-        token = claim_step(result.pk, worker=worker, inputs=record, now=ctx.now)
+        inputs, capped = checkpoint.stored_inputs(ctx, record)
+        token = claim_step(
+            result.pk, worker=worker, inputs=inputs, inputs_truncated=capped, now=ctx.now
+        )
         if token is None:
             return Verdict(claimed=False)
         if run.status != RunStatus.RUNNING:
@@ -322,9 +332,9 @@ def _write_outcome(
             outcome.status,
             output=output,
             output_truncated=capped or outcome.truncated,
-            error=outcome.error,
+            error=checkpoint.storable(outcome.error),
             attempts=F("attempts") + len(outcome.attempts),
-            attempt_log=[*(result.attempt_log or []), *outcome.attempts],
+            attempt_log=[*(result.attempt_log or []), *checkpoint.stored_entries(outcome.attempts)],
             finished_at=now,
             updated_at=now,
         )
@@ -417,9 +427,9 @@ def requeue(
         result,
         StepStatus.QUEUED,
         attempts=(result.attempts or 0) + 1,
-        attempt_log=[*(result.attempt_log or []), entry],
+        attempt_log=[*(result.attempt_log or []), *checkpoint.stored_entries([entry])],
         attempt_limit=result.attempt_limit,
-        error=error,
+        error=checkpoint.storable(error),
         claim_token="",
         lease_expires_at=lease_until(delay + settings.FLOWPILOT_QUEUED_LEASE, now),
         updated_at=now,

@@ -118,7 +118,7 @@ def _start(
     except FlowpilotError as exc:
         checkpoint.mark_failed_before_call(ctx, result, exc.as_dict())
         states[step.id] = checkpoint.state_of(result, step)
-        views[step.id] = {"error": result.error}
+        views[step.id] = checkpoint.view_of(result)
         notify(StepStatus.FAILED, result)
         return None
     if not checkpoint.mark_running(ctx, result, inputs_record=record):
