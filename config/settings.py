@@ -158,7 +158,9 @@ FLOWPILOT_DATA_DIRS = [
 ]
 # An HTTP response body larger than this is cut off and flagged (memory stays bounded).
 FLOWPILOT_MAX_RESPONSE_BYTES = env.int("FLOWPILOT_MAX_RESPONSE_BYTES", default=10 * 1024 * 1024)
-# A step output larger than this (as JSON) is stored truncated and flagged.
+# Run inputs over this size (as JSON) are refused with a clear error.
+FLOWPILOT_MAX_RUN_INPUT_BYTES = env.int("FLOWPILOT_MAX_RUN_INPUT_BYTES", default=1024 * 1024)
+# A step output or inputs record larger than this (as JSON) is stored truncated and flagged.
 FLOWPILOT_MAX_STORED_OUTPUT_BYTES = env.int(
     "FLOWPILOT_MAX_STORED_OUTPUT_BYTES", default=1024 * 1024
 )

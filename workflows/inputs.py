@@ -12,9 +12,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from django.conf import settings
 from jsonschema.exceptions import ValidationError
 
 from tools.errors import FlowpilotError
+from tools.jsondata import nul_location
 from tools.spec import json_schema_validator
 from workflows.schema import InputSpec
 
@@ -78,11 +80,30 @@ def resolve_inputs(declared: Mapping[str, InputSpec], given: Mapping[str, Any]) 
         if "default" in spec.model_fields_set
     }
     values.update(given)
+    refused = _storage_problem(values)
+    if refused:
+        raise InputsInvalid([refused])
     errors = json_schema_validator(inputs_schema(declared)).iter_errors(values)
     problems = _problems(declared, values, list(errors))
     if problems:
         raise InputsInvalid(problems)
     return {name: values.get(name) for name in declared}
+
+
+def _storage_problem(values: Mapping[str, Any]) -> str | None:
+    """Run inputs are stored as given: over ``FLOWPILOT_MAX_RUN_INPUT_BYTES`` or holding
+    a NUL character (which PostgreSQL cannot store) they are refused, with the place."""
+    at = nul_location(dict(values), "inputs")
+    if at is not None:
+        return f"`{at}` holds a NUL character (\\u0000), which run inputs cannot hold"
+    size = len(json.dumps(dict(values), ensure_ascii=False, default=str).encode())
+    limit = settings.FLOWPILOT_MAX_RUN_INPUT_BYTES
+    if size > limit:
+        return (
+            f"the run inputs are {size} bytes as JSON, over the {limit} byte limit "
+            "(FLOWPILOT_MAX_RUN_INPUT_BYTES)"
+        )
+    return None
 
 
 _FIRST = {"required": 0, "type": 1, "enum": 2}  # per input, the most basic problem is told
