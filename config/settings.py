@@ -141,6 +141,9 @@ FLOWPILOT_STEP_LEASE = env.float("FLOWPILOT_STEP_LEASE", default=60.0)
 # Celery runs: a queued step whose task has not started this many seconds after it
 # was due is published again (its message was lost); duplicates lose the claim.
 FLOWPILOT_QUEUED_LEASE = env.float("FLOWPILOT_QUEUED_LEASE", default=600.0)
+# How many times a step's outcome write is tried through transient database errors
+# (reconnecting between tries, with backoff) before the task gives up.
+FLOWPILOT_OUTCOME_WRITE_TRIES = env.int("FLOWPILOT_OUTCOME_WRITE_TRIES", default=8)
 # Celery runs: a step whose worker died this many times is failed (a poison step).
 FLOWPILOT_MAX_LOST_ATTEMPTS = env.int("FLOWPILOT_MAX_LOST_ATTEMPTS", default=3)
 

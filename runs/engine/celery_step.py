@@ -17,6 +17,11 @@ Then it settles:
   a claim the sweeper took back is ignored), then the run is locked and advanced
   (``runs.engine.distributed.advance_locked``) in the same transaction.
 
+Settling happens while the heartbeat still runs, and a transient database error
+while settling is retried on a new connection (``runs.engine.db_retry``): a finished
+call's result is recorded by the task that made it, and the sweeper, seeing the
+lease renewed, never takes the step back meanwhile.
+
 Every attempt is logged with the worker that made it.
 """
 
@@ -47,6 +52,7 @@ from runs.engine.attempt import (
     retry_delay,
 )
 from runs.engine.context import DEFAULT_CLOCK, Clock, RunContext
+from runs.engine.db_retry import reconnect, with_db_retries
 from runs.engine.distributed import (
     TOOLS_KEY,
     Publish,
@@ -138,6 +144,7 @@ def heartbeat(
                     ).update(lease_expires_at=lease_until(seconds, now()))
                 except DatabaseError:
                     logger.warning("heartbeat of step result %s failed", step_result_id)
+                    reconnect()  # the next beat opens a new connection
         finally:
             connection.close()
 
@@ -192,7 +199,10 @@ def step_execute(
             entry, attempt, error = _attempt(
                 ctx, step, args, number=result.attempts + 1, worker=worker
             )
-        return _settle(ctx, result, token, entry, attempt, error, publish=publish)
+            return with_db_retries(
+                lambda: _settle(ctx, result, token, entry, attempt, error, publish=publish),
+                what=f"recording step `{step.id}` of run {run.pk}",
+            )
 
 
 def _resolve(ctx: RunContext, run: Run, step: AnyStep) -> tuple[dict[str, Any], dict[str, Any]]:
