@@ -24,8 +24,9 @@ from review.selectors import workflow_review
 from review.services import APPROVE_PERMISSION
 from review.views import WorkflowReviewViews
 from tools.jsondata import json_preview
+from tools.permissions import PermissionRefused
 from workflows.models import WORKFLOW_TRANSITIONS, PlanAttempt, Workflow, WorkflowStatus
-from workflows.services import WorkflowTransitionError, workflow_export, workflow_transition
+from workflows.services import WorkflowTransitionError, workflow_archive, workflow_export
 
 
 def pretty_json(value) -> str:
@@ -123,14 +124,14 @@ class WorkflowAdmin(WorkflowReviewViews, admin.ModelAdmin):
             context["reject_form"] = RejectForm()
         return context
 
-    @admin.action(description="Archive selected versions")
+    @admin.action(description="Archive selected versions", permissions=["change"])
     def archive(self, request, queryset):
         done, refused = 0, []
         for workflow in queryset.order_by("name", "version"):
             try:
-                workflow_transition(workflow=workflow, to=WorkflowStatus.ARCHIVED)
+                workflow_archive(workflow=workflow, actor=request.user)
                 done += 1
-            except WorkflowTransitionError as exc:
+            except (WorkflowTransitionError, PermissionRefused) as exc:
                 refused.append(exc.message)
         if done:
             self.message_user(

@@ -114,7 +114,9 @@ class RunAdmin(admin.ModelAdmin):
         started, refused = [], []
         for run in queryset.select_related("workflow").order_by("pk"):
             try:
-                started.append(run_repeat(run=run, trigger=RunTrigger.MANUAL))
+                started.append(
+                    run_repeat(run=run, trigger=RunTrigger.MANUAL, actor=request.user)
+                )
             except FlowpilotError as exc:
                 refused.append(f"run {run.pk}: {exc.message}")
         self._report(
@@ -129,7 +131,7 @@ class RunAdmin(admin.ModelAdmin):
         resumed, refused = [], []
         for run in queryset.select_related("workflow").order_by("pk"):
             try:
-                resumed.append(run_resume(run=run))
+                resumed.append(run_resume(run=run, actor=request.user))
             except FlowpilotError as exc:
                 refused.append(exc.message)
         self._report(request, resumed, refused, "%(count)d run resumed", "%(count)d runs resumed")
@@ -141,7 +143,12 @@ class RunAdmin(admin.ModelAdmin):
     def cancel_runs(self, request, queryset):
         cancelled, refused = [], []
         for run in queryset.order_by("pk"):
-            if run_cancel(run=run):
+            try:
+                done = run_cancel(run=run, actor=request.user)
+            except FlowpilotError as exc:
+                refused.append(exc.message)
+                continue
+            if done:
                 cancelled.append(run)
             else:
                 refused.append(f"run {run.pk} is {run.status}; only pending or running runs cancel")
