@@ -8,7 +8,7 @@ from typing import Any
 
 from django import forms
 
-from tools.jsondata import DuplicateKey, duplicate_key_location, loads_strict, nul_location
+from tools.jsondata import DuplicateKey, duplicate_key_location, loads_strict, storage_problem
 from workflows.inputs import coerce_text
 from workflows.schema import InputSpec
 
@@ -131,7 +131,7 @@ class NewPlanForm(forms.Form):
             raise forms.ValidationError("not accepted: the JSON nests too deeply") from exc
         if not isinstance(value, dict):
             raise forms.ValidationError("sample inputs must be a JSON object")
-        where = nul_location(value, "sample inputs")
-        if where is not None:
-            raise forms.ValidationError(f"not accepted: `{where}` holds a NUL character")
+        problem = storage_problem(value, "sample_inputs")
+        if problem is not None:
+            raise forms.ValidationError(f"not accepted: {problem}")
         return value

@@ -1,13 +1,16 @@
 """One set of rules for JSON-shaped user data: what can be stored, copied and accepted.
 
 - **Text a database cannot hold.** PostgreSQL refuses the NUL character (``\\u0000``)
-  in ``jsonb`` and ``text``; SQLite takes it. So the same value behaved differently per
-  database. The rule, the same on both: values handed between steps keep their NUL
-  characters; *stored* copies are escaped reversibly with :func:`store_escape` and read
-  back with :func:`store_unescape`. The escape uses ``␀`` (U+2400, SYMBOL FOR NULL):
-  a NUL is stored as ``␀0`` and a literal ``␀`` as ``␀␀``, in keys and in values.
-  Configuration (workflow and tool files, JSON edits, run inputs) is not escaped but
-  refused, with :func:`nul_location` naming where the character is.
+  in ``jsonb`` and ``text``; SQLite takes it. Neither can encode a lone UTF-16
+  surrogate (``"\\ud800"`` in JSON). So the same value behaved differently per
+  database, or crashed both. The rule, the same on both: values handed between steps
+  keep these characters; *stored* copies are escaped reversibly with
+  :func:`store_escape` and read back with :func:`store_unescape`. The escape uses
+  ``␀`` (U+2400, SYMBOL FOR NULL): a NUL is stored as ``␀0``, a lone surrogate as
+  ``␀u`` and its four hex digits (``␀ud800``), a literal ``␀`` as ``␀␀`` — in keys and
+  in values. Configuration (workflow and tool files, JSON edits, run inputs) is not
+  escaped but refused: :func:`storage_problem` names where such a character (or a NaN
+  or infinite number, which JSON columns cannot hold either) is.
 - **Copies.** :func:`json_snapshot` is the one deep copy of a step's data: iterative
   (a 600-deep value is fine), and strict — anything that is not JSON (a ``set``,
   ``bytes``, an object, a non-finite float) is refused with :class:`NotJSON` naming
@@ -28,7 +31,9 @@ from typing import Any
 
 NUL = "\x00"
 ESCAPE = "\u2400"  # ␀
-_UNESCAPE = re.compile(ESCAPE + "(.)", re.DOTALL)
+_UNSTORABLE = re.compile("[\x00\u2400\ud800-\udfff]")
+_UNESCAPE = re.compile(ESCAPE + "(?:u([0-9a-f]{4})|(.))", re.DOTALL)
+_NOT_TEXT = re.compile("[\x00\ud800-\udfff]")
 
 
 class NotJSON(ValueError):
@@ -44,16 +49,29 @@ class DuplicateKey(ValueError):
     """A JSON object names a key twice."""
 
 
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group(0)
+    if char == NUL:
+        return ESCAPE + "0"
+    if char == ESCAPE:
+        return ESCAPE + ESCAPE
+    return f"{ESCAPE}u{ord(char):04x}"
+
+
+def _unescaped(match: re.Match[str]) -> str:
+    if match.group(1) is not None:
+        return chr(int(match.group(1), 16))
+    return NUL if match.group(2) == "0" else match.group(2)
+
+
 def _escape_text(text: str) -> str:
-    if NUL not in text and ESCAPE not in text:
-        return text
-    return text.replace(ESCAPE, ESCAPE + ESCAPE).replace(NUL, ESCAPE + "0")
+    return _UNSTORABLE.sub(_escaped, text)
 
 
 def _unescape_text(text: str) -> str:
     if ESCAPE not in text:
         return text
-    return _UNESCAPE.sub(lambda m: NUL if m.group(1) == "0" else m.group(1), text)
+    return _UNESCAPE.sub(_unescaped, text)
 
 
 def _map_strings(value: Any, fn: Callable[[str], str]) -> Any:
@@ -83,7 +101,8 @@ def _map_strings(value: Any, fn: Callable[[str], str]) -> Any:
 
 
 def store_escape(value: Any) -> Any:
-    """The copy of ``value`` to store: NUL as ``␀0``, ``␀`` as ``␀␀`` (reversible)."""
+    """The copy of ``value`` to store: NUL as ``␀0``, a lone surrogate as ``␀uXXXX``,
+    ``␀`` as ``␀␀`` (reversible)."""
     return _map_strings(value, _escape_text)
 
 
@@ -96,21 +115,40 @@ def _child(where: str, key: Any) -> str:
     return f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}"
 
 
-def nul_location(value: Any, where: str = "$") -> str | None:
-    """Where the first NUL character in ``value`` is (a key or a string), or None."""
+def _text_problem(text: str) -> str | None:
+    found = _NOT_TEXT.search(text)
+    if found is None:
+        return None
+    if found.group(0) == NUL:
+        return "a NUL character (\\u0000)"
+    return f"a lone surrogate (\\u{ord(found.group(0)):04x})"
+
+
+def storage_problem(value: Any, where: str = "$") -> str | None:
+    """Why ``value`` cannot be stored as configuration, naming the place, or None.
+
+    Refused: a NUL character or a lone surrogate in a string or key, a NaN or infinite
+    number. The first found (depth first, in document order) is named.
+    """
     stack: list[tuple[Any, str]] = [(value, where)]
     while stack:
         node, at = stack.pop()
+        problem = None
         if isinstance(node, str):
-            if NUL in node:
-                return at
+            problem = _text_problem(node)
+        elif isinstance(node, float) and not math.isfinite(node):
+            problem = f"the number {node}, which JSON cannot hold"
         elif isinstance(node, dict):
-            for key, item in node.items():
-                if isinstance(key, str) and NUL in key:
-                    return f"{at} (a key)"
-                stack.append((item, _child(at, key)))
+            for key in node:
+                if isinstance(key, str) and (bad := _text_problem(key)):
+                    return f"a key at `{at}` ({key!r}) holds {bad}, which cannot be stored"
+            stack.extend((node[k], _child(at, k)) for k in reversed(list(node)))
         elif isinstance(node, list | tuple):
-            stack.extend((item, _child(at, i)) for i, item in enumerate(node))
+            stack.extend((item, _child(at, i)) for i, item in reversed(list(enumerate(node))))
+        if problem is not None:
+            if problem.startswith("the number"):
+                return f"`{at}` is {problem}"
+            return f"the text at `{at}` holds {problem}, which cannot be stored"
     return None
 
 

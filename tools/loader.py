@@ -26,7 +26,7 @@ from pydantic import ValidationError
 
 from tools.data_limits import data_limit_problem
 from tools.errors import ToolConfigError
-from tools.jsondata import nul_location
+from tools.jsondata import storage_problem
 from tools.paths import list_index
 from tools.spec import ToolSpec
 from tools.templating import placeholders
@@ -132,13 +132,6 @@ def _line_of(node: yaml.Node | None, loc: Sequence[str | int]) -> int | None:
 MAX_TOOL_FILE_BYTES = 5 * 1024 * 1024  # like workflow files
 
 
-def _nul_problem(data: Any) -> str | None:
-    at = nul_location(data)
-    if at is None:
-        return None
-    return f"the text at `{at}` holds a NUL character (\\u0000), which cannot be stored"
-
-
 def load_tool_file(path: str | Path) -> list[ToolSpec]:
     """Parse one YAML file into specs. Raises ``ToolConfigError`` naming file, field, line.
 
@@ -168,7 +161,7 @@ def load_tool_text(text: str, *, source: str = "<string>") -> list[ToolSpec]:
         raise ToolConfigError(f"{where}: malformed YAML: {problem}") from exc
     except RecursionError as exc:
         raise ToolConfigError(f"{source}: malformed YAML: the document nests too deeply") from exc
-    too_big = data_limit_problem(data) or _nul_problem(data)
+    too_big = data_limit_problem(data) or storage_problem(data)
     if too_big:
         raise ToolConfigError(f"{source}: {too_big}")
     problems = _Problems(source, root)

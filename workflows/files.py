@@ -1,7 +1,7 @@
 """Reading and writing workflow files (JSON or YAML), with errors that say where.
 
-Refused, with the place: a key written twice in one object (JSON as YAML), a NUL
-character anywhere (no database can store it as configuration), a document too
+Refused, with the place: a key written twice in one object (JSON as YAML), text no
+database can store (a NUL character, a lone surrogate) or a NaN, a document too
 big, too deep or expanding too far (``tools.data_limits``), a file over 5 MB.
 """
 
@@ -15,7 +15,7 @@ import yaml
 
 from tools.data_limits import data_limit_problem
 from tools.errors import FlowpilotError
-from tools.jsondata import DuplicateKey, duplicate_key_location, loads_strict, nul_location
+from tools.jsondata import DuplicateKey, duplicate_key_location, loads_strict, storage_problem
 from tools.yaml_strict import describe_yaml_error, strict_safe_load
 
 MAX_FILE_BYTES = 5 * 1024 * 1024
@@ -44,21 +44,13 @@ def parse_workflow_text(text: str, *, source: str, fmt: str | None = None) -> di
         raise WorkflowFileError(f"{source}: invalid YAML{where}: {problem}") from exc
     except RecursionError as exc:
         raise WorkflowFileError(f"{source}: the document nests too deeply") from exc
-    problem = data_limit_problem(data) or nul_problem(data)
+    problem = data_limit_problem(data) or storage_problem(data)
     if problem:
         raise WorkflowFileError(f"{source}: {problem}")
     if not isinstance(data, dict):
         kind = type(data).__name__ if data is not None else "nothing"
         raise WorkflowFileError(f"{source}: a workflow file must hold a mapping, found {kind}")
     return data
-
-
-def nul_problem(data: Any, where: str = "$") -> str | None:
-    """Why configuration holding a NUL character is refused, naming where it is."""
-    at = nul_location(data, where)
-    if at is None:
-        return None
-    return f"the text at `{at}` holds a NUL character (\\u0000), which cannot be stored"
 
 
 def read_workflow_file(path: str | Path) -> dict[str, Any]:

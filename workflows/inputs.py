@@ -16,7 +16,7 @@ from django.conf import settings
 from jsonschema.exceptions import ValidationError
 
 from tools.errors import FlowpilotError
-from tools.jsondata import nul_location
+from tools.jsondata import storage_problem
 from tools.spec import json_schema_validator
 from workflows.schema import InputSpec
 
@@ -91,11 +91,12 @@ def resolve_inputs(declared: Mapping[str, InputSpec], given: Mapping[str, Any]) 
 
 
 def _storage_problem(values: Mapping[str, Any]) -> str | None:
-    """Run inputs are stored as given: over ``FLOWPILOT_MAX_RUN_INPUT_BYTES`` or holding
-    a NUL character (which PostgreSQL cannot store) they are refused, with the place."""
-    at = nul_location(dict(values), "inputs")
-    if at is not None:
-        return f"`{at}` holds a NUL character (\\u0000), which run inputs cannot hold"
+    """Run inputs are stored as given: over ``FLOWPILOT_MAX_RUN_INPUT_BYTES``, or holding
+    what no database stores (``tools.jsondata.storage_problem``: a NUL character, a
+    lone surrogate, NaN), they are refused, with the place."""
+    problem = storage_problem(dict(values), "inputs")
+    if problem is not None:
+        return f"run inputs: {problem}"
     size = len(json.dumps(dict(values), ensure_ascii=False, default=str).encode())
     limit = settings.FLOWPILOT_MAX_RUN_INPUT_BYTES
     if size > limit:

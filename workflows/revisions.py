@@ -19,9 +19,8 @@ from django.db import transaction
 
 from tools.data_limits import data_limit_problem
 from tools.errors import FlowpilotError
-from tools.jsondata import DuplicateKey, duplicate_key_location, loads_strict
+from tools.jsondata import DuplicateKey, duplicate_key_location, loads_strict, storage_problem
 from tools.registry import ToolRegistry
-from workflows.files import nul_problem
 from workflows.models import Workflow, WorkflowStatus
 from workflows.planner import plan_revise
 from workflows.services import workflow_import, workflow_transition
@@ -166,7 +165,7 @@ def _parse_json(text: str) -> Any:
     if not isinstance(data, dict):
         message = f"the definition must be a JSON object, not {type(data).__name__}"
         raise DefinitionInvalid([ValidationIssue("json_invalid", "", message)])
-    problem = data_limit_problem(data) or nul_problem(data)
+    problem = data_limit_problem(data) or storage_problem(data)
     if problem:
         raise DefinitionInvalid([ValidationIssue("json_invalid", "", f"not accepted: {problem}")])
     return data

@@ -13,7 +13,7 @@ from tools.jsondata import (
     json_preview,
     json_snapshot,
     loads_strict,
-    nul_location,
+    storage_problem,
     store_escape,
     store_unescape,
 )
@@ -35,6 +35,8 @@ def nested(depth: int, leaf="x") -> dict:
         "\x00␀",
         "␀\x00",
         "␀␀00\x00\x00",
+        "lone \ud800 and \udfff",
+        "␀ud800",
         {"k\x00": ["\x00", {"␀": "␀␀"}]},
         [1, 2.5, None, True, "plain"],
     ],
@@ -56,7 +58,7 @@ def test_walks_handle_a_600_deep_value():
 
     assert store_unescape(store_escape(deep)) == deep
     assert json_snapshot(deep) == deep
-    assert nul_location(deep).endswith(".leaf")
+    assert storage_problem(deep).endswith("holds a NUL character (\\u0000), which cannot be stored")
     assert json_preview(deep).startswith("{")
 
 
@@ -72,10 +74,16 @@ def test_json_snapshot_copies_and_names_what_is_not_json():
         json_snapshot([float("nan")])
 
 
-def test_nul_location_names_the_key_or_value():
-    assert nul_location({"a": ["ok", "b\x00"]}) == "$.a[1]"
-    assert nul_location({"k\x00": 1}) == "$ (a key)"
-    assert nul_location({"a": "fine"}) is None
+def test_storage_problem_names_the_place_and_what_is_there():
+    assert storage_problem({"a": ["ok", "b\x00"]}) == (
+        "the text at `$.a[1]` holds a NUL character (\\u0000), which cannot be stored"
+    )
+    assert storage_problem({"k\x00": 1}).startswith("a key at `$` ('k\\x00') holds a NUL")
+    assert "lone surrogate (\\ud800)" in storage_problem({"a": "x\ud800"})
+    assert storage_problem({"n": [1, float("nan")]}) == (
+        "`$.n[1]` is the number nan, which JSON cannot hold"
+    )
+    assert storage_problem({"a": "fine", "b": [1.5, "␀"]}) is None
 
 
 def test_loads_strict_refuses_duplicate_keys_with_the_line():
