@@ -23,7 +23,7 @@ from review.forms import RejectForm
 from review.selectors import workflow_review
 from review.services import APPROVE_PERMISSION
 from review.views import WorkflowReviewViews
-from tools.jsondata import json_preview
+from tools.jsondata import PREVIEW_CHARS, json_preview
 from tools.permissions import PermissionRefused
 from workflows.models import WORKFLOW_TRANSITIONS, PlanAttempt, Workflow, WorkflowStatus
 from workflows.services import WorkflowTransitionError, workflow_archive, workflow_export
@@ -164,7 +164,7 @@ class PlanAttemptAdmin(admin.ModelAdmin):
         "usage",
         "pretty_report",
         "pretty_prompt",
-        "raw_reply",
+        "reply",
         "created_by",
         "created_at",
     )
@@ -181,6 +181,14 @@ class PlanAttemptAdmin(admin.ModelAdmin):
     @admin.display(description="prompt")
     def pretty_prompt(self, obj):
         return pretty_json(obj.prompt)
+
+    @admin.display(description="raw reply")
+    def reply(self, obj):
+        """The reply as text, capped like every other record on an admin page."""
+        text = obj.raw_reply
+        if len(text) > PREVIEW_CHARS:
+            text = f"{text[:PREVIEW_CHARS]}\n… [preview: {PREVIEW_CHARS} of {len(text)} characters]"
+        return format_html("<pre class='fp-mono' style='white-space:pre-wrap'>{}</pre>", text)
 
     def has_add_permission(self, request):
         return False
