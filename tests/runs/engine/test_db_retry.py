@@ -13,20 +13,10 @@ from django.db import OperationalError
 from runs.engine import celery_step, checkpoint, distributed
 from runs.engine.db_retry import with_db_retries
 from runs.services import run_create, run_execute
-from tests.celery_support import Bus, import_flow, install_echo, load_echo_tools
+from tests.celery_support import Bus, import_flow
 from tests.conftest import results_of
-from tests.fakes import FakeAPI
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def echo_api():
-    fake = FakeAPI().start()
-    install_echo(fake)
-    load_echo_tools(fake)
-    yield fake
-    fake.stop()
 
 
 def post_flow() -> dict:
