@@ -152,6 +152,9 @@ FLOWPILOT_STEP_LEASE = env.float("FLOWPILOT_STEP_LEASE", default=60.0)
 # Celery runs: a queued step whose task has not started this many seconds after it
 # was due is published again (its message was lost); duplicates lose the claim.
 FLOWPILOT_QUEUED_LEASE = env.float("FLOWPILOT_QUEUED_LEASE", default=600.0)
+# How many times a step's outcome write is tried through transient database errors
+# (reconnecting between tries, with backoff) before the task gives up.
+FLOWPILOT_OUTCOME_WRITE_TRIES = env.int("FLOWPILOT_OUTCOME_WRITE_TRIES", default=8)
 # Celery runs: a step whose worker died this many times is failed (a poison step).
 FLOWPILOT_MAX_LOST_ATTEMPTS = env.int("FLOWPILOT_MAX_LOST_ATTEMPTS", default=3)
 
@@ -169,7 +172,9 @@ FLOWPILOT_DATA_DIRS = [
 ]
 # An HTTP response body larger than this is cut off and flagged (memory stays bounded).
 FLOWPILOT_MAX_RESPONSE_BYTES = env.int("FLOWPILOT_MAX_RESPONSE_BYTES", default=10 * 1024 * 1024)
-# A step output larger than this (as JSON) is stored truncated and flagged.
+# Run inputs over this size (as JSON) are refused with a clear error.
+FLOWPILOT_MAX_RUN_INPUT_BYTES = env.int("FLOWPILOT_MAX_RUN_INPUT_BYTES", default=1024 * 1024)
+# A step output or inputs record larger than this (as JSON) is stored truncated and flagged.
 FLOWPILOT_MAX_STORED_OUTPUT_BYTES = env.int(
     "FLOWPILOT_MAX_STORED_OUTPUT_BYTES", default=1024 * 1024
 )

@@ -14,8 +14,6 @@ to the review views (``review.views``), wired here by ``get_urls``. A stored
 definition never changes here: "Edit as JSON" saves a new version.
 """
 
-import json
-
 from django.contrib import admin, messages
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
@@ -26,14 +24,16 @@ from review.selectors import workflow_review
 from review.services import APPROVE_PERMISSION
 from review.views import WorkflowReviewViews
 from schedules.selectors import schedule_list
+from tools.jsondata import PREVIEW_CHARS, json_preview
+from tools.permissions import PermissionRefused
 from workflows.models import WORKFLOW_TRANSITIONS, PlanAttempt, Workflow, WorkflowStatus
-from workflows.services import WorkflowTransitionError, workflow_export, workflow_transition
+from workflows.services import WorkflowTransitionError, workflow_archive, workflow_export
 
 
 def pretty_json(value) -> str:
     return format_html(
         "<pre class='fp-mono' style='white-space:pre-wrap'>{}</pre>",
-        json.dumps(value, indent=2, ensure_ascii=False),
+        json_preview(value),
     )
 
 
@@ -143,14 +143,14 @@ class WorkflowAdmin(WorkflowReviewViews, admin.ModelAdmin):
             context["reject_form"] = RejectForm()
         return context
 
-    @admin.action(description="Archive selected versions")
+    @admin.action(description="Archive selected versions", permissions=["change"])
     def archive(self, request, queryset):
         done, refused = 0, []
         for workflow in queryset.order_by("name", "version"):
             try:
-                workflow_transition(workflow=workflow, to=WorkflowStatus.ARCHIVED)
+                workflow_archive(workflow=workflow, actor=request.user)
                 done += 1
-            except WorkflowTransitionError as exc:
+            except (WorkflowTransitionError, PermissionRefused) as exc:
                 refused.append(exc.message)
         if done:
             self.message_user(
@@ -183,7 +183,7 @@ class PlanAttemptAdmin(admin.ModelAdmin):
         "usage",
         "pretty_report",
         "pretty_prompt",
-        "raw_reply",
+        "reply",
         "created_by",
         "created_at",
     )
@@ -200,6 +200,14 @@ class PlanAttemptAdmin(admin.ModelAdmin):
     @admin.display(description="prompt")
     def pretty_prompt(self, obj):
         return pretty_json(obj.prompt)
+
+    @admin.display(description="raw reply")
+    def reply(self, obj):
+        """The reply as text, capped like every other record on an admin page."""
+        text = obj.raw_reply
+        if len(text) > PREVIEW_CHARS:
+            text = f"{text[:PREVIEW_CHARS]}\n… [preview: {PREVIEW_CHARS} of {len(text)} characters]"
+        return format_html("<pre class='fp-mono' style='white-space:pre-wrap'>{}</pre>", text)
 
     def has_add_permission(self, request):
         return False

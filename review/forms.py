@@ -8,6 +8,7 @@ from typing import Any
 
 from django import forms
 
+from tools.jsondata import DuplicateKey, duplicate_key_location, loads_strict, storage_problem
 from workflows.inputs import coerce_text
 from workflows.schema import InputSpec
 
@@ -119,7 +120,9 @@ class NewPlanForm(forms.Form):
         if not text.strip():
             return None
         try:
-            value = json.loads(text)
+            value = loads_strict(text)
+        except DuplicateKey as exc:
+            raise forms.ValidationError(f"not accepted: {duplicate_key_location(text)}") from exc
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(
                 f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
@@ -128,4 +131,7 @@ class NewPlanForm(forms.Form):
             raise forms.ValidationError("not accepted: the JSON nests too deeply") from exc
         if not isinstance(value, dict):
             raise forms.ValidationError("sample inputs must be a JSON object")
+        problem = storage_problem(value, "sample_inputs")
+        if problem is not None:
+            raise forms.ValidationError(f"not accepted: {problem}")
         return value

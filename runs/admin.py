@@ -1,7 +1,5 @@
 """Run admin: status, inputs, outputs, errors and a per-step timeline."""
 
-import json
-
 from django.contrib import admin, messages
 from django.utils.html import format_html
 from django.utils.translation import ngettext
@@ -9,12 +7,14 @@ from django.utils.translation import ngettext
 from runs.models import Run, RunTrigger, StepResult
 from runs.services import run_cancel, run_repeat, run_resume
 from tools.errors import FlowpilotError
+from tools.jsondata import json_preview
 
 
 def pretty_json(value) -> str:
+    """A stored value as a capped preview: no page renders a whole multi-megabyte record."""
     if value is None:
         return "-"
-    return format_html("<pre style='white-space:pre-wrap'>{}</pre>", json.dumps(value, indent=2))
+    return format_html("<pre style='white-space:pre-wrap'>{}</pre>", json_preview(value))
 
 
 def _ms(delta) -> str:
@@ -114,7 +114,9 @@ class RunAdmin(admin.ModelAdmin):
         started, refused = [], []
         for run in queryset.select_related("workflow").order_by("pk"):
             try:
-                started.append(run_repeat(run=run, trigger=RunTrigger.MANUAL))
+                started.append(
+                    run_repeat(run=run, trigger=RunTrigger.MANUAL, actor=request.user)
+                )
             except FlowpilotError as exc:
                 refused.append(f"run {run.pk}: {exc.message}")
         self._report(
@@ -129,7 +131,7 @@ class RunAdmin(admin.ModelAdmin):
         resumed, refused = [], []
         for run in queryset.select_related("workflow").order_by("pk"):
             try:
-                resumed.append(run_resume(run=run))
+                resumed.append(run_resume(run=run, actor=request.user))
             except FlowpilotError as exc:
                 refused.append(exc.message)
         self._report(request, resumed, refused, "%(count)d run resumed", "%(count)d runs resumed")
@@ -141,7 +143,12 @@ class RunAdmin(admin.ModelAdmin):
     def cancel_runs(self, request, queryset):
         cancelled, refused = [], []
         for run in queryset.order_by("pk"):
-            if run_cancel(run=run):
+            try:
+                done = run_cancel(run=run, actor=request.user)
+            except FlowpilotError as exc:
+                refused.append(exc.message)
+                continue
+            if done:
                 cancelled.append(run)
             else:
                 refused.append(f"run {run.pk} is {run.status}; only pending or running runs cancel")

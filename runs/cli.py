@@ -11,6 +11,7 @@ from runs.models import Run, StepResult
 from runs.services import run_enqueue, run_execute
 from runs.state import RUN_TERMINAL, RunStatus, StepStatus
 from tools.errors import FlowpilotError
+from tools.jsondata import store_unescape
 from workflows.cli import dumps
 
 _MARKS = {
@@ -70,7 +71,7 @@ def report_end(out, run: Run) -> None:
     """Print how a run ended; raise ``CommandError`` (exit 1) unless it succeeded."""
     out.write(summary_line(run))
     if run.status == RunStatus.SUCCEEDED:
-        out.write("outputs: " + dumps(run.outputs))
+        out.write("outputs: " + dumps(store_unescape(run.outputs)))
         return
     if run.error_summary:
         out.write(f"error: {run.error_summary}")

@@ -78,6 +78,9 @@ class StepResult(models.Model):
         default=list, blank=True, help_text="One entry per try: timings, error, retry delay."
     )
     inputs = models.JSONField(null=True, blank=True, help_text="Resolved inputs, secrets redacted.")
+    inputs_truncated = models.BooleanField(
+        default=False, help_text="The inputs record was over the size limit: a preview is stored."
+    )
     output = models.JSONField(null=True, blank=True, help_text="Step output, secrets scrubbed.")
     output_truncated = models.BooleanField(
         default=False, help_text="The output or response body was cut at the size limit."

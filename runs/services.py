@@ -35,6 +35,7 @@ from runs.state import (
     run_transition,
     step_transition,
 )
+from tools.permissions import permission_require
 from tools.registry import ToolRegistry
 from workflows.inputs import resolve_inputs
 from workflows.models import Workflow
@@ -171,12 +172,19 @@ def run_prepare_resume(*, run: Run, force: bool = False) -> Run:
     return run
 
 
-def run_cancel(*, run: Run) -> bool:
+OPERATE_PERMISSION = "runs.operate_run"
+
+
+def run_cancel(*, run: Run, actor: Any = None) -> bool:
     """Cancel a pending or running run. Steps in flight finish; nothing new starts.
+
+    ``actor`` needs ``runs.operate_run`` (``tools.permissions``: None is an operator's
+    command or the engine).
 
     Under the run's row lock, so a Celery coordinator cannot queue a step after it;
     queued steps are skipped, so their tasks lose the claim and never start.
     """
+    permission_require(actor=actor, permission=OPERATE_PERMISSION, action=f"cancel run {run.pk}")
     with transaction.atomic():
         Run.objects.select_for_update(of=("self",)).filter(pk=run.pk).first()
         if not run_transition(run, RunStatus.CANCELLED, finished_at=timezone.now()):
@@ -202,13 +210,23 @@ def run_enqueue(*, run: Run, observer: Observer | None = None) -> Run:
     return distributed.run_start(run=run)
 
 
-def run_resume(*, run: Run, force: bool = False, observer: Observer | None = None) -> Run:
-    """Reset a failed or cancelled run from its checkpoint and enqueue it again."""
+def run_resume(
+    *, run: Run, force: bool = False, observer: Observer | None = None, actor: Any = None
+) -> Run:
+    """Reset a failed or cancelled run from its checkpoint and enqueue it again.
+
+    ``actor`` needs ``runs.operate_run``.
+    """
+    permission_require(actor=actor, permission=OPERATE_PERMISSION, action=f"resume run {run.pk}")
     return run_enqueue(run=run_prepare_resume(run=run, force=force), observer=observer)
 
 
-def run_repeat(*, run: Run, trigger: str = RunTrigger.MANUAL) -> Run:
-    """Enqueue a new run of the same workflow version with the same inputs."""
+def run_repeat(*, run: Run, trigger: str = RunTrigger.MANUAL, actor: Any = None) -> Run:
+    """Enqueue a new run of the same workflow version with the same inputs.
+
+    ``actor`` needs ``runs.operate_run``.
+    """
+    permission_require(actor=actor, permission=OPERATE_PERMISSION, action=f"repeat run {run.pk}")
     again = run_create(workflow=run.workflow, trigger=trigger, inputs=run.inputs)
     return run_enqueue(run=again)
 

@@ -45,7 +45,8 @@ FAST_RETRY = {"max_attempts": 3, "initial_delay": 0.05, "max_delay": 0.2, "jitte
 def install_echo(fake: FakeAPI) -> None:
     """Routes: ``GET /echo/{tag}/{name}?delay=s`` answers ``{"tag", "name"}`` after ``s``
     seconds; ``GET /trickle/{tag}`` streams a body slowly (2 s); ``POST /sink/{tag}``
-    accepts anything."""
+    accepts anything (after ``?delay=s``); ``GET /nul/{tag}`` answers text holding NUL
+    characters."""
 
     def echo(request, match) -> FakeResponse:
         time.sleep(float(request.arg("delay") or 0))
@@ -62,11 +63,18 @@ def install_echo(fake: FakeAPI) -> None:
         return FakeResponse(200, headers={"Content-Type": "application/json"}, stream=chunks())
 
     def sink(request, match) -> FakeResponse:
+        time.sleep(float(request.arg("delay") or 0))
         return FakeResponse.json({"tag": match["tag"], "received": True})
+
+    def nul(request, match) -> FakeResponse:
+        return FakeResponse.json(
+            {"tag": match["tag"], "text": "a\x00b", "list": ["\x00", "␀"], "k\x00": 1}
+        )
 
     fake.route("echo", "GET", r"/echo/(?P<tag>[^/]+)/(?P<name>[^/]+)", echo)
     fake.route("trickle", "GET", r"/trickle/(?P<tag>[^/]+)", trickle)
     fake.route("sink", "POST", r"/sink/(?P<tag>[^/]+)", sink)
+    fake.route("nul", "GET", r"/nul/(?P<tag>[^/]+)", nul)
 
 
 ECHO_TOOLS = """
@@ -101,6 +109,28 @@ ECHO_TOOLS = """
   request: {{method: POST, url: "/sink/{{{{tag}}}}", body: {{tag: "{{{{tag}}}}"}}}}
   inputs: {{type: object, properties: {{tag: {{type: string}}}}, required: [tag]}}
   idempotent: false
+  timeout: 30
+- name: slow_sink
+  kind: http
+  description: A non-idempotent POST answered after a delay (loopback fake).
+  base_url: "{base}"
+  request:
+    method: POST
+    url: "/sink/{{{{tag}}}}"
+    query: {{delay: "{{{{delay}}}}"}}
+    body: {{tag: "{{{{tag}}}}"}}
+  inputs:
+    type: object
+    properties: {{tag: {{type: string}}, delay: {{type: number}}}}
+    required: [tag, delay]
+  idempotent: false
+  timeout: 30
+- name: nul_text
+  kind: http
+  description: A JSON answer holding NUL characters (loopback fake).
+  base_url: "{base}"
+  request: {{method: GET, url: "/nul/{{{{tag}}}}"}}
+  inputs: {{type: object, properties: {{tag: {{type: string}}}}, required: [tag]}}
   timeout: 30
 """
 

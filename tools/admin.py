@@ -20,6 +20,7 @@ from tools.breaker.setup import (
     breaker_store_from_settings,
 )
 from tools.models import Breaker, Tool
+from tools.permissions import PermissionRefused
 from tools.services import tools_set_enabled
 
 
@@ -60,7 +61,11 @@ class ToolAdmin(admin.ModelAdmin):
         return format_html("<pre>{}</pre>", json.dumps(obj.input_schema, indent=2))
 
     def _set_enabled(self, request, queryset, enabled: bool) -> None:
-        changed = tools_set_enabled(tools=queryset, enabled=enabled)
+        try:
+            changed = tools_set_enabled(tools=queryset, enabled=enabled, actor=request.user)
+        except PermissionRefused as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+            return
         verb = "enabled" if enabled else "disabled"
         self.message_user(
             request,
@@ -69,11 +74,11 @@ class ToolAdmin(admin.ModelAdmin):
             messages.SUCCESS,
         )
 
-    @admin.action(description="Enable selected tools")
+    @admin.action(description="Enable selected tools", permissions=["change"])
     def enable_tools(self, request, queryset):
         self._set_enabled(request, queryset, True)
 
-    @admin.action(description="Disable selected tools")
+    @admin.action(description="Disable selected tools", permissions=["change"])
     def disable_tools(self, request, queryset):
         self._set_enabled(request, queryset, False)
 

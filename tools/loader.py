@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from tools.data_limits import data_limit_problem
 from tools.errors import ToolConfigError
+from tools.jsondata import storage_problem
 from tools.paths import list_index
 from tools.spec import ToolSpec
 from tools.templating import placeholders
@@ -135,10 +136,21 @@ def _line_of(node: yaml.Node | None, loc: Sequence[str | int]) -> int | None:
     return line
 
 
+MAX_TOOL_FILE_BYTES = 5 * 1024 * 1024  # like workflow files
+
+
 def load_tool_file(path: str | Path) -> list[ToolSpec]:
-    """Parse one YAML file into specs. Raises ``ToolConfigError`` naming file, field, line."""
+    """Parse one YAML file into specs. Raises ``ToolConfigError`` naming file, field, line.
+
+    A file over ``MAX_TOOL_FILE_BYTES`` is refused before it is read.
+    """
     file = Path(path)
     try:
+        size = file.stat().st_size
+        if size > MAX_TOOL_FILE_BYTES:
+            raise ToolConfigError(
+                f"{file}: {size} bytes is over the {MAX_TOOL_FILE_BYTES} byte limit"
+            )
         text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ToolConfigError(f"{file}: cannot read the file: {exc}") from exc
@@ -156,7 +168,7 @@ def load_tool_text(text: str, *, source: str = "<string>") -> list[ToolSpec]:
         raise ToolConfigError(f"{where}: malformed YAML: {problem}") from exc
     except RecursionError as exc:
         raise ToolConfigError(f"{source}: malformed YAML: the document nests too deeply") from exc
-    too_big = data_limit_problem(data)
+    too_big = data_limit_problem(data) or storage_problem(data)
     if too_big:
         raise ToolConfigError(f"{source}: {too_big}")
     problems = _Problems(source, root)

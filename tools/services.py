@@ -20,6 +20,7 @@ from tools.builtin import BuiltinProvider, load_providers
 from tools.errors import ToolConfigError
 from tools.loader import load_tool_file
 from tools.models import Tool
+from tools.permissions import permission_require
 from tools.spec import ToolSpec
 
 logger = logging.getLogger("flowpilot.tools")
@@ -164,8 +165,14 @@ def _load_one(
         report.tools.append(LoadedTool(spec.name, spec.kind, action, str(path)))
 
 
-def tools_set_enabled(*, tools: QuerySet[Tool], enabled: bool) -> int:
-    """Enable or disable tools; returns how many rows changed."""
+def tools_set_enabled(*, tools: QuerySet[Tool], enabled: bool, actor: Any = None) -> int:
+    """Enable or disable tools; returns how many rows changed.
+
+    ``actor`` needs ``tools.change_tool`` (``tools.permissions``: None is an operator's
+    command).
+    """
+    verb = "enable" if enabled else "disable"
+    permission_require(actor=actor, permission="tools.change_tool", action=f"{verb} tools")
     return tools.exclude(enabled=enabled).update(enabled=enabled)
 
 

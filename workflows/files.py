@@ -1,4 +1,9 @@
-"""Reading and writing workflow files (JSON or YAML), with errors that say where."""
+"""Reading and writing workflow files (JSON or YAML), with errors that say where.
+
+Refused, with the place: a key written twice in one object (JSON as YAML), text no
+database can store (a NUL character, a lone surrogate) or a NaN, a document too
+big, too deep or expanding too far (``tools.data_limits``), a file over 5 MB.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ import yaml
 
 from tools.data_limits import data_limit_problem
 from tools.errors import FlowpilotError
+from tools.jsondata import DuplicateKey, duplicate_key_location, loads_strict, storage_problem
 from tools.yaml_strict import describe_yaml_error, strict_safe_load
 
 MAX_FILE_BYTES = 5 * 1024 * 1024
@@ -24,7 +30,10 @@ def parse_workflow_text(text: str, *, source: str, fmt: str | None = None) -> di
     if fmt is None:
         fmt = "json" if text.lstrip().startswith(("{", "[")) else "yaml"
     try:
-        data = json.loads(text) if fmt == "json" else strict_safe_load(text)
+        data = loads_strict(text) if fmt == "json" else strict_safe_load(text)
+    except DuplicateKey as exc:
+        where = duplicate_key_location(text) or str(exc)
+        raise WorkflowFileError(f"{source}: invalid JSON at {where}") from exc
     except json.JSONDecodeError as exc:
         raise WorkflowFileError(
             f"{source}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
@@ -35,7 +44,7 @@ def parse_workflow_text(text: str, *, source: str, fmt: str | None = None) -> di
         raise WorkflowFileError(f"{source}: invalid YAML{where}: {problem}") from exc
     except RecursionError as exc:
         raise WorkflowFileError(f"{source}: the document nests too deeply") from exc
-    problem = data_limit_problem(data)
+    problem = data_limit_problem(data) or storage_problem(data)
     if problem:
         raise WorkflowFileError(f"{source}: {problem}")
     if not isinstance(data, dict):

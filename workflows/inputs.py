@@ -12,9 +12,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from django.conf import settings
 from jsonschema.exceptions import ValidationError
 
 from tools.errors import FlowpilotError
+from tools.jsondata import storage_problem
 from tools.spec import json_schema_validator
 from workflows.schema import InputSpec
 
@@ -78,11 +80,31 @@ def resolve_inputs(declared: Mapping[str, InputSpec], given: Mapping[str, Any]) 
         if "default" in spec.model_fields_set
     }
     values.update(given)
+    refused = _storage_problem(values)
+    if refused:
+        raise InputsInvalid([refused])
     errors = json_schema_validator(inputs_schema(declared)).iter_errors(values)
     problems = _problems(declared, values, list(errors))
     if problems:
         raise InputsInvalid(problems)
     return {name: values.get(name) for name in declared}
+
+
+def _storage_problem(values: Mapping[str, Any]) -> str | None:
+    """Run inputs are stored as given: over ``FLOWPILOT_MAX_RUN_INPUT_BYTES``, or holding
+    what no database stores (``tools.jsondata.storage_problem``: a NUL character, a
+    lone surrogate, NaN), they are refused, with the place."""
+    problem = storage_problem(dict(values), "inputs")
+    if problem is not None:
+        return f"run inputs: {problem}"
+    size = len(json.dumps(dict(values), ensure_ascii=False, default=str).encode())
+    limit = settings.FLOWPILOT_MAX_RUN_INPUT_BYTES
+    if size > limit:
+        return (
+            f"the run inputs are {size} bytes as JSON, over the {limit} byte limit "
+            "(FLOWPILOT_MAX_RUN_INPUT_BYTES)"
+        )
+    return None
 
 
 _FIRST = {"required": 0, "type": 1, "enum": 2}  # per input, the most basic problem is told

@@ -17,7 +17,9 @@ from typing import Any
 
 from django.db import transaction
 
+from tools.data_limits import data_limit_problem
 from tools.errors import FlowpilotError
+from tools.jsondata import DuplicateKey, duplicate_key_location, loads_strict, storage_problem
 from tools.registry import ToolRegistry
 from workflows.models import Workflow, WorkflowStatus
 from workflows.planner import plan_revise
@@ -150,7 +152,10 @@ def _parse_json(text: str) -> Any:
     if not (text or "").strip():
         raise DefinitionInvalid([ValidationIssue("json_invalid", "", "the definition is empty")])
     try:
-        data = json.loads(text)
+        data = loads_strict(text)
+    except DuplicateKey as exc:
+        message = f"not accepted: {duplicate_key_location(text) or exc}"
+        raise DefinitionInvalid([ValidationIssue("json_invalid", "", message)]) from exc
     except json.JSONDecodeError as exc:
         message = f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         raise DefinitionInvalid([ValidationIssue("json_invalid", "", message)]) from exc
@@ -160,4 +165,7 @@ def _parse_json(text: str) -> Any:
     if not isinstance(data, dict):
         message = f"the definition must be a JSON object, not {type(data).__name__}"
         raise DefinitionInvalid([ValidationIssue("json_invalid", "", message)])
+    problem = data_limit_problem(data) or storage_problem(data)
+    if problem:
+        raise DefinitionInvalid([ValidationIssue("json_invalid", "", f"not accepted: {problem}")])
     return data

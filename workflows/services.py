@@ -13,6 +13,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
+from tools.permissions import permission_require
 from workflows.errors import WorkflowError, WorkflowTransitionError
 from workflows.graph import GraphCycleError, build_graph
 from workflows.hooks import hooks_announce
@@ -139,8 +140,21 @@ def workflow_export(*, workflow: Workflow) -> dict[str, Any]:
     return workflow_spec(workflow).to_data()
 
 
+def workflow_archive(*, workflow: Workflow, actor: Any) -> Workflow:
+    """Archive a version (it never runs by name again); ``actor`` needs
+    ``workflows.change_workflow`` (``tools.permissions``)."""
+    permission_require(
+        actor=actor, permission="workflows.change_workflow", action=f"archive {workflow}"
+    )
+    return workflow_transition(workflow=workflow, to=WorkflowStatus.ARCHIVED, actor=actor)
+
+
 def workflow_transition(*, workflow: Workflow, to: str, actor=None) -> Workflow:
-    """Move a version along its lifecycle, enforcing the declared transitions."""
+    """Move a version along its lifecycle, enforcing the declared transitions.
+
+    No permission check: callers are services that checked theirs (approve, reject,
+    edit, archive) or admin views that check the model permission first.
+    """
     allowed = WORKFLOW_TRANSITIONS[WorkflowStatus(workflow.status)]
     if to not in allowed:
         raise WorkflowTransitionError(

@@ -6,13 +6,20 @@ either returns an ``Attempt`` or raises a typed ``FlowpilotError``. Errors carry
 their retryability on the class (network, timeout, 429 and 5xx errors are retried;
 other errors are fatal); anything else a tool raises is an
 ``internal_error`` (fatal) whose message, never its stack locals, is recorded.
+
+Steps never share data: the arguments a step receives are a deep copy
+(``tools.jsondata.json_snapshot``), and what it returns is copied once, and checked to
+be JSON, before anything else reads it. A step that mutates what it was given, or
+keeps and later mutates what it returned, changes nothing another step, the run
+outputs or the checkpoint sees. A result that is not JSON (a ``set``, bytes, NaN) is
+an ``output_invalid`` step failure naming the type, never an engine crash.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from runs.engine.context import RunContext
@@ -20,6 +27,7 @@ from runs.engine.kinds import KINDS
 from runs.engine.kinds.base import Attempt
 from runs.state import StepStatus
 from tools.errors import CircuitOpen, FlowpilotError, ToolRateLimited
+from tools.jsondata import NotJSON, json_snapshot
 from tools.policy import RetryPolicy
 from tools.registry import ToolRegistry
 from workflows.schema import AnyStep
@@ -67,14 +75,36 @@ def step_idempotent(registry: ToolRegistry, step: AnyStep) -> bool:
     return all(spec.idempotent for spec in specs if spec is not None)
 
 
+class OutputInvalid(FlowpilotError):
+    """A step returned something that is not JSON data (fatal: trying again would too)."""
+
+    code = "output_invalid"
+
+
 def execute_attempt(ctx: RunContext, step: AnyStep, args: dict[str, Any]) -> Attempt:
-    """One try of ``step`` with resolved ``args``. Raises FlowpilotError on failure."""
+    """One try of ``step`` with resolved ``args``. Raises FlowpilotError on failure.
+
+    The step gets its own copy of ``args``; its output is copied (and checked) once.
+    """
     try:
-        return KINDS[step.kind].execute(ctx, step, args)
+        attempt = KINDS[step.kind].execute(ctx, step, _own_copy(args))
     except FlowpilotError:
         raise
     except Exception as exc:
         raise FlowpilotError(f"{type(exc).__name__}: {exc}") from exc
+    try:
+        return replace(attempt, output=json_snapshot(attempt.output, "output"))
+    except NotJSON as exc:
+        raise OutputInvalid(f"step `{step.id}` returned {exc}") from exc
+
+
+def _own_copy(args: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of the step's arguments: what a step changes in them, no one else sees."""
+    try:
+        copied: dict[str, Any] = json_snapshot(args, "arguments")
+    except NotJSON as exc:  # every source (definitions, inputs, outputs) is JSON already
+        raise OutputInvalid(f"the step's {exc}") from exc
+    return copied
 
 
 MAX_ERROR_MESSAGE_CHARS = 4000  # an error quoting a huge value must not fill the checkpoint

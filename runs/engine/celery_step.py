@@ -17,6 +17,11 @@ Then it settles:
   a claim the sweeper took back is ignored), then the run is locked and advanced
   (``runs.engine.distributed.advance_locked``) in the same transaction.
 
+Settling happens while the heartbeat still runs, and a transient database error
+while settling is retried on a new connection (``runs.engine.db_retry``): a finished
+call's result is recorded by the task that made it, and the sweeper, seeing the
+lease renewed, never takes the step back meanwhile.
+
 Every attempt is logged with the worker that made it.
 """
 
@@ -47,6 +52,7 @@ from runs.engine.attempt import (
     retry_delay,
 )
 from runs.engine.context import DEFAULT_CLOCK, Clock, RunContext
+from runs.engine.db_retry import reconnect, with_db_retries
 from runs.engine.distributed import (
     TOOLS_KEY,
     Publish,
@@ -88,12 +94,18 @@ class Verdict:
 
 
 def claim_step(
-    step_result_id: int, *, worker: str, inputs: Any = None, now: Clock = DEFAULT_CLOCK
+    step_result_id: int,
+    *,
+    worker: str,
+    inputs: Any = None,
+    inputs_truncated: bool = False,
+    now: Clock = DEFAULT_CLOCK,
 ) -> str | None:
     """Take a queued step for this task. Returns the claim token, or None if it lost.
 
     One conditional UPDATE (``… WHERE status='queued'``): of two deliveries of the same
-    message, exactly one wins. ``inputs`` is the resolved-inputs record to store.
+    message, exactly one wins. ``inputs`` is the resolved-inputs record as stored
+    (``checkpoint.stored_inputs``).
     """
     token = uuid.uuid4().hex
     now_at = now()
@@ -103,6 +115,7 @@ def claim_step(
         claim_token=token,
         worker=worker[:255],
         inputs=inputs,
+        inputs_truncated=inputs_truncated,
         lease_expires_at=lease_until(settings.FLOWPILOT_STEP_LEASE, now_at),
         started_at=Coalesce(F("started_at"), Value(now_at)),
         updated_at=now_at,
@@ -131,6 +144,7 @@ def heartbeat(
                     ).update(lease_expires_at=lease_until(seconds, now()))
                 except DatabaseError:
                     logger.warning("heartbeat of step result %s failed", step_result_id)
+                    reconnect()  # the next beat opens a new connection
         finally:
             connection.close()
 
@@ -171,7 +185,10 @@ def step_execute(
             args, record = _resolve(ctx, run, step)
         except FlowpilotError as exc:
             args, record, failure = {}, None, exc
-        token = claim_step(result.pk, worker=worker, inputs=record, now=ctx.now)
+        inputs, capped = checkpoint.stored_inputs(ctx, record)
+        token = claim_step(
+            result.pk, worker=worker, inputs=inputs, inputs_truncated=capped, now=ctx.now
+        )
         if token is None:
             return Verdict(claimed=False)
         if run.status != RunStatus.RUNNING:
@@ -182,7 +199,10 @@ def step_execute(
             entry, attempt, error = _attempt(
                 ctx, step, args, number=result.attempts + 1, worker=worker
             )
-        return _settle(ctx, result, token, entry, attempt, error, publish=publish)
+            return with_db_retries(
+                lambda: _settle(ctx, result, token, entry, attempt, error, publish=publish),
+                what=f"recording step `{step.id}` of run {run.pk}",
+            )
 
 
 def _resolve(ctx: RunContext, run: Run, step: AnyStep) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -322,9 +342,9 @@ def _write_outcome(
             outcome.status,
             output=output,
             output_truncated=capped or outcome.truncated,
-            error=outcome.error,
+            error=checkpoint.storable(outcome.error),
             attempts=F("attempts") + len(outcome.attempts),
-            attempt_log=[*(result.attempt_log or []), *outcome.attempts],
+            attempt_log=[*(result.attempt_log or []), *checkpoint.stored_entries(outcome.attempts)],
             finished_at=now,
             updated_at=now,
         )
@@ -417,9 +437,9 @@ def requeue(
         result,
         StepStatus.QUEUED,
         attempts=(result.attempts or 0) + 1,
-        attempt_log=[*(result.attempt_log or []), entry],
+        attempt_log=[*(result.attempt_log or []), *checkpoint.stored_entries([entry])],
         attempt_limit=result.attempt_limit,
-        error=error,
+        error=checkpoint.storable(error),
         claim_token="",
         lease_expires_at=lease_until(delay + settings.FLOWPILOT_QUEUED_LEASE, now),
         updated_at=now,

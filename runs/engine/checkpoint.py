@@ -1,8 +1,12 @@
 """Reading and writing the checkpoint: StepResult rows.
 
 Every driver (in-process or Celery) uses these, so a run's history looks the same
-whichever way it ran. Outputs are scrubbed of secret values and capped in size
-before they are stored.
+whichever way it ran. This is the boundary where a run's data is stored: inputs,
+outputs, errors and attempt logs are scrubbed of secret values, capped in size (a
+flagged preview) and escaped for the database (``tools.jsondata.store_escape``: NUL
+characters, which PostgreSQL cannot hold, are stored as ``␀0``). Whatever reads a
+stored value back into a run (``view_of``: a resume, a Celery step reading its
+upstream outputs, the run outputs) unescapes it, so every driver sees the same data.
 """
 
 from __future__ import annotations
@@ -17,18 +21,45 @@ from runs.engine.readiness import StepState
 from runs.engine.resolve import step_view_value
 from runs.models import Run, StepResult
 from runs.state import RunStatus, StepStatus, step_transition
+from tools.jsondata import store_escape, store_unescape
 from workflows.schema import AnyStep
+
+PREVIEW_BYTES = 4096  # what a capped record keeps, and what the admin shows at most
+
+
+def storable(value: Any) -> Any:
+    """The stored form of a value already scrubbed: escaped for the database."""
+    return store_escape(value)
 
 
 def stored_output(ctx: RunContext, output: Any) -> tuple[Any, bool]:
-    """The scrubbed output, or a flagged preview when it is over the stored-size cap."""
-    scrubbed = ctx.redactor.scrub(output)
+    """The scrubbed, escaped output, or a flagged preview when it is over the size cap.
+
+    Used for step inputs records and run outputs too: every record of a run's data is
+    capped the same way.
+    """
+    scrubbed = storable(ctx.redactor.scrub(output))
     text = json.dumps(scrubbed, ensure_ascii=False, default=str)
     limit = ctx.limits.max_stored_output_bytes
     if len(text.encode()) <= limit:
         return scrubbed, False
-    preview = text.encode()[: min(limit, 4096)].decode(errors="ignore")
+    preview = text.encode()[: min(limit, PREVIEW_BYTES)].decode(errors="ignore")
     return {"_truncated": True, "_stored_limit_bytes": limit, "preview": preview}, True
+
+
+def stored_inputs(ctx: RunContext, record: dict[str, Any] | None) -> tuple[Any, bool]:
+    """A step's resolved-inputs record as stored (already scrubbed by the resolver)."""
+    if record is None:
+        return None, False
+    text = json.dumps(storable(record), ensure_ascii=False, default=str)
+    if len(text.encode()) <= ctx.limits.max_stored_output_bytes:
+        return storable(record), False
+    return stored_output(ctx, record)
+
+
+def stored_entries(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """New attempt-log entries as stored (entries read from the row are stored already)."""
+    return [storable(entry) for entry in entries]
 
 
 def load_results(run: Run) -> dict[str, StepResult]:
@@ -44,22 +75,26 @@ def state_of(result: StepResult, step: AnyStep) -> StepState:
 
 
 def view_of(result: StepResult) -> Any:
-    return step_view_value(result.status, result.output, result.error)
+    """What a later step reads of a stored result: unescaped, as the step produced it."""
+    return store_unescape(step_view_value(result.status, result.output, result.error))
 
 
 def mark_running(ctx: RunContext, result: StepResult, *, inputs_record: dict) -> bool:
     """Claim a pending step of a running run. False when it was not pending any more
     (a cancel skipped it, or another driver took it): then it must not start."""
     now = ctx.now()
+    inputs, capped = stored_inputs(ctx, inputs_record)
     claimed = step_transition(
         StepResult.objects.filter(
             pk=result.pk, status=StepStatus.PENDING, run__status=RunStatus.RUNNING
         ),
         StepStatus.RUNNING,
-        inputs=inputs_record, started_at=now, finished_at=None, error=None, updated_at=now,
+        inputs=inputs, inputs_truncated=capped, started_at=now, finished_at=None, error=None,
+        updated_at=now,
     )  # fmt: skip
     if claimed:
-        result.status, result.inputs, result.started_at = StepStatus.RUNNING, inputs_record, now
+        result.status, result.inputs, result.started_at = StepStatus.RUNNING, inputs, now
+        result.inputs_truncated = capped
         result.finished_at, result.error = None, None
     else:
         result.refresh_from_db()
@@ -88,9 +123,9 @@ def mark_finished(ctx: RunContext, result: StepResult, outcome: StepOutcome) -> 
         outcome.status,
         output=output,
         output_truncated=capped or outcome.truncated,
-        error=outcome.error,
+        error=storable(outcome.error),
         attempts=(result.attempts or 0) + len(outcome.attempts),
-        attempt_log=[*(result.attempt_log or []), *outcome.attempts],
+        attempt_log=[*(result.attempt_log or []), *stored_entries(outcome.attempts)],
         finished_at=now,
         updated_at=now,
     )
@@ -101,11 +136,13 @@ def mark_failed_before_call(
 ) -> None:
     """A step that failed before its tool was called (a reference or template error)."""
     now = ctx.now()
+    inputs, capped = stored_inputs(ctx, inputs_record)
     step_transition(
         result,
         StepStatus.FAILED,
-        error=capped_error(ctx.redactor.scrub(error)),
-        inputs=inputs_record,
+        error=storable(capped_error(ctx.redactor.scrub(error))),
+        inputs=inputs,
+        inputs_truncated=capped,
         started_at=result.started_at or now,
         finished_at=now,
         updated_at=now,

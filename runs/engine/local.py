@@ -17,6 +17,7 @@ from typing import Any
 from runs.engine import checkpoint
 from runs.engine.attempt import StepOutcome, run_with_retries
 from runs.engine.context import RunContext
+from runs.engine.db_retry import with_db_retries
 from runs.engine.readiness import StepState, next_actions
 from runs.engine.resolve import resolve_step_call
 from runs.models import Run, StepResult
@@ -76,7 +77,10 @@ def drive_local(
                 step_id = futures.pop(future)
                 outcome: StepOutcome = future.result()
                 result = results[step_id]
-                checkpoint.mark_finished(ctx, result, outcome)
+                with_db_retries(
+                    lambda: checkpoint.mark_finished(ctx, result, outcome),  # noqa: B023
+                    what=f"recording step `{step_id}` of run {run.pk}",
+                )
                 states[step_id] = checkpoint.state_of(result, spec.step(step_id))
                 succeeded = outcome.status == StepStatus.SUCCEEDED
                 views[step_id] = outcome.output if succeeded else {"error": outcome.error}
@@ -118,7 +122,7 @@ def _start(
     except FlowpilotError as exc:
         checkpoint.mark_failed_before_call(ctx, result, exc.as_dict())
         states[step.id] = checkpoint.state_of(result, step)
-        views[step.id] = {"error": result.error}
+        views[step.id] = checkpoint.view_of(result)
         notify(StepStatus.FAILED, result)
         return None
     if not checkpoint.mark_running(ctx, result, inputs_record=record):

@@ -263,3 +263,11 @@ def test_deeply_nested_llm_reply_is_an_invalid_reply_not_a_crash(depth):
         parse_json_reply(text)
     with pytest.raises(LLMReplyInvalid, match="nest"):
         parse_json_reply("Here it is:\n```json\n" + text + "\n```")
+
+
+def test_a_reply_with_a_key_given_twice_is_an_invalid_reply():
+    text = '{"name": "safe", "steps": [],\n "steps": [{"id": "post_token"}]}'
+    with pytest.raises(LLMReplyInvalid, match="line 2, column 2: the key 'steps' appears twice"):
+        parse_json_reply(text)
+    with pytest.raises(LLMReplyInvalid, match="appears twice"):
+        parse_json_reply("Plan:\n```json\n" + text + "\n```")

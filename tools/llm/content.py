@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from tools.data_limits import data_limit_problem
+from tools.jsondata import DuplicateKey, duplicate_key_location, loads_strict
 from tools.llm.errors import LLMReplyInvalid
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\r?\n(.*?)```", re.DOTALL)
@@ -41,9 +42,13 @@ def parse_json_reply(text: str | None) -> Any:
 
 
 def _loads(text: str) -> Any:
-    """``json.loads``; a too deeply nested value is ``LLMReplyInvalid``, not a RecursionError."""
+    """``json.loads``; a too deeply nested value, or a key given twice in one object (which
+    ``json`` would silently resolve to the last), is ``LLMReplyInvalid``."""
     try:
-        value = json.loads(text)
+        value = loads_strict(text)
+    except DuplicateKey as exc:
+        where = duplicate_key_location(text) or str(exc)
+        raise LLMReplyInvalid(f"the reply's JSON is refused: {where}") from exc
     except RecursionError as exc:
         raise LLMReplyInvalid("the reply's JSON nests too deeply") from exc
     problem = data_limit_problem(value)

@@ -24,6 +24,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Max, Q
 
+from tools.jsondata import storage_problem, store_escape
 from tools.llm import LLMClient, LLMError, LLMReply, LLMReplyInvalid
 from tools.redaction import Redactor
 from tools.registry import ToolRegistry
@@ -182,6 +183,9 @@ def _check(session: _Session, reply: LLMReply) -> tuple[WorkflowSpec | None, lis
     if not isinstance(data, dict):
         message = f"the reply is JSON but a {type(data).__name__}, not a workflow object"
         return None, [error(REPLY_INVALID, "", message)]
+    unstorable = storage_problem(data)
+    if unstorable is not None:  # a plan is configuration: refused, not escaped
+        return None, [error(REPLY_INVALID, "", f"the plan cannot be stored: {unstorable}")]
     data = _normalised(data, goal=session.goal, name=session.name)
     report = validate_workflow(data, registry=session.registry)
     issues = list(report.issues)
@@ -243,6 +247,7 @@ def _record(
         failed = any(i.severity == "error" for i in issues or [])
         status = PlanAttemptStatus.INVALID if failed else PlanAttemptStatus.VALID
         usage = {**reply.usage.as_dict(), "http_attempts": list(reply.attempts)}
+    # Stored escaped (tools.jsondata): a reply may hold text no database can store.
     attempt = PlanAttempt.objects.create(
         goal=session.goal,
         based_on=session.based_on,
@@ -250,12 +255,12 @@ def _record(
         repair_round=repair_round,
         feedback=session.feedback,
         model=session.client.model,
-        prompt=sent,
-        raw_reply=raw,
-        usage=usage,
-        validator_report=[i.as_dict() for i in issues or []],
+        prompt=store_escape(sent),
+        raw_reply=store_escape(raw),
+        usage=store_escape(usage),
+        validator_report=store_escape([i.as_dict() for i in issues or []]),
         status=status,
-        error=session.redactor.scrub_text(failure.message) if failure is not None else "",
+        error=store_escape(session.redactor.scrub_text(failure.message)) if failure else "",
         created_by=session.created_by,
     )
     if session.observer is not None:

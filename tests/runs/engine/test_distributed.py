@@ -17,22 +17,12 @@ from django.utils import timezone
 from runs.engine import celery_step, distributed, sweep
 from runs.models import Run, StepResult
 from runs.services import run_cancel, run_create, run_enqueue
-from tests.celery_support import Bus, fan_out_flow, import_flow, install_echo, load_echo_tools
-from tests.fakes import FakeAPI
+from tests.celery_support import Bus, fan_out_flow, import_flow
 from workflows.models import Workflow
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 WORKER = "w-test@local"
-
-
-@pytest.fixture
-def echo_api():
-    fake = FakeAPI().start()
-    install_echo(fake)
-    load_echo_tools(fake)
-    yield fake
-    fake.stop()
 
 
 def started(data: dict, tag: str = "alpha") -> tuple[Run, Bus]:

@@ -1,0 +1,89 @@
+"""Outcome writes through transient database errors (runs/engine/db_retry.py).
+
+The write of a finished call's outcome fails once, as when the database connection
+broke; the task (or the in-process driver) that made the call records it on a new
+connection, so the call is neither lost nor made again.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.db import OperationalError
+
+from runs.engine import celery_step, checkpoint, distributed
+from runs.engine.db_retry import with_db_retries
+from runs.services import run_create, run_execute
+from tests.celery_support import Bus, import_flow
+from tests.conftest import results_of
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def post_flow() -> dict:
+    return {
+        "name": "post_once",
+        "steps": [
+            {
+                "id": "post",
+                "kind": "tool",
+                "tool": "slow_sink",
+                "input_mapping": {"tag": "blip", "delay": 0},
+            }
+        ],
+        "outputs": {"received": "post.received"},
+    }
+
+
+def failing_once(monkeypatch, module, name: str) -> list[int]:
+    """Make ``module.name`` raise OperationalError on its first call only."""
+    real = getattr(module, name)
+    calls: list[int] = []
+
+    def flaky(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise OperationalError("server closed the connection unexpectedly")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, flaky)
+    return calls
+
+
+def test_a_celery_step_records_its_outcome_after_a_database_error(echo_api, monkeypatch):
+    calls = failing_once(monkeypatch, celery_step, "_write_outcome")
+    run = run_create(workflow=import_flow(post_flow()), trigger="api", inputs={})
+    bus = Bus()
+    distributed.run_start(run=run, publish=bus)
+
+    bus.drain()
+
+    run.refresh_from_db()
+    assert run.status == "succeeded", run.error_summary
+    assert run.outputs == {"received": True}
+    assert len(calls) == 2
+    assert len(echo_api.requests("sink")) == 1
+    assert [e["status"] for e in results_of(run)["post"].attempt_log] == ["succeeded"]
+
+
+def test_the_in_process_driver_records_its_outcome_after_a_database_error(
+    echo_api, monkeypatch
+):
+    calls = failing_once(monkeypatch, checkpoint, "mark_finished")
+    run = run_create(workflow=import_flow(post_flow()), trigger="api", inputs={})
+
+    run = run_execute(run=run)
+
+    assert run.status == "succeeded", run.error_summary
+    assert len(calls) == 2
+    assert len(echo_api.requests("sink")) == 1
+
+
+def test_retries_are_bounded_and_the_last_error_is_raised():
+    waits: list[float] = []
+
+    def broken():
+        raise OperationalError("down")
+
+    with pytest.raises(OperationalError, match="down"):
+        with_db_retries(broken, what="test", tries=4, sleep=waits.append)
+    assert waits == [0.1, 0.2, 0.4]

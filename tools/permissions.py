@@ -1,0 +1,31 @@
+"""The one permission check of state-changing services.
+
+The rule (docs/security.md, "Who may change what"): a service that changes state on
+behalf of a person takes that person (``actor``) and checks the permission itself, so
+every surface (admin action, admin view, API) is refused the same way, forged POSTs
+included. ``actor=None`` is a trusted in-process caller only — an operator's
+management command, the engine, the planner's own bookkeeping — and no surface that
+has a request passes it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tools.errors import FlowpilotError
+
+
+class PermissionRefused(FlowpilotError):
+    code = "permission_denied"
+
+
+def permission_require(*, actor: Any, permission: str, action: str) -> None:
+    """Refuse (``PermissionRefused``) an ``actor`` that is inactive or lacks ``permission``.
+
+    ``actor=None`` is a trusted in-process caller (see the module docstring).
+    """
+    if actor is None:
+        return
+    if not actor.is_active or not actor.has_perm(permission):
+        who = actor.get_username() or "anonymous"
+        raise PermissionRefused(f"{who} may not {action} (needs the `{permission}` permission)")
