@@ -7,6 +7,8 @@ import pytest
 from tests.workflows.planner_mistakes import (
     CORPUS,
     READ_CODES,
+    Expected,
+    _outcome,
     corpus_files,
     example_registry,
     format_gaps,
@@ -76,9 +78,11 @@ def test_harness_scores_a_caught_mistake(results):
     by_name = {r.case.name: r for r in results}
     known = by_name["missing_longitude.yaml"].outcomes[0]
     assert (known.caught, known.fix_given, known.reason) == (True, True, "")
-    pending = by_name["ref_forecast_temperature.yaml"].outcomes[0]
-    assert not pending.caught
-    assert pending.reason == "not reported"
+    result = by_name["ref_forecast_temperature.yaml"]
+    unreported = Expected(("no_such_code",), "steps[0]", ("x",))
+    assert _outcome(unreported, result.issues).reason == "not reported"
+    elsewhere = Expected(result.outcomes[0].expected.codes, "steps[9]", ("x",))
+    assert _outcome(elsewhere, result.issues).reason.startswith("elsewhere: ")
 
 
 @PENDING

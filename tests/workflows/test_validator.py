@@ -190,10 +190,13 @@ def test_schema_messages_are_readable():
     data = {"name": "s", "steps": [{"id": "a"}, {"id": "b", "kind": "loop"}], "extra": 1}
     messages = {i.path: i.message for i in validate_workflow(data, registry=REGISTRY).issues}
     assert messages == {
-        "extra": "`extra` is not a known field",
-        "steps[0]": "`steps[0]` needs a `kind`: one of decision, foreach, llm, tool, transform",
-        "steps[1]": "`steps[1]`: unknown step kind `loop`; use one of decision, foreach, llm, "
-        "tool, transform",
+        "extra": "`extra` is not a known field; the fields here are `description`, `edges`, "
+        "`goal`, `inputs`, `name`, `notifications`, `outputs`, `retention_days`, `schedule`, "
+        "`steps`, `tools`",
+        "steps[0]": "`steps[0]` needs a `kind`: one of `decision`, `foreach`, `llm`, `tool`, "
+        "`transform`",
+        "steps[1]": "`steps[1]`: unknown step kind `loop`; use one of `decision`, `foreach`, "
+        "`llm`, `tool`, `transform`",
     }
 
 
@@ -248,7 +251,7 @@ def test_literal_suggests_the_close_step_and_quoted_literals_are_silent():
     ]
     (issue,) = validate_workflow(_flow(steps), registry=REGISTRY).issues
     assert issue.code == "literal_looks_like_reference"
-    assert issue.severity == "warning"
+    assert issue.severity == "error"
     assert "(did you mean `geo`?)" in issue.message
 
 

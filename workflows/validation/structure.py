@@ -23,7 +23,7 @@ from workflows.graph import (
 )
 from workflows.references import StepRef
 from workflows.validation.context import FlowContext, Leaf
-from workflows.validation.report import ValidationIssue, error, format_path, suggest
+from workflows.validation.report import ValidationIssue, error, format_path, names, suggest
 
 ExplicitKey = tuple[str, str, str | None]
 
@@ -72,6 +72,7 @@ def _explicit_edges(ctx: FlowContext) -> tuple[list[ValidationIssue], dict[Expli
         for end, name in unknown:
             hint = suggest(name, ctx.step_ids)
             message = f"{label} names `{name}`, which is not a step{hint}"
+            message += f" (the steps: {names(ctx.step_ids)})"
             issues.append(error("edge_unknown_step", f"{path}.{end}", message))
         if unknown:
             continue

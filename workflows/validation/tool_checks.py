@@ -23,7 +23,7 @@ from referencing.exceptions import Unresolvable
 
 from workflows.references import Literal
 from workflows.validation.context import FlowContext, ToolSpecLike
-from workflows.validation.report import ValidationIssue, error, format_path, suggest
+from workflows.validation.report import ValidationIssue, error, format_path, names, suggest
 
 _NOT_LITERAL = object()
 
@@ -56,10 +56,12 @@ def _check_tool_name(
     issues = []
     if ctx.tool(name) is None:
         message = f"step `{step.id}` uses tool `{name}`, which is not registered"
-        names = getattr(ctx.registry, "names", None)
-        hint = suggest(name, names()) if callable(names) else ""
-        if not hint:
-            hint = " (load its definition with `loadtools DIR`, or `--tools DIR`)"
+        registered = ctx.tool_names()
+        hint = suggest(name, registered)
+        if registered:
+            hint += f"; the registered tools are {names(registered)}"
+        else:
+            hint += " (load its definition with `loadtools DIR`, or `--tools DIR`)"
         issues.append(error("unknown_tool", path, message + hint, step.id))
     if name not in allowed:
         message = f"step `{step.id}` uses tool `{name}`, which the workflow's `tools` do not allow"
@@ -98,6 +100,7 @@ def _check_params(
         if name not in properties:
             if closed:
                 hint = suggest(name, properties)
+                hint += f"; it takes {names(properties)}"
                 message = f"step `{step.id}` maps `{name}`, which tool `{tool.name}` does not take"
                 issues.append(error("unknown_param", path, message + hint, step.id))
             continue
