@@ -130,11 +130,16 @@ def _nested_field(leaf: Leaf, step, who: str, target) -> list[ValidationIssue]:
     if schema is None or len(ref.path) < 2:
         return []
     head = ".".join((ref.step_id, ref.path[0]))
-    if schema.get("type") in ("string", "integer", "number", "boolean", "array"):
+    kind = schema.get("type")
+    is_index = ref.path[1].lstrip("-").isdigit()
+    if kind in ("string", "integer", "number", "boolean") or (kind == "array" and not is_index):
+        article = "an" if kind in ("integer", "array") else "a"
         message = (
-            f"{who} reads `{ref}`, but `{head}` is a {schema['type']}, with no field "
+            f"{who} reads `{ref}`, but `{head}` is {article} {kind}, with no field "
             f"`{ref.path[1]}`: read `{head}` itself"
         )
+        if kind == "array":
+            message += f" or one item (`{head}.0`), or reshape it with a transform"
         if target.kind == "llm":
             message += " (or give the llm step an `output_schema` with that property)"
         return [error("unknown_output_field", leaf.path, message, _id(step))]
