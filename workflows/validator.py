@@ -3,7 +3,8 @@
 ``validate_workflow(data, registry=…)`` takes a raw mapping (from a file) or a
 ``WorkflowSpec`` and returns a ``ValidationReport``; ``report.raise_for_errors()``
 raises ``WorkflowInvalid`` carrying the report. A raw mapping that fails the
-schema yields ``schema_invalid`` issues only: the cross checks need a spec.
+schema yields its ``schema_invalid`` issues and the cross checks' errors on the
+parts that parsed (``workflows.validation.partial``); its report has no spec.
 
 Issue codes (errors unless marked *warning*):
 
@@ -44,10 +45,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from workflows.graph import FlowGraph
 from workflows.schema import WorkflowSpec
 from workflows.validation.branches import check_decisions, check_edge_labels, check_unreachable
 from workflows.validation.context import FlowContext, ToolLookup, ToolSpecLike
 from workflows.validation.kinds import UNSUPPORTED_KINDS, check_kinds
+from workflows.validation.partial import outside, salvage
 from workflows.validation.reference_checks import check_references, check_unused_inputs
 from workflows.validation.report import (
     ValidationIssue,
@@ -58,6 +61,7 @@ from workflows.validation.report import (
 from workflows.validation.schema_errors import schema_issues
 from workflows.validation.structure import check_structure
 from workflows.validation.tool_checks import check_tools
+from workflows.validation.types import check_foreach_items, check_input_defaults
 
 __all__ = [
     "ISSUE_CODES",
@@ -91,7 +95,10 @@ ISSUE_CODES = frozenset(
         "unknown_output_field",
         "error_ref_without_continue",
         "unknown_output_reference",
-        "literal_looks_like_reference",
+        "unknown_step_reference",
+        "template_in_mapping",
+        "input_without_dollar",
+        "step_reference_without_field",
         "unused_input",
         # tools
         "unknown_tool",
@@ -99,6 +106,9 @@ ISSUE_CODES = frozenset(
         "missing_required_param",
         "unknown_param",
         "param_type_mismatch",
+        # types
+        "input_default_invalid",
+        "foreach_items_not_list",
         # branches
         "when_on_non_decision",
         "unknown_branch",
@@ -118,6 +128,8 @@ ISSUE_CODES = frozenset(
 )
 
 _CHECKS: tuple[Callable[[FlowContext], list[ValidationIssue]], ...] = (
+    check_input_defaults,
+    check_foreach_items,
     check_references,
     check_unused_inputs,
     check_tools,
@@ -142,11 +154,22 @@ def validate_workflow(
         try:
             spec = WorkflowSpec.model_validate(data)
         except ValidationError as exc:
-            return ValidationReport(sort_issues(schema_issues(exc, data)))
+            issues = schema_issues(exc, data)
+            salvaged, placeholders = salvage(data)
+            if salvaged is not None:
+                issues += outside(_cross_checks(salvaged, registry)[0], placeholders)
+            return ValidationReport(sort_issues(issues))
+    issues, graph = _cross_checks(spec, registry)
+    return ValidationReport(sort_issues(issues), spec, graph)
+
+
+def _cross_checks(
+    spec: WorkflowSpec, registry: ToolLookup | None
+) -> tuple[list[ValidationIssue], FlowGraph | None]:
     ctx = FlowContext.build(spec, registry)
     issues, graph = check_structure(ctx)
     for check in _CHECKS:
         issues += check(ctx)
     if graph is not None:
         issues += check_unreachable(ctx, graph)
-    return ValidationReport(sort_issues(issues), spec, graph)
+    return issues, graph

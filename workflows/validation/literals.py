@@ -111,7 +111,7 @@ def _dotted(ctx, leaf: Leaf, value: str, step, who: str) -> ValidationIssue | No
             f"{who} maps the text `{value}`, which looks like a reference but `{head}` "
             f"is not a step{hint}; {_QUOTE_IT}"
         )
-        return error("literal_looks_like_reference", leaf.path, message, step.id)
+        return error("unknown_step_reference", leaf.path, message, step.id)
     owners = _steps_with_field(ctx, path[0])
     if not owners and head not in ctx.tool_names() and not suggest(head, ctx.tool_names()):
         return None  # `digest.html`, `api.example.com`: text, not a mistaken reference

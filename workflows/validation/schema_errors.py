@@ -124,9 +124,8 @@ def _fields(model: Any) -> list[str]:
 
 def _raw(loc: tuple, data: Any) -> Any:
     for part in loc:
-        if isinstance(data, Mapping) and part in data:
-            data = data[part]
-        elif isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
+        in_list = isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data)
+        if in_list or (isinstance(data, Mapping) and part in data):
             data = data[part]
         else:
             return None
