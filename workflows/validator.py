@@ -49,6 +49,7 @@ from workflows.graph import FlowGraph
 from workflows.schema import WorkflowSpec
 from workflows.validation.branches import check_decisions, check_edge_labels, check_unreachable
 from workflows.validation.context import FlowContext, ToolLookup, ToolSpecLike
+from workflows.validation.jmespath_checks import check_transforms
 from workflows.validation.kinds import UNSUPPORTED_KINDS, check_kinds
 from workflows.validation.partial import outside, salvage
 from workflows.validation.reference_checks import check_references, check_unused_inputs
@@ -122,6 +123,8 @@ ISSUE_CODES = frozenset(
         "condition_invalid",
         "decision_without_conditions",
         "transform_invalid",
+        "transform_unknown_name",
+        "transform_quoted_field",
         "prompt_invalid",
         "output_schema_invalid",
     }
@@ -136,6 +139,7 @@ _CHECKS: tuple[Callable[[FlowContext], list[ValidationIssue]], ...] = (
     check_edge_labels,
     check_decisions,
     check_kinds,
+    check_transforms,
 )
 
 

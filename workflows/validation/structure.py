@@ -97,7 +97,10 @@ def _step_reads(ctx: FlowContext) -> tuple[list[ValidationIssue], dict[tuple, li
             if not isinstance(leaf.value, StepRef):
                 continue
             if leaf.value.step_id == step_id:
-                message = f"step `{step_id}` reads `{leaf.value}`, its own output"
+                message = (
+                    f"step `{step_id}` reads `{leaf.value}`, its own output (if "
+                    f'`{leaf.value}` is text, write {{"$literal": "{leaf.value}"}})'
+                )
                 issues.append(error("self_loop", leaf.path, message, step_id))
             else:
                 reads[(leaf.value.step_id, step_id)].append(leaf)
