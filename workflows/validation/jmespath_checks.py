@@ -44,8 +44,9 @@ def check_transforms(ctx: FlowContext) -> list[ValidationIssue]:
             tree = jmespath.compile(step.expression).parsed
         except (jmespath_errors.JMESPathError, RecursionError, TypeError, ValueError):
             continue  # transform_invalid says why
-        issues += _unknown_roots(ctx, step, path, tree)
-        issues += _quoted_text(step, path)
+        quoted = _quoted_texts(step.expression)
+        issues += _unknown_roots(ctx, step, path, tree, skip=set(quoted))
+        issues += [_quoted_issue(step, path, text) for text in quoted]
     return issues
 
 
@@ -100,7 +101,9 @@ def _field_name(node: Any) -> str:
     return node.get("value", "") if node.get("type") == "field" else ""
 
 
-def _unknown_roots(ctx, step: TransformStep, path: str, tree: Any) -> list[ValidationIssue]:
+def _unknown_roots(
+    ctx: FlowContext, step: TransformStep, path: str, tree: Any, *, skip: set[str]
+) -> list[ValidationIssue]:
     mapped = list(step.input_mapping)
     issues = []
     for over, name in dict.fromkeys(loop_variables(tree)):
@@ -111,7 +114,7 @@ def _unknown_roots(ctx, step: TransformStep, path: str, tree: Any) -> list[Valid
         )
         issues.append(error("transform_unknown_name", path, message, step.id))
     for name in dict.fromkeys(root_names(tree)):
-        if name in mapped:
+        if name in mapped or name in skip:
             continue
         hint = suggest(name, mapped)
         if not hint and name in ctx.step_ids:
@@ -124,21 +127,23 @@ def _unknown_roots(ctx, step: TransformStep, path: str, tree: Any) -> list[Valid
     return issues
 
 
-def _quoted_text(step: TransformStep, path: str) -> list[ValidationIssue]:
+def _quoted_texts(expression: str) -> list[str]:
+    """The double-quoted names an expression compares with, in order, once each."""
     try:
-        tokens = list(Lexer().tokenize(step.expression))
+        tokens = list(Lexer().tokenize(expression))
     except jmespath_errors.JMESPathError:
         return []
-    issues = []
+    found: dict[str, None] = {}
     for k, token in enumerate(tokens):
-        if token["type"] != "quoted_identifier":
-            continue
         near = {t["type"] for t in tokens[max(0, k - 1) : k + 2]}
-        if near & _COMPARATORS:
-            text = token["value"]
-            message = (
-                f'transform `{step.id}` compares with "{text}", which JMESPath reads as a '
-                f"field named {text}, not as text; write '{text}' (single quotes) for the text"
-            )
-            issues.append(error("transform_quoted_field", path, message, step.id))
-    return issues
+        if token["type"] == "quoted_identifier" and near & _COMPARATORS:
+            found[token["value"]] = None
+    return list(found)
+
+
+def _quoted_issue(step: TransformStep, path: str, text: str) -> ValidationIssue:
+    message = (
+        f'transform `{step.id}` compares with "{text}", which JMESPath reads as a '
+        f"field named {text}, not as text; write '{text}' (single quotes) for the text"
+    )
+    return error("transform_quoted_field", path, message, step.id)
