@@ -49,6 +49,7 @@ from workflows.graph import FlowGraph
 from workflows.schema import WorkflowSpec
 from workflows.validation.branches import check_decisions, check_edge_labels, check_unreachable
 from workflows.validation.context import FlowContext, ToolLookup, ToolSpecLike
+from workflows.validation.exclusive import check_exclusive_reads
 from workflows.validation.jmespath_checks import check_transforms
 from workflows.validation.kinds import UNSUPPORTED_KINDS, check_kinds
 from workflows.validation.partial import outside, salvage
@@ -117,6 +118,7 @@ ISSUE_CODES = frozenset(
         "decision_default_unknown",
         "condition_unknown_branch",
         "unreachable_step",
+        "exclusive_branch_read",
         # kinds
         "decision_without_edges",
         "foreach_without_items",
@@ -140,6 +142,7 @@ _CHECKS: tuple[Callable[[FlowContext], list[ValidationIssue]], ...] = (
     check_decisions,
     check_kinds,
     check_transforms,
+    check_exclusive_reads,
 )
 
 

@@ -147,3 +147,20 @@ def _quoted_issue(step: TransformStep, path: str, text: str) -> ValidationIssue:
         f"field named {text}, not as text; write '{text}' (single quotes) for the text"
     )
     return error("transform_quoted_field", path, message, step.id)
+
+
+def element_keys(expression: str, key: str) -> tuple[str, ...]:
+    """The keys of each element of ``key`` in ``{key: list[].{a: …, b: …}, …}``, else ()."""
+    try:
+        tree = jmespath.compile(expression).parsed
+    except (jmespath_errors.JMESPathError, RecursionError, TypeError, ValueError):
+        return ()
+    if tree.get("type") != "multi_select_dict":
+        return ()
+    for pair in tree["children"]:
+        value = pair["children"][0] if pair["value"] == key else None
+        if value is not None and value.get("type") == "projection":
+            shape = value["children"][-1]
+            if shape.get("type") == "multi_select_dict":
+                return tuple(child["value"] for child in shape["children"])
+    return ()

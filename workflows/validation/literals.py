@@ -11,11 +11,14 @@ written ``{"$literal": "..."}`` and never checked.
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any
 
-from workflows.references import looks_like_reference
+from workflows.references import StepRef, looks_like_reference
+from workflows.schema import TransformStep
 from workflows.validation.context import FlowContext, Leaf
+from workflows.validation.jmespath_checks import element_keys
 from workflows.validation.report import ValidationIssue, error, names, suggest
 
 _TEMPLATE = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
@@ -112,6 +115,8 @@ def _dotted(ctx, leaf: Leaf, value: str, step, who: str) -> ValidationIssue | No
             f"is not a step{hint}; {_QUOTE_IT}"
         )
         return error("unknown_step_reference", leaf.path, message, step.id)
+    if leaf.where == "item_mapping":
+        return _item_field(ctx, leaf, value, step, who)
     owners = _steps_with_field(ctx, path[0])
     if not owners and head not in ctx.tool_names() and not suggest(head, ctx.tool_names()):
         return None  # `digest.html`, `api.example.com`: text, not a mistaken reference
@@ -122,6 +127,32 @@ def _dotted(ctx, leaf: Leaf, value: str, step, who: str) -> ValidationIssue | No
     if owners:
         message += "; " + " or ".join(f"`{o}.{'.'.join(path)}`" for o in owners) + " outputs it"
     return error("unknown_step_reference", leaf.path, message + f"; {_QUOTE_IT}", step.id)
+
+
+def _item_field(ctx, leaf: Leaf, value: str, step, who: str) -> ValidationIssue:
+    """A dotted text in an item mapping: meant as a field of each item (``$item.FIELD``)."""
+    field = value.rsplit(".", 1)[-1]
+    keys = _item_keys(ctx, leaf.step_index)
+    close = [k for k in keys if field.startswith(k) or k.startswith(field)]
+    close = close or difflib.get_close_matches(field, keys, n=1, cutoff=0.5)
+    fix = f"`$item.{close[0]}`" if close else f"`$item.{field}`"
+    known = f" (each item has {names(keys)})" if keys else ""
+    message = (
+        f"{who} maps the text `{value}` in its item_mapping, but `{value.split('.')[0]}` is "
+        f"not a step; a field of each item is read as {fix}{known}"
+    )
+    return error("unknown_step_reference", leaf.path, message, step.id)
+
+
+def _item_keys(ctx: FlowContext, index: int | None) -> tuple[str, ...]:
+    """The fields of a foreach's items, when a transform upstream shapes them."""
+    items = ctx.parsed[index].get("input_mapping", {}).get("items") if index is not None else None
+    if not isinstance(items, StepRef) or len(items.path) != 1:
+        return ()
+    source = ctx.step(items.step_id)
+    if not isinstance(source, TransformStep):
+        return ()
+    return element_keys(source.expression, items.path[0])
 
 
 def _steps_with_field(ctx: FlowContext, field: str) -> list[str]:

@@ -36,31 +36,31 @@ def check_unused_inputs(ctx: FlowContext) -> list[ValidationIssue]:
 
 def _bad_reference(ctx, leaf: Leaf, step, who: str) -> list[ValidationIssue]:
     message = f"{who} maps `{leaf.value.text}`: {leaf.value.message}"
-    fix = reference_fix(ctx, leaf.value.text)
-    if fix:
-        message += f"; write `{fix}`"
+    fixes = reference_fix(ctx, leaf.value.text)
+    if fixes:
+        message += "; write " + " or ".join(f"`{fix}`" for fix in fixes)
     return [error("invalid_reference", leaf.path, message, _id(step))]
 
 
-def reference_fix(ctx: FlowContext, text: str) -> str | None:
-    """The reference a malformed ``$…`` string most likely means, if one is clear."""
+def reference_fix(ctx: FlowContext, text: str) -> list[str]:
+    """The references a malformed ``$…`` string most likely means (none when unclear)."""
     inner = text.strip()
     if inner.startswith("${") and inner.endswith("}"):
         inner = "$" + inner[2:-1].strip()
     head, _, rest = inner.partition(".")
     if head in ("$inputs", "$input", "$in") and rest:
-        return f"$input.{rest}"
-    if head == "$input" and ctx.spec.inputs:
-        return " or ".join(f"$input.{name}" for name in sorted(ctx.spec.inputs)[:5])
+        return [f"$input.{rest}"]
+    if head == "$input":
+        return [f"$input.{name}" for name in sorted(ctx.spec.inputs)[:5]]
     if head in ("$steps", "$step", "$outputs") and rest:
         step_id, _, path = rest.partition(".")
         if step_id in ctx.step_ids:
-            return f"{step_id}.{path}" if path else f"$step.{step_id}"
+            return [f"{step_id}.{path}" if path else f"$step.{step_id}"]
     if head.removeprefix("$") in ctx.step_ids:
-        return inner.removeprefix("$")
+        return [inner.removeprefix("$")]
     if head in ("$env", "$environment", "$secrets") and rest:
-        return f"$env.{rest}"
-    return None
+        return [f"$env.{rest}"]
+    return []
 
 
 def _input(ctx, leaf: Leaf, step, who: str) -> list[ValidationIssue]:

@@ -160,6 +160,8 @@ def check_foreach_items(ctx: FlowContext) -> list[ValidationIssue]:
             continue
         if isinstance(parsed, Literal) and not isinstance(parsed.value, list):
             what = f"the literal {_short(parsed.value)}"
+        elif isinstance(parsed, dict):
+            what = "an object (a mapping), not a list"
         elif isinstance(parsed, InputRef) and not parsed.path and parsed.name in ctx.spec.inputs:
             kind = ctx.spec.inputs[parsed.name].type
             if kind == "array":
