@@ -101,6 +101,7 @@ ISSUE_CODES = frozenset(
         "template_in_mapping",
         "input_without_dollar",
         "step_reference_without_field",
+        "confusable_character",
         "unused_input",
         # tools
         "unknown_tool",

@@ -17,6 +17,7 @@ from typing import Any
 
 from workflows.references import StepRef, looks_like_reference
 from workflows.schema import TransformStep
+from workflows.validation.confusables import describe, skeleton
 from workflows.validation.context import FlowContext, Leaf
 from workflows.validation.jmespath_checks import element_keys
 from workflows.validation.report import ValidationIssue, error, names, suggest
@@ -33,11 +34,30 @@ def check_literal(ctx: FlowContext, leaf: Leaf, step: Any, who: str) -> list[Val
         return _output_literal(ctx, leaf, value)
     if not isinstance(value, str):
         return []
-    for check in (_template, _bare_step, _bracket_index, _dotted):
+    for check in (_lookalike, _template, _bare_step, _bracket_index, _dotted):
         issue = check(ctx, leaf, value, step, who)
         if issue is not None:
             return [issue]
     return []
+
+
+def _lookalike(ctx, leaf: Leaf, value: str, step, who: str) -> ValidationIssue | None:
+    """A value that is a reference once its look-alike characters are read as ASCII."""
+    plain = skeleton(value)
+    if plain == value or not _reference_shaped(ctx, plain):
+        return None
+    message = (
+        f"{who} maps `{value}`, which is plain text, not a reference: {describe(value)}; "
+        f"write `{plain}` in ASCII"
+    )
+    return error("confusable_character", leaf.path, message, step.id)
+
+
+def _reference_shaped(ctx: FlowContext, text: str) -> bool:
+    if text.startswith("$") or text in ctx.step_ids:
+        return True
+    shape = looks_like_reference(text)
+    return shape is not None and (shape[0] in ctx.step_ids or shape[0] in ("input", "env"))
 
 
 def _template(ctx, leaf: Leaf, value: str, step, who: str) -> ValidationIssue | None:

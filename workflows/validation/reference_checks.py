@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from workflows.graph import BadReference
 from workflows.references import EnvRef, InputRef, ItemRef, Literal, StepRef
+from workflows.validation.confusables import describe, skeleton
 from workflows.validation.context import FlowContext, Leaf
 from workflows.validation.literals import check_literal
 from workflows.validation.report import ValidationIssue, error, names, suggest, warning
@@ -36,7 +37,10 @@ def check_unused_inputs(ctx: FlowContext) -> list[ValidationIssue]:
 
 def _bad_reference(ctx, leaf: Leaf, step, who: str) -> list[ValidationIssue]:
     message = f"{who} maps `{leaf.value.text}`: {leaf.value.message}"
-    fixes = reference_fix(ctx, leaf.value.text)
+    lookalikes = describe(leaf.value.text)
+    if lookalikes:
+        message += f"; {lookalikes}: write `{skeleton(leaf.value.text)}` in ASCII"
+    fixes = [f for f in reference_fix(ctx, skeleton(leaf.value.text)) if f not in message]
     if fixes:
         message += "; write " + " or ".join(f"`{fix}`" for fix in fixes)
     return [error("invalid_reference", leaf.path, message, _id(step))]

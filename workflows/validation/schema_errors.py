@@ -21,6 +21,7 @@ from workflows.schema import (
     TransformStep,
     WorkflowSpec,
 )
+from workflows.validation.confusables import describe, skeleton
 from workflows.validation.report import ValidationIssue, error, format_path, names, suggest
 
 STEP_MODELS = {
@@ -62,6 +63,9 @@ def _fix(err: Mapping[str, Any], loc: tuple, data: Any) -> str:
         model = _model_at(loc, data)
         if model is not None:
             return f"; write a mapping with {names(_fields(model))}"
+    lookalikes = describe(err["input"]) if isinstance(err.get("input"), str) else ""
+    if kind == "string_pattern_mismatch" and lookalikes:
+        return f"; {lookalikes}: write `{skeleton(err['input'])}` in ASCII"
     if kind == "string_pattern_mismatch" and loc and loc[-1] in ("id", "from", "to"):
         slug = _slug(err.get("input"))
         return f"; ids are lowercase letters, digits and `_`: write `{slug}`" if slug else ""

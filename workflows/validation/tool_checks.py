@@ -20,6 +20,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from jsonschema.validators import validator_for
 
+from workflows.validation.confusables import describe, skeleton
 from workflows.validation.context import FlowContext, ToolSpecLike
 from workflows.validation.report import ValidationIssue, error, format_path, names, suggest
 from workflows.validation.types import value_issues
@@ -54,7 +55,9 @@ def _check_tool_name(
     if ctx.tool(name) is None:
         message = f"step `{step.id}` uses tool `{name}`, which is not registered"
         registered = ctx.tool_names()
-        hint = suggest(name, registered)
+        hint = suggest(skeleton(name), registered)
+        if describe(name):
+            hint += f"; {describe(name)}: write `{skeleton(name)}` in ASCII"
         if registered:
             hint += f"; the registered tools are {names(registered)}"
         else:
