@@ -95,9 +95,11 @@ def test_lookalike_in_a_step_id_and_a_tool_name_is_named():
     report = validate_workflow(_flow(step), registry=REGISTRY)
     (issue,) = report.errors
     assert (issue.code, issue.path) == ("schema_invalid", "steps[0].id")
-    assert "looks like `e`" in issue.message and "write `geo`" in issue.message
+    assert "looks like `e`" in issue.message
+    assert "write `geo`" in issue.message
     flow = {**_flow(GEO), "tools": [f"g{CYRILLIC_E}ocode", "geocode"]}
-    assert validate_workflow(flow, registry=REGISTRY).ok  # an unused allowlist entry
+    (issue,) = validate_workflow(flow, registry=REGISTRY).errors
+    assert (issue.code, issue.path) == ("confusable_character", "tools[0]")
     tool_step = {**GEO, "tool": f"g{CYRILLIC_E}ocode"}
     (issue,) = validate_workflow(_flow(tool_step), registry=REGISTRY).errors
     assert issue.path == "steps[0].tool"
@@ -107,4 +109,5 @@ def test_lookalike_in_a_step_id_and_a_tool_name_is_named():
 def test_confusables_helpers():
     assert skeleton(f"w{CYRILLIC_E}ather") == "weather"
     assert describe("weather") == ""
-    assert describe("caf\u00e9") == "`\u00e9` (LATIN SMALL LETTER E WITH ACUTE, U+00E9) looks like `e`"
+    expected = "`\u00e9` (LATIN SMALL LETTER E WITH ACUTE, U+00E9) looks like `e`"
+    assert describe("caf\u00e9") == expected

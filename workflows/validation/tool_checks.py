@@ -31,7 +31,7 @@ def check_tools(ctx: FlowContext) -> list[ValidationIssue]:
         return []
     allowed = ctx.allowed_tools()
     validators: dict[tuple[str, str], Any] = {}
-    issues: list[ValidationIssue] = []
+    issues = _allowlist_lookalikes(ctx)
     for index, step in enumerate(ctx.spec.steps):
         for path, name in _named_tools(index, step):
             issues += _check_tool_name(ctx, step, path, name, allowed)
@@ -39,6 +39,18 @@ def check_tools(ctx: FlowContext) -> list[ValidationIssue]:
             tool = ctx.tool(name)
             if tool is not None:
                 issues += _check_params(ctx, index, step, tool, validators)
+    return issues
+
+
+def _allowlist_lookalikes(ctx: FlowContext) -> list[ValidationIssue]:
+    issues = []
+    for index, name in enumerate(ctx.spec.tools or ()):
+        if describe(name):
+            message = (
+                f"the allowlist names `{name}`: {describe(name)}; write `{skeleton(name)}` "
+                "in ASCII"
+            )
+            issues.append(error("confusable_character", f"tools[{index}]", message))
     return issues
 
 
