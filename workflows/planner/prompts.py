@@ -37,7 +37,9 @@ boolean, object, array. Declare every value that changes between runs; read each
 Values in "input_mapping" and "outputs":
 - "$input.NAME" reads a run input.
 - "STEP_ID.FIELD" reads a field of an earlier step's output; deeper paths and list \
-indexes are allowed ("geo.results.0.lat"). Read only fields a tool lists in "outputs"; a decision outputs "branch", a transform the keys of its {key: …} expression, a foreach "items" (the list of its tool's results) and "count", an llm step "result".
+indexes are allowed ("geo.results.0.lat"). Read only fields a tool lists in "outputs"; \
+a decision outputs "branch", a transform the keys of its {key: …} expression, a foreach \
+"items" (the list of its tool's results) and "count", an llm step "result".
 - "$step.STEP_ID" reads a step's whole output.
 - Anything else is a literal ("metric", 3, true); values are never templates ({{…}}).
 - Never write "$env.…": credentials are configured inside the tools.
