@@ -40,7 +40,7 @@ def _bad_reference(ctx, leaf: Leaf, step, who: str) -> list[ValidationIssue]:
     lookalikes = describe(leaf.value.text)
     if lookalikes:
         message += f"; {lookalikes}: write `{skeleton(leaf.value.text)}` in ASCII"
-    fixes = [f for f in reference_fix(ctx, skeleton(leaf.value.text)) if f not in message]
+    fixes = [f for f in reference_fix(ctx, skeleton(leaf.value.text)) if f"`{f}`" not in message]
     if fixes:
         message += "; write " + " or ".join(f"`{fix}`" for fix in fixes)
     return [error("invalid_reference", leaf.path, message, _id(step))]
@@ -175,6 +175,9 @@ def _field_fix(ref: StepRef, target, declared: tuple[str, ...]) -> str:
         if isinstance(properties, dict) and ref.path[0] in properties:
             return f"; write `{'.'.join((ref.step_id, name, *ref.path))}`"
     hint = suggest(ref.path[0], declared)
+    prefixed = [f for f in declared if ref.path[0].startswith(f) or f.startswith(ref.path[0])]
+    if not hint and prefixed:
+        hint = f" (did you mean `{prefixed[0]}`?)"
     if target.kind == "foreach" and not hint:
         hint = f"; `{ref.step_id}.items` is the list of its tool's results, in input order"
     return hint
