@@ -1,4 +1,4 @@
-"""Workflow validation (DESIGN §4): every problem at once, each with its location.
+"""Workflow validation: every problem at once, each with its location and its fix.
 
 ``validate_workflow(data, registry=…)`` takes a raw mapping (from a file) or a
 ``WorkflowSpec`` and returns a ``ValidationReport``; ``report.raise_for_errors()``
@@ -6,34 +6,8 @@ raises ``WorkflowInvalid`` carrying the report. A raw mapping that fails the
 schema yields its ``schema_invalid`` issues and the cross checks' errors on the
 parts that parsed (``workflows.validation.partial``); its report has no spec.
 
-Issue codes (errors unless marked *warning*):
-
-=============================  ===================================================
-structure                      ``duplicate_step_id``, ``edge_unknown_step``,
-                               ``duplicate_edge``, ``self_loop``, ``cycle``,
-                               ``not_ancestor``
-references                     ``invalid_reference``, ``unknown_input``,
-                               ``env_in_prompt``, ``env_in_output``,
-                               ``item_outside_foreach``, ``unknown_output_field``,
-                               ``error_ref_without_continue`` (*warning*),
-                               ``unknown_output_reference``,
-                               ``literal_looks_like_reference`` (*warning*),
-                               ``unused_input`` (*warning*)
-tools                          ``unknown_tool``, ``tool_not_allowed``,
-                               ``missing_required_param``, ``unknown_param``,
-                               ``param_type_mismatch``
-branches                       ``when_on_non_decision``, ``unknown_branch``,
-                               ``branch_without_edge`` (*warning*),
-                               ``decision_default_unknown``,
-                               ``condition_unknown_branch``,
-                               ``unreachable_step`` (*warning*)
-kinds                          ``decision_without_edges``, ``foreach_without_items``,
-                               ``condition_invalid``, ``decision_without_conditions``,
-                               ``transform_invalid``, ``prompt_invalid``,
-                               ``output_schema_invalid`` (``env_in_prompt`` also for
-                               ``{{env.X}}`` in a prompt)
-schema                         ``schema_invalid``
-=============================  ===================================================
+Every code, what triggers it and an example message: ``docs/validation.md``
+(errors unless marked *warning* there; ``ISSUE_CODES`` below lists them).
 
 The checks live in ``workflows.validation``, one module per concern.
 """
@@ -76,7 +50,7 @@ __all__ = [
     "validate_workflow",
 ]
 
-# Every code the validator reports (the table above). Each has a golden file
+# Every code the validator reports (docs/validation.md). Each has a golden file
 # under tests/data/flows/invalid/<code>.yaml; a test keeps the two in step.
 ISSUE_CODES = frozenset(
     {

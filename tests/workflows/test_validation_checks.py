@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.workflows.test_validator import REGISTRY
@@ -9,7 +11,7 @@ from workflows.graph import build_graph
 from workflows.references import ReferenceError_, StepRef, parse_value
 from workflows.schema import WorkflowSpec
 from workflows.validation.confusables import describe, skeleton
-from workflows.validator import validate_workflow
+from workflows.validator import ISSUE_CODES, validate_workflow
 
 CYRILLIC_E = "\u0435"
 
@@ -111,3 +113,12 @@ def test_confusables_helpers():
     assert describe("weather") == ""
     expected = "`\u00e9` (LATIN SMALL LETTER E WITH ACUTE, U+00E9) looks like `e`"
     assert describe("caf\u00e9") == expected
+
+
+def test_every_issue_code_is_documented_with_an_example():
+    text = (Path(__file__).resolve().parents[2] / "docs" / "validation.md").read_text()
+    sections = text.split("\n### ")[1:]
+    documented = {section.split("`")[1]: section for section in sections}
+    assert set(documented) >= ISSUE_CODES, sorted(ISSUE_CODES - set(documented))
+    for code in ISSUE_CODES:
+        assert "\n> " in documented[code], f"`{code}` has no example message"
