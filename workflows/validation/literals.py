@@ -96,8 +96,8 @@ def _template_fix(ctx: FlowContext, inner: str) -> str | None:
 
 
 def _bare_step(ctx, leaf: Leaf, value: str, step, who: str) -> ValidationIssue | None:
-    if value not in ctx.step_ids:
-        return None
+    if value not in ctx.step_ids or value == step.id:
+        return None  # its own id is text: no step reads its own output
     fields = ctx.output_fields(ctx.step(value)) or ()
     reads = names(f"{value}.{f}" for f in fields if f not in ("usage", "conversation"))
     message = (
@@ -124,7 +124,7 @@ def _dotted(ctx, leaf: Leaf, value: str, step, who: str) -> ValidationIssue | No
     if shape is None:
         return None
     head, path = shape
-    if head in ("input", "inputs"):
+    if head in ("input", "inputs") and path[0] in ctx.spec.inputs:  # not `inputs.json`
         fix = ".".join(("$input", *path))
         message = f"{who} maps the text `{value}`; a run input is read as `{fix}` (with `$`)"
         return error("input_without_dollar", leaf.path, message, step.id)
@@ -191,7 +191,7 @@ def _output_literal(ctx: FlowContext, leaf: Leaf, value: Any) -> list[Validation
     name = leaf.path.removeprefix("outputs.")
     shape = looks_like_reference(value)
     steps = names(ctx.step_ids)
-    if shape is not None and shape[0] in ("input", "inputs"):
+    if shape is not None and shape[0] in ("input", "inputs") and shape[1][0] in ctx.spec.inputs:
         fix = ".".join(("$input", *shape[1]))
         message = f"output `{name}` is the text `{value}`; a run input is read as `{fix}`"
     elif shape is not None:
