@@ -122,3 +122,52 @@ def test_every_issue_code_is_documented_with_an_example():
     assert set(documented) >= ISSUE_CODES, sorted(ISSUE_CODES - set(documented))
     for code in ISSUE_CODES:
         assert "\n> " in documented[code], f"`{code}` has no example message"
+
+
+def _llm(**extra) -> dict:
+    step = {"id": "digest", "kind": "llm", "prompt": "Sum up {{place}}"}
+    return {**step, "input_mapping": {"place": "geo.name"}, **extra}
+
+
+def test_an_llm_answer_without_output_schema_is_text():
+    flow = _flow(GEO, _llm(), _page(first="digest.result.summary"))
+    (issue,) = validate_workflow(flow, registry=REGISTRY).errors
+    assert (issue.code, issue.path) == ("unknown_output_field", "steps[2].input_mapping.first")
+    assert "`digest.result` is a string" in issue.message
+    assert "output_schema" in issue.message
+
+
+def test_a_foreach_result_list_is_indexed_not_read_by_field():
+    each = {
+        "id": "pages",
+        "kind": "foreach",
+        "tool": "fetch",
+        "input_mapping": {"items": ["https://a.example", "https://b.example"]},
+        "item_mapping": {"url": "$item"},
+    }
+    ok = validate_workflow(_flow(each, _page(first="pages.items.0.body")), registry=REGISTRY)
+    assert ok.errors == ()
+    flow = _flow(each, _page(first="pages.items.body"))
+    (issue,) = validate_workflow(flow, registry=REGISTRY).errors
+    assert "`pages.items` is an array" in issue.message
+    assert "`pages.items.0`" in issue.message
+
+
+def test_a_definition_that_cannot_be_salvaged_reports_its_schema_issues_only():
+    for data in ({"steps": "none"}, {"name": "x"}, [1]):
+        report = validate_workflow(data, registry=REGISTRY)
+        assert {i.code for i in report.issues} == {"schema_invalid"}
+        assert report.spec is None
+
+
+def test_placeholders_keep_their_issues_out_of_the_report():
+    broken = {"id": "page", "kind": "teleport", "input_mapping": {"url": "$input.nope"}}
+    edge = {"from": "geo", "too": "page"}
+    flow = {**_flow(GEO, broken), "edges": [edge], "outputs": {"x": "geo.nme"}}
+    report = validate_workflow(flow, registry=REGISTRY)
+    assert sorted((i.code, i.path) for i in report.issues) == [
+        ("schema_invalid", "edges[0].to"),
+        ("schema_invalid", "edges[0].too"),
+        ("schema_invalid", "steps[1]"),
+        ("unknown_output_field", "outputs.x"),
+    ]
