@@ -176,6 +176,8 @@ class PlanAttemptAdmin(admin.ModelAdmin):
         "based_on",
         "revision",
         "repair_round",
+        "repair_budget",
+        "outcome",
         "feedback",
         "status",
         "error",

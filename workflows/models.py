@@ -152,6 +152,15 @@ class PlanAttemptStatus(models.TextChoices):
     ERROR = "error", "LLM or transport error"
 
 
+class PlanAttemptOutcome(models.TextChoices):
+    """What the session did after this attempt."""
+
+    ACCEPTED = "accepted", "Plan accepted"
+    REPAIR_REQUESTED = "repair_requested", "Sent back for a repair"
+    BUDGET_EXHAUSTED = "budget_exhausted", "Invalid, no repair round left"
+    FAILED = "failed", "LLM or transport error"
+
+
 class PlanAttempt(models.Model):
     """One call of the planner: the audit trail from a goal to a proposed version.
 
@@ -179,6 +188,15 @@ class PlanAttempt(models.Model):
     revision = models.PositiveIntegerField(default=1, help_text="1 = first plan; 2.. = revisions.")
     repair_round = models.PositiveIntegerField(
         default=0, help_text="0 = first try; 1.. = repairs from validator messages."
+    )
+    repair_budget = models.PositiveIntegerField(
+        default=0, help_text="Repair rounds the session allowed in all."
+    )
+    outcome = models.CharField(
+        max_length=20,
+        choices=PlanAttemptOutcome.choices,
+        blank=True,
+        help_text="What followed: accepted, sent back for a repair, or given up.",
     )
     feedback = models.TextField(blank=True, help_text="Reviewer feedback this revision answers.")
     model = models.CharField(max_length=200, help_text="LLM model asked.")

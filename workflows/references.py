@@ -5,11 +5,14 @@ form                meaning                                example
 ==================  =====================================  ==========================
 ``$input.X``        a run input (deep paths allowed)        ``"$input.email"``
 ``STEP_ID.path``    output of an upstream step              ``"geo.results.0.lat"``
+``$step.STEP_ID``   the whole output of an upstream step    ``"$step.weather"``
 ``$env.NAME``       an environment variable                 ``"$env.GITHUB_TOKEN"``
 anything else       a literal constant                      ``"us-east-1"``, ``42``
 ==================  =====================================  ==========================
 
-A dotted string is a step reference only when its head is the id of a step of
+``$step.STEP_ID`` names a step's whole output (``$step.weather.temperature`` is
+``weather.temperature``); a plain string equal to a step id is a literal, which the
+validator refuses. A dotted string is a step reference only when its head is the id of a step of
 the same workflow; otherwise it stays a literal (``"api.example.com"``), and the
 validator warns when such a literal looks like a mistyped reference. Lists and
 dicts are walked: every string leaf is parsed the same way. ``{"$literal": x}``
@@ -52,6 +55,8 @@ class StepRef:
     path: tuple[str, ...] = ()
 
     def __str__(self) -> str:
+        if not self.path:
+            return f"$step.{self.step_id}"  # the whole output
         return ".".join((self.step_id, *self.path))
 
 
@@ -97,16 +102,22 @@ def parse_value(value: Any, step_ids: frozenset[str] | set[str]) -> Any:
     if not isinstance(value, str):
         return Literal(value)
     if value.startswith("$"):
-        return _parse_dollar(value)
+        return _parse_dollar(value, step_ids)
     shape = looks_like_reference(value)
     if shape is not None and shape[0] in step_ids:
         return StepRef(*shape)
     return Literal(value)
 
 
-def _parse_dollar(value: str) -> Reference:
+def _parse_dollar(value: str, step_ids: frozenset[str] | set[str]) -> Reference:
     head, dot, rest = value.partition(".")
     parts = _parts(rest) if dot else ()
+    if head == "$step":
+        if not parts:
+            raise ReferenceError_(f"`{value}` must look like `$step.STEP_ID`")
+        if parts[0] not in step_ids:
+            raise ReferenceError_(f"`{value}` reads `{parts[0]}`, which is not a step")
+        return StepRef(parts[0], parts[1:])
     if head == "$input":
         if not parts:
             raise ReferenceError_(f"`{value}` must look like `$input.NAME` or `$input.NAME.path`")
@@ -122,7 +133,8 @@ def _parse_dollar(value: str) -> Reference:
     if value == "$index":
         return ItemRef(index=True)
     raise ReferenceError_(
-        f"`{value}` is not a reference: use `$input.NAME`, `$env.NAME` or `STEP_ID.path` "
+        f"`{value}` is not a reference: use `$input.NAME`, `$env.NAME`, `STEP_ID.path` or "
+        "`$step.STEP_ID` "
         '(write {"$literal": ...} for a string that starts with `$`)'
     )
 

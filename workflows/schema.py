@@ -22,6 +22,8 @@ import re
 from functools import cached_property
 from typing import Annotated, Any, ClassVar, Literal
 
+import jmespath
+import jmespath.exceptions
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import URLValidator, validate_email
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -105,6 +107,15 @@ class _StepBase(_Model):
         has its kind's own shape."""
         return None
 
+    def output_fields(self) -> tuple[str, ...] | None:
+        """The top-level fields of its output when its kind fixes them (``None``: the
+        tool's declared outputs decide, or the shape is known only at run time)."""
+        return None
+
+    def output_field_schema(self, field: str) -> dict[str, Any] | None:
+        """A JSON Schema of one output field when the step declares it (else ``None``)."""
+        return None
+
     def mappings(self) -> dict[str, dict[str, Any]]:
         """Its raw mappings by field name (references are read from these)."""
         return {"input_mapping": self.input_mapping}
@@ -157,6 +168,15 @@ class LLMStep(_StepBase):
     def model_tools(self) -> tuple[str, ...]:
         return tuple(self.tools)
 
+    def output_fields(self) -> tuple[str, ...] | None:
+        # ``result``: the answer (text, or the object ``output_schema`` describes).
+        return ("result", "conversation", "usage")
+
+    def output_field_schema(self, field: str) -> dict[str, Any] | None:
+        if field != "result":
+            return None
+        return self.output_schema if self.output_schema is not None else {"type": "string"}
+
 
 class DecisionStep(_StepBase):
     """Picks one outgoing branch: a safe expression per branch, or an LLM choice."""
@@ -177,12 +197,22 @@ class DecisionStep(_StepBase):
     def needs_llm(self) -> bool:
         return bool(self.decision_prompt)
 
+    def output_fields(self) -> tuple[str, ...] | None:
+        # The chosen label, and why: the condition that held, or the model's reason.
+        if self.decision_prompt:
+            return ("branch", "reason", "usage")
+        return ("branch", "condition")
+
 
 class TransformStep(_StepBase):
     """Pure data reshaping with a JMESPath expression over the mapped values."""
 
     kind: Literal["transform"] = "transform"
     expression: str = Field(min_length=1)
+
+    def output_fields(self) -> tuple[str, ...] | None:
+        """The keys of a top-level ``{key: expr, …}`` expression; otherwise unknown."""
+        return multiselect_keys(self.expression)
 
 
 class ForeachStep(_StepBase):
@@ -202,11 +232,30 @@ class ForeachStep(_StepBase):
     def step_time_limit(self) -> float | None:
         return None  # its ``timeout`` applies to every item call instead
 
+    def output_fields(self) -> tuple[str, ...] | None:
+        # ``items``: the tool's results in input order (null where an item failed).
+        return ("items", "count", "errors")
+
+    def output_field_schema(self, field: str) -> dict[str, Any] | None:
+        kinds = {"items": "array", "count": "integer", "errors": "array"}
+        return {"type": kinds[field]} if field in kinds else None
+
     def direct_tools(self) -> tuple[str, ...]:
         return (self.tool,)
 
     def mappings(self) -> dict[str, dict[str, Any]]:
         return {"input_mapping": self.input_mapping, "item_mapping": self.item_mapping}
+
+
+def multiselect_keys(expression: str) -> tuple[str, ...] | None:
+    """The keys of a JMESPath expression that is one ``{key: expr, …}`` hash, else None."""
+    try:
+        node = jmespath.compile(expression).parsed
+    except (jmespath.exceptions.JMESPathError, RecursionError, TypeError, ValueError):
+        return None
+    if node.get("type") != "multi_select_dict":
+        return None
+    return tuple(child["value"] for child in node["children"])
 
 
 AnyStep = ToolStep | LLMStep | DecisionStep | TransformStep | ForeachStep

@@ -1,40 +1,13 @@
-"""Workflow validation: every problem at once, each with its location.
+"""Workflow validation: every problem at once, each with its location and its fix.
 
 ``validate_workflow(data, registry=…)`` takes a raw mapping (from a file) or a
 ``WorkflowSpec`` and returns a ``ValidationReport``; ``report.raise_for_errors()``
 raises ``WorkflowInvalid`` carrying the report. A raw mapping that fails the
-schema yields ``schema_invalid`` issues only: the cross checks need a spec.
+schema yields its ``schema_invalid`` issues and the cross checks' errors on the
+parts that parsed (``workflows.validation.partial``); its report has no spec.
 
-Issue codes (errors unless marked *warning*):
-
-=============================  ===================================================
-structure                      ``duplicate_step_id``, ``edge_unknown_step``,
-                               ``duplicate_edge``, ``self_loop``, ``cycle``,
-                               ``not_ancestor``
-references                     ``invalid_reference``, ``unknown_input``,
-                               ``env_in_prompt``, ``env_in_output``,
-                               ``item_outside_foreach``, ``unknown_output_field``,
-                               ``error_ref_without_continue`` (*warning*),
-                               ``unknown_output_reference``,
-                               ``literal_looks_like_reference`` (*warning*),
-                               ``unused_input`` (*warning*)
-tools                          ``unknown_tool``, ``tool_not_allowed``,
-                               ``missing_required_param``, ``unknown_param``,
-                               ``param_type_mismatch``
-branches                       ``when_on_non_decision``, ``unknown_branch``,
-                               ``branch_without_edge`` (*warning*),
-                               ``decision_default_unknown``,
-                               ``condition_unknown_branch``,
-                               ``unreachable_step`` (*warning*)
-kinds                          ``decision_without_edges``, ``foreach_without_items``,
-                               ``condition_invalid``, ``decision_without_conditions``,
-                               ``transform_invalid``, ``prompt_invalid``,
-                               ``output_schema_invalid`` (``env_in_prompt`` also for
-                               ``{{env.X}}`` in a prompt)
-environment                    ``env_not_allowed`` (a ``$env`` no tool declares and
-                               ``FLOWPILOT_ENV_ALLOW`` does not allow)
-schema                         ``schema_invalid``
-=============================  ===================================================
+Every code, what triggers it and an example message: ``docs/validation.md``
+(errors unless marked *warning* there; ``ISSUE_CODES`` below lists them).
 
 The checks live in ``workflows.validation``, one module per concern.
 """
@@ -46,11 +19,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from workflows.graph import FlowGraph
 from workflows.schema import WorkflowSpec
 from workflows.validation.branches import check_decisions, check_edge_labels, check_unreachable
 from workflows.validation.context import FlowContext, ToolLookup, ToolSpecLike
 from workflows.validation.env_access import check_env_access
+from workflows.validation.exclusive import check_exclusive_reads
+from workflows.validation.jmespath_checks import check_transforms
 from workflows.validation.kinds import UNSUPPORTED_KINDS, check_kinds
+from workflows.validation.partial import outside, salvage
 from workflows.validation.reference_checks import check_references, check_unused_inputs
 from workflows.validation.report import (
     ValidationIssue,
@@ -61,6 +38,7 @@ from workflows.validation.report import (
 from workflows.validation.schema_errors import schema_issues
 from workflows.validation.structure import check_structure
 from workflows.validation.tool_checks import check_tools
+from workflows.validation.types import check_foreach_items, check_input_defaults
 
 __all__ = [
     "ISSUE_CODES",
@@ -73,7 +51,7 @@ __all__ = [
     "validate_workflow",
 ]
 
-# Every code the validator reports (the table above). Each has a golden file
+# Every code the validator reports (docs/validation.md). Each has a golden file
 # under tests/data/flows/invalid/<code>.yaml; a test keeps the two in step.
 ISSUE_CODES = frozenset(
     {
@@ -95,7 +73,11 @@ ISSUE_CODES = frozenset(
         "unknown_output_field",
         "error_ref_without_continue",
         "unknown_output_reference",
-        "literal_looks_like_reference",
+        "unknown_step_reference",
+        "template_in_mapping",
+        "input_without_dollar",
+        "step_reference_without_field",
+        "confusable_character",
         "unused_input",
         # tools
         "unknown_tool",
@@ -103,6 +85,9 @@ ISSUE_CODES = frozenset(
         "missing_required_param",
         "unknown_param",
         "param_type_mismatch",
+        # types
+        "input_default_invalid",
+        "foreach_items_not_list",
         # branches
         "when_on_non_decision",
         "unknown_branch",
@@ -110,18 +95,23 @@ ISSUE_CODES = frozenset(
         "decision_default_unknown",
         "condition_unknown_branch",
         "unreachable_step",
+        "exclusive_branch_read",
         # kinds
         "decision_without_edges",
         "foreach_without_items",
         "condition_invalid",
         "decision_without_conditions",
         "transform_invalid",
+        "transform_unknown_name",
+        "transform_quoted_field",
         "prompt_invalid",
         "output_schema_invalid",
     }
 )
 
 _CHECKS: tuple[Callable[[FlowContext], list[ValidationIssue]], ...] = (
+    check_input_defaults,
+    check_foreach_items,
     check_references,
     check_unused_inputs,
     check_tools,
@@ -129,6 +119,8 @@ _CHECKS: tuple[Callable[[FlowContext], list[ValidationIssue]], ...] = (
     check_decisions,
     check_kinds,
     check_env_access,
+    check_transforms,
+    check_exclusive_reads,
 )
 
 
@@ -147,11 +139,22 @@ def validate_workflow(
         try:
             spec = WorkflowSpec.model_validate(data)
         except ValidationError as exc:
-            return ValidationReport(sort_issues(schema_issues(exc, data)))
+            issues = schema_issues(exc, data)
+            salvaged, placeholders = salvage(data)
+            if salvaged is not None:
+                issues += outside(_cross_checks(salvaged, registry)[0], placeholders)
+            return ValidationReport(sort_issues(issues))
+    issues, graph = _cross_checks(spec, registry)
+    return ValidationReport(sort_issues(issues), spec, graph)
+
+
+def _cross_checks(
+    spec: WorkflowSpec, registry: ToolLookup | None
+) -> tuple[list[ValidationIssue], FlowGraph | None]:
     ctx = FlowContext.build(spec, registry)
     issues, graph = check_structure(ctx)
     for check in _CHECKS:
         issues += check(ctx)
     if graph is not None:
         issues += check_unreachable(ctx, graph)
-    return ValidationReport(sort_issues(issues), spec, graph)
+    return issues, graph

@@ -580,7 +580,7 @@ def test_no_env_secret_reaches_the_llm_from_steps_or_tools(llm, client, provider
                 "id": "summarize",
                 "kind": "llm",
                 "prompt": "Summarize {{greeting}} and {{all}}",
-                "input_mapping": {"greeting": "hello.message", "all": "hello"},
+                "input_mapping": {"greeting": "hello.message", "all": "$step.hello"},
                 "tools": ["echo"],
             },
             {
@@ -588,7 +588,7 @@ def test_no_env_secret_reaches_the_llm_from_steps_or_tools(llm, client, provider
                 "kind": "decision",
                 "branches": ["yes", "no"],
                 "decision_prompt": "Was this friendly? {{summary}}",
-                "input_mapping": {"summary": "summarize.result", "raw": "hello"},
+                "input_mapping": {"summary": "summarize.result", "raw": "$step.hello"},
             },
             {
                 "id": "yes_step",

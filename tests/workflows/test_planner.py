@@ -288,6 +288,24 @@ def test_validator_errors_are_fed_back_and_repaired(llm, client):
     assert "[missing_required_param]" in feedback
     assert "`lat`" in feedback
     assert second.status == "valid"
+    assert [(a.repair_budget, a.outcome) for a in (first, second)] == [
+        (2, "repair_requested"),
+        (2, "accepted"),
+    ]
+
+
+def test_a_repair_round_passes_the_warnings_on_with_the_errors(llm, client):
+    data = invalid_plan()
+    data["inputs"]["unused"] = {"type": "string"}
+    llm.reply_json(data)
+    llm.reply_json(VALID_PLAN)
+
+    plan_create(goal=GOAL, registry=make_registry(), client=client)
+
+    feedback = llm.requests[1].messages[-1]["content"]
+    assert "2 problem(s)" in feedback
+    assert "Also fix these 1 warning(s):" in feedback
+    assert "- inputs.unused [unused_input]: input `unused` is declared but never read" in feedback
 
 
 def test_warnings_do_not_block_a_plan(llm, client):
@@ -316,6 +334,11 @@ def test_exhausted_repairs_raise_plan_failed_with_the_attempts_stored(llm, clien
     assert "[missing_required_param]" in error.message
     assert [a.status for a in attempts()] == ["invalid", "invalid", "invalid"]
     assert [a.repair_round for a in attempts()] == [0, 1, 2]
+    assert [a.outcome for a in attempts()] == [
+        "repair_requested",
+        "repair_requested",
+        "budget_exhausted",
+    ]
     assert [a.pk for a in error.attempts] == [a.pk for a in attempts()]
     assert {i.code for i in error.issues} == {"unknown_param", "missing_required_param"}
     assert Workflow.objects.count() == 0
@@ -357,6 +380,7 @@ def test_an_unavailable_llm_fails_the_plan_with_an_error_attempt(llm, client):
 
     (attempt,) = attempts()
     assert attempt.status == "error"
+    assert attempt.outcome == "failed"
     assert "overloaded" in attempt.error
     assert [a["status"] for a in attempt.usage["http_attempts"]] == [503, 503, 503]
     assert Workflow.objects.count() == 0
@@ -644,9 +668,9 @@ def test_planflow_prints_the_attempts_and_the_stored_workflow(llm, llm_settings,
 
     assert result.code == 0, result.out + result.err
     assert "planning with other-model" in result.out
-    assert "attempt 1 (round 0): invalid" in result.out
+    assert "attempt 1 (round 0 of 2): invalid, sent back for a repair" in result.out
     assert "[missing_required_param]" in result.out
-    assert "attempt 2 (round 1): valid" in result.out
+    assert "attempt 2 (round 1 of 2): valid, plan accepted" in result.out
     assert "stored sales_by_region v1 (pending_review)" in result.out
     assert "csv_read" in result.out
     assert llm.requests[0].body["model"] == "other-model"
@@ -661,4 +685,4 @@ def test_planflow_exits_1_when_planning_fails(llm, llm_settings, cli):
     assert result.code == 1
     assert "planning failed" in result.err
     assert "model not found" in result.err
-    assert "attempt 1 (round 0): error" in result.out
+    assert "attempt 1 (round 0 of 2): error, llm or transport error" in result.out

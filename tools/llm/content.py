@@ -35,10 +35,47 @@ def parse_json_reply(text: str | None) -> Any:
         except json.JSONDecodeError as exc:
             first_error = exc
     shown = stripped if len(stripped) <= _SHOWN else stripped[:_SHOWN] + "…"
+    where = f"line {first_error.lineno} column {first_error.colno}"
+    open_brackets = _unclosed(stripped)
+    if open_brackets:
+        raise LLMReplyInvalid(
+            f"the reply is not valid JSON: it was truncated at {where}, with "
+            f"{open_brackets} bracket(s) or a string still open (cut off, likely at the "
+            f"output token limit); return the whole JSON again, shorter: {shown!r}"
+        ) from first_error
     raise LLMReplyInvalid(
         f"the reply is not valid JSON ({first_error.msg} at line {first_error.lineno} "
         f"column {first_error.colno}): {shown!r}"
     ) from first_error
+
+
+def _unclosed(text: str) -> int:
+    """How many ``{``/``[`` (or a string) are still open where the text stops; 0 when none.
+
+    A reply that ends inside its JSON was cut off, which a model fixes differently
+    from a syntax error.
+    """
+    start = text.find("{")
+    if start < 0:
+        return 0
+    depth, in_string, escaped = 0, False, False
+    for char in text[start:]:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+            if depth == 0:
+                return 0  # the outermost value closed: a syntax error, not a cut
+    return depth + in_string
 
 
 def _loads(text: str) -> Any:

@@ -37,8 +37,11 @@ boolean, object, array. Declare every value that changes between runs; read each
 Values in "input_mapping" and "outputs":
 - "$input.NAME" reads a run input.
 - "STEP_ID.FIELD" reads a field of an earlier step's output; deeper paths and list \
-indexes are allowed ("geo.results.0.lat"). Read only fields a tool lists in "outputs".
-- Anything else is a literal ("metric", 3, true).
+indexes are allowed ("geo.results.0.lat"). Read only fields a tool lists in "outputs"; \
+a decision outputs "branch", a transform the keys of its {key: …} expression, a foreach \
+"items" (the list of its tool's results) and "count", an llm step "result".
+- "$step.STEP_ID" reads a step's whole output.
+- Anything else is a literal ("metric", 3, true); values are never templates ({{…}}).
 - Never write "$env.…": credentials are configured inside the tools.
 
 Step kinds:
@@ -62,6 +65,11 @@ Prefer the fewest steps that reach the goal."""
 
 REPLY_INVALID = "reply_invalid"
 PLAN_UNCHANGED = "plan_unchanged"
+# The validator's warnings a repair round passes on with the errors: each names data
+# that comes out null or a step that never runs. (Every warning code, today.)
+REPAIR_WARNINGS = frozenset(
+    {"error_ref_without_continue", "unused_input", "branch_without_edge", "unreachable_step"}
+)
 
 
 def response_format() -> dict[str, Any]:
@@ -107,13 +115,18 @@ def revise_messages(
 
 
 def repair_message(issues: Iterable[ValidationIssue]) -> dict[str, Any]:
-    """The validator's errors fed back, one per line, with where and what."""
+    """The validator's errors fed back, one per line, with where and what — and its
+    warnings, which usually point at data that would silently come out null."""
+    issues = list(issues)
     errors = [i for i in issues if i.severity == "error"]
+    warnings = [i for i in issues if i.severity == "warning" and i.code in REPAIR_WARNINGS]
     if any(i.code == REPLY_INVALID for i in errors):
         head = "Your reply could not be used:"
     else:
         head = f"The workflow you returned has {len(errors)} problem(s):"
-    lines = [f"- {i.path or '(workflow)'} [{i.code}]: {i.message}" for i in errors]
+    lines = [_line(i) for i in errors]
+    if warnings:
+        lines += ["", f"Also fix these {len(warnings)} warning(s):", *map(_line, warnings)]
     text = (
         f"{head}\n"
         + "\n".join(lines)
@@ -123,3 +136,7 @@ def repair_message(issues: Iterable[ValidationIssue]) -> dict[str, Any]:
         )
     )
     return {"role": "user", "content": text}
+
+
+def _line(issue: ValidationIssue) -> str:
+    return f"- {issue.path or '(workflow)'} [{issue.code}]: {issue.message}"

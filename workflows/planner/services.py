@@ -29,7 +29,13 @@ from tools.llm import LLMClient, LLMError, LLMReply, LLMReplyInvalid
 from tools.redaction import Redactor
 from tools.registry import ToolRegistry
 from workflows.errors import WorkflowError
-from workflows.models import PlanAttempt, PlanAttemptStatus, Workflow, WorkflowStatus
+from workflows.models import (
+    PlanAttempt,
+    PlanAttemptOutcome,
+    PlanAttemptStatus,
+    Workflow,
+    WorkflowStatus,
+)
 from workflows.planner.catalog import catalog_entries, catalog_text, secret_values, select_tools
 from workflows.planner.errors import PlanError, PlanFailed, PlanNotRevisable, PlanRoundsExhausted
 from workflows.planner.prompts import (
@@ -231,6 +237,15 @@ def _failure_message(issues: list[ValidationIssue]) -> str:
     )
 
 
+def _outcome(failed: bool, repair_round: int) -> PlanAttemptOutcome:
+    """What the session does after a plan: accept it, ask for a repair, or give up."""
+    if not failed:
+        return PlanAttemptOutcome.ACCEPTED
+    if repair_round < MAX_REPAIR_ROUNDS:
+        return PlanAttemptOutcome.REPAIR_REQUESTED
+    return PlanAttemptOutcome.BUDGET_EXHAUSTED
+
+
 def _record(
     session: _Session,
     repair_round: int,
@@ -243,16 +258,20 @@ def _record(
 ) -> PlanAttempt:
     if failure is not None:
         status, usage = PlanAttemptStatus.ERROR, {"http_attempts": list(failure.attempts)}
+        outcome = PlanAttemptOutcome.FAILED
     else:
         failed = any(i.severity == "error" for i in issues or [])
         status = PlanAttemptStatus.INVALID if failed else PlanAttemptStatus.VALID
         usage = {**reply.usage.as_dict(), "http_attempts": list(reply.attempts)}
+        outcome = _outcome(failed, repair_round)
     # Stored escaped (tools.jsondata): a reply may hold text no database can store.
     attempt = PlanAttempt.objects.create(
         goal=session.goal,
         based_on=session.based_on,
         revision=session.revision,
         repair_round=repair_round,
+        repair_budget=MAX_REPAIR_ROUNDS,
+        outcome=outcome,
         feedback=session.feedback,
         model=session.client.model,
         prompt=store_escape(sent),

@@ -46,7 +46,10 @@ def check_decisions(ctx: FlowContext) -> list[ValidationIssue]:
             continue
         path = ctx.step_path(index)
         if step.default is not None and step.default not in step.branches:
-            message = f"decision `{step.id}` defaults to `{step.default}`, not one of its branches"
+            message = (
+                f"decision `{step.id}` defaults to `{step.default}`, not one of its branches "
+                f"({_labels(step)}){suggest(step.default, step.branches)}"
+            )
             issues.append(error("decision_default_unknown", f"{path}.default", message, step.id))
         for label in step.conditions:
             if label not in step.branches:

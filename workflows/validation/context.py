@@ -103,6 +103,21 @@ class FlowContext:
                     self._labels.setdefault(edge.from_, set()).add(edge.when)
         return self._labels.get(step_id, set())
 
+    def output_fields(self, step: Any) -> tuple[str, ...] | None:
+        """The declared top-level fields of a step's output; ``None`` when any may be read
+        (a tool that declares no outputs, a transform whose shape is known only at run time).
+        """
+        name = step.output_tool()
+        if name is None:
+            return step.output_fields()
+        tool = self.tool(name)
+        return tuple(tool.outputs) if tool is not None and tool.outputs else None
+
+    def tool_names(self) -> list[str]:
+        """Every registered tool name (sorted), when the registry can list them."""
+        names = getattr(self.registry, "names", None)
+        return sorted(names()) if callable(names) else []
+
     def allowed_tools(self) -> frozenset[str]:
         """The flow allowlist; when omitted, every tool its steps name (llm tools included)."""
         return self.spec.allowlist()

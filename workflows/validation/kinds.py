@@ -19,6 +19,7 @@ from workflows.expressions import ExpressionError, compile_condition
 from workflows.schema import DecisionStep, ForeachStep, LLMStep, ToolStep, TransformStep
 from workflows.transform import TransformError, compile_transform
 from workflows.validation.context import FlowContext
+from workflows.validation.hints import condition_fix, schema_type_fix, transform_fix
 from workflows.validation.report import ValidationIssue, error, suggest
 
 # Step kinds the executor cannot run yet -> why. Remove an entry to enable the kind.
@@ -74,6 +75,9 @@ def _decision_conditions(step: DecisionStep, path: str) -> list[ValidationIssue]
             compile_condition(text, names=names)
         except ExpressionError as exc:
             message = f"decision `{step.id}`, branch `{label}`: {exc.message}"
+            fix = condition_fix(text, step.input_mapping)
+            if fix and fix not in message:
+                message += f"; {fix}"
             issues.append(
                 error("condition_invalid", f"{path}.conditions.{label}", message, step.id)
             )
@@ -85,6 +89,9 @@ def _transform_expression(step: TransformStep, path: str) -> list[ValidationIssu
         compile_transform(step.expression)
     except TransformError as exc:
         message = f"transform `{step.id}`: {exc.message}"
+        fix = transform_fix(step.expression)
+        if fix:
+            message += f"; {fix}"
         return [error("transform_invalid", f"{path}.expression", message, step.id)]
     return []
 
@@ -92,7 +99,12 @@ def _transform_expression(step: TransformStep, path: str) -> list[ValidationIssu
 def _foreach_structure(step: ForeachStep, path: str) -> list[ValidationIssue]:
     if "items" in step.input_mapping:
         return []
-    message = f"foreach `{step.id}` does not map `items`, the list it runs its tool over"
+    message = (
+        f"foreach `{step.id}` does not map `items`, the list it runs its tool over; map it "
+        "as `input_mapping.items`"
+    )
+    if "items" in step.item_mapping:
+        message += " (it is in `item_mapping`, which maps each item to the tool's parameters)"
     return [error("foreach_without_items", f"{path}.input_mapping", message, step.id)]
 
 
@@ -130,9 +142,8 @@ def _output_schema(step: LLMStep, path: str) -> list[ValidationIssue]:
     except SchemaError as exc:
         where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
         message = f"llm step `{step.id}`: output_schema is not a valid JSON Schema at {where}: "
-        return [
-            error("output_schema_invalid", f"{path}.output_schema", message + exc.message, step.id)
-        ]
+        message += exc.message + schema_type_fix(exc.message)
+        return [error("output_schema_invalid", f"{path}.output_schema", message, step.id)]
     return []
 
 

@@ -8,9 +8,11 @@ cycle, which ``structure`` reports as ``not_ancestor`` or ``cycle``.
 from __future__ import annotations
 
 from workflows.graph import BadReference
-from workflows.references import EnvRef, InputRef, ItemRef, Literal, StepRef, looks_like_reference
+from workflows.references import EnvRef, InputRef, ItemRef, Literal, StepRef
+from workflows.validation.confusables import describe, skeleton
 from workflows.validation.context import FlowContext, Leaf
-from workflows.validation.report import ValidationIssue, error, suggest, warning
+from workflows.validation.literals import check_literal
+from workflows.validation.report import ValidationIssue, error, names, suggest, warning
 
 
 def check_references(ctx: FlowContext) -> list[ValidationIssue]:
@@ -35,7 +37,34 @@ def check_unused_inputs(ctx: FlowContext) -> list[ValidationIssue]:
 
 def _bad_reference(ctx, leaf: Leaf, step, who: str) -> list[ValidationIssue]:
     message = f"{who} maps `{leaf.value.text}`: {leaf.value.message}"
+    lookalikes = describe(leaf.value.text)
+    if lookalikes:
+        message += f"; {lookalikes}: write `{skeleton(leaf.value.text)}` in ASCII"
+    fixes = [f for f in reference_fix(ctx, skeleton(leaf.value.text)) if f"`{f}`" not in message]
+    if fixes:
+        message += "; write " + " or ".join(f"`{fix}`" for fix in fixes)
     return [error("invalid_reference", leaf.path, message, _id(step))]
+
+
+def reference_fix(ctx: FlowContext, text: str) -> list[str]:
+    """The references a malformed ``$…`` string most likely means (none when unclear)."""
+    inner = text.strip()
+    if inner.startswith("${") and inner.endswith("}"):
+        inner = "$" + inner[2:-1].strip()
+    head, _, rest = inner.partition(".")
+    if head in ("$inputs", "$input", "$in") and rest:
+        return [f"$input.{rest}"]
+    if head == "$input":
+        return [f"$input.{name}" for name in sorted(ctx.spec.inputs)[:5]]
+    if head in ("$steps", "$step", "$outputs") and rest:
+        step_id, _, path = rest.partition(".")
+        if step_id in ctx.step_ids:
+            return [f"{step_id}.{path}" if path else f"$step.{step_id}"]
+    if head.removeprefix("$") in ctx.step_ids:
+        return [inner.removeprefix("$")]
+    if head in ("$env", "$environment", "$secrets") and rest:
+        return [f"$env.{rest}"]
+    return []
 
 
 def _input(ctx, leaf: Leaf, step, who: str) -> list[ValidationIssue]:
@@ -43,7 +72,12 @@ def _input(ctx, leaf: Leaf, step, who: str) -> list[ValidationIssue]:
     if name in ctx.spec.inputs:
         return []
     hint = suggest(name, ctx.spec.inputs)
+    declared = names(ctx.spec.inputs, empty="")
     message = f"{who} reads `{leaf.value}`, but the workflow declares no input `{name}`{hint}"
+    if declared:
+        message += f"; its inputs are {declared}"
+    else:
+        message += f"; declare it under `inputs` (`{name}: {{type: string}}`)"
     return [error("unknown_input", leaf.path, message, _id(step))]
 
 
@@ -67,66 +101,86 @@ def _item(ctx, leaf: Leaf, step, who: str) -> list[ValidationIssue]:
 def _step_output(ctx, leaf: Leaf, step, who: str) -> list[ValidationIssue]:
     ref: StepRef = leaf.value
     target = ctx.step(ref.step_id)
-    if step is not None and target is step:
-        return []  # reading itself: a self_loop, reported with the graph
+    if (step is not None and target is step) or not ref.path:
+        return []  # reading itself is a self_loop (reported with the graph); `$step.X`: all
     field = ref.path[0]
-    output_tool = target.output_tool()
-    tool = ctx.tool(output_tool) if output_tool else None
-    declared = list(tool.outputs) if tool is not None else []
+    declared = ctx.output_fields(target)
+    if field == "error" and (declared is None or field not in declared):
+        return _error_field(ctx, leaf, step, who, target)
+    if declared is None:
+        return []
     if field in declared:
+        return _nested_field(leaf, step, who, target)
+    message = f"{who} reads `{ref}`, but {_owner(ctx, target)} outputs only {names(declared)}"
+    message += _field_fix(ref, target, declared)
+    return [error("unknown_output_field", leaf.path, message, _id(step))]
+
+
+def _error_field(ctx, leaf: Leaf, step, who: str, target) -> list[ValidationIssue]:
+    if target.on_error == "continue":
         return []
-    if field == "error":
-        if target.on_error == "continue":
-            return []
-        message = (
-            f"{who} reads `{ref}`, but step `{target.id}` has `on_error: fail`, "
-            "so a failure stops the run and `error` is never set"
-        )
-        return [warning("error_ref_without_continue", leaf.path, message, _id(step))]
-    if not declared:
-        return []
-    hint = suggest(field, declared)
     message = (
-        f"{who} reads `{ref}`, but tool `{tool.name}` of step `{target.id}` outputs only "
-        f"{', '.join(f'`{f}`' for f in declared)}{hint}"
+        f"{who} reads `{leaf.value}`, but step `{target.id}` has `on_error: fail`, "
+        f"so a failure stops the run and `error` is never set; give `{target.id}` "
+        "`on_error: continue` to read its error"
+    )
+    return [warning("error_ref_without_continue", leaf.path, message, _id(step))]
+
+
+def _nested_field(leaf: Leaf, step, who: str, target) -> list[ValidationIssue]:
+    """A path into a field whose schema the step declares (an llm step's ``result``)."""
+    ref: StepRef = leaf.value
+    schema = target.output_field_schema(ref.path[0])
+    if schema is None or len(ref.path) < 2:
+        return []
+    head = ".".join((ref.step_id, ref.path[0]))
+    kind = schema.get("type")
+    is_index = ref.path[1].lstrip("-").isdigit()
+    if kind in ("string", "integer", "number", "boolean") or (kind == "array" and not is_index):
+        article = "an" if kind in ("integer", "array") else "a"
+        message = (
+            f"{who} reads `{ref}`, but `{head}` is {article} {kind}, with no field "
+            f"`{ref.path[1]}`: read `{head}` itself"
+        )
+        if kind == "array":
+            message += f" or one item (`{head}.0`), or reshape it with a transform"
+        if target.kind == "llm":
+            message += " (or give the llm step an `output_schema` with that property)"
+        return [error("unknown_output_field", leaf.path, message, _id(step))]
+    properties = schema.get("properties")
+    if not isinstance(properties, dict) or ref.path[1] in properties:
+        return []
+    message = (
+        f"{who} reads `{ref}`, but the output_schema of step `{target.id}` declares only "
+        f"{names(properties)}{suggest(ref.path[1], properties)}"
     )
     return [error("unknown_output_field", leaf.path, message, _id(step))]
 
 
-def _literal(ctx, leaf: Leaf, step, who: str) -> list[ValidationIssue]:
-    value = leaf.value.value
-    if step is None:
-        return _output_literal(ctx, leaf, value)
-    shape = looks_like_reference(value)
-    if shape is None:
-        return []
-    hint = suggest(shape[0], ctx.step_ids)
-    if not hint:  # `digest.html`, `api.example.com`: plain text, not a mistyped step id
-        return []
-    message = (
-        f"{who} maps the literal `{value}`, which looks like a reference but `{shape[0]}` "
-        f'is not a step{hint}; write {{"$literal": ...}} if it is meant as text'
-    )
-    return [warning("literal_looks_like_reference", leaf.path, message, step.id)]
+def _owner(ctx: FlowContext, target) -> str:
+    tool = target.output_tool()
+    if tool is not None:
+        return f"tool `{tool}` of step `{target.id}`"
+    return f"{target.kind} step `{target.id}`"
 
 
-def _output_literal(ctx: FlowContext, leaf: Leaf, value) -> list[ValidationIssue]:
-    """Outputs read steps or inputs; a string there that is no reference is a mistake."""
-    if not isinstance(value, str):
-        return []
-    name = leaf.path.removeprefix("outputs.")
-    shape = looks_like_reference(value)
-    if shape is not None:
-        hint = suggest(shape[0], ctx.step_ids)
-        message = f"output `{name}` reads `{value}`, but `{shape[0]}` is not a step{hint}"
-    elif value in ctx.step_ids:
-        message = f"output `{name}` names step `{value}` without a field: write `{value}.FIELD`"
-    else:
-        message = (
-            f"output `{name}` is the text `{value}`, not a reference "
-            '(write {"$literal": ...} for a constant)'
-        )
-    return [error("unknown_output_reference", leaf.path, message)]
+def _field_fix(ref: StepRef, target, declared: tuple[str, ...]) -> str:
+    """Did-you-mean: a declared field further down the path, a close name, or a nesting."""
+    for k, part in enumerate(ref.path[1:], start=1):
+        if part in declared:
+            return f"; write `{'.'.join((ref.step_id, *ref.path[k:]))}`"
+    for name in declared:
+        schema = target.output_field_schema(name) or {}
+        properties = schema.get("properties")
+        if isinstance(properties, dict) and ref.path[0] in properties:
+            return f"; write `{'.'.join((ref.step_id, name, *ref.path))}`"
+    hint = suggest(ref.path[0], declared)
+    prefixed = [f for f in declared if ref.path[0].startswith(f) or f.startswith(ref.path[0])]
+    if not hint and prefixed:
+        hint = f" (did you mean `{prefixed[0]}`?)"
+    if target.kind == "foreach" and not hint:
+        hint = f"; `{ref.step_id}.items` is the list of its tool's results, in input order"
+    return hint
 
 
 def _id(step) -> str | None:
@@ -139,5 +193,5 @@ _LEAF_CHECKS = {
     EnvRef: _env,
     ItemRef: _item,
     StepRef: _step_output,
-    Literal: _literal,
+    Literal: check_literal,
 }  # QuotedLiteral ({"$literal": x}) is deliberate text: nothing to check.

@@ -122,3 +122,12 @@ def suggest(name: str, candidates: Iterable[str]) -> str:
     """`` (did you mean `geo`?)`` when difflib finds a close candidate, else ``""``."""
     close = difflib.get_close_matches(name, sorted(set(candidates)), n=1, cutoff=0.6)
     return f" (did you mean `{close[0]}`?)" if close else ""
+
+
+def names(items: Iterable[str], *, limit: int = 25, empty: str = "none") -> str:
+    """``"`a`, `b`, `c`"`` (sorted, at most ``limit``, then ``…``), or ``empty``."""
+    unique = sorted(set(items))
+    if not unique:
+        return empty
+    shown = ", ".join(f"`{n}`" for n in unique[:limit])
+    return shown + (f", … ({len(unique)} in all)" if len(unique) > limit else "")

@@ -23,7 +23,7 @@ from workflows.graph import (
 )
 from workflows.references import StepRef
 from workflows.validation.context import FlowContext, Leaf
-from workflows.validation.report import ValidationIssue, error, format_path, suggest
+from workflows.validation.report import ValidationIssue, error, format_path, names, suggest
 
 ExplicitKey = tuple[str, str, str | None]
 
@@ -43,7 +43,11 @@ def check_structure(ctx: FlowContext) -> tuple[list[ValidationIssue], FlowGraph 
         pass
     late = _reads_of_later_steps(ids, edges, explicit)
     for pair in sorted(late):
-        issues += [_not_ancestor(leaf, pair) for leaf in reads[pair]]
+        loop = _branch_loop(pair, explicit)
+        if loop is not None:
+            issues.append(loop)
+        else:
+            issues += [_not_ancestor(leaf, pair) for leaf in reads[pair]]
     remaining = [e for e in edges if (e.source, e.target) not in late]
     for cycle in find_cycles(ids, remaining):
         issues.append(_cycle_issue(ctx, cycle, explicit, reads))
@@ -72,6 +76,7 @@ def _explicit_edges(ctx: FlowContext) -> tuple[list[ValidationIssue], dict[Expli
         for end, name in unknown:
             hint = suggest(name, ctx.step_ids)
             message = f"{label} names `{name}`, which is not a step{hint}"
+            message += f" (the steps: {names(ctx.step_ids)})"
             issues.append(error("edge_unknown_step", f"{path}.{end}", message))
         if unknown:
             continue
@@ -96,7 +101,10 @@ def _step_reads(ctx: FlowContext) -> tuple[list[ValidationIssue], dict[tuple, li
             if not isinstance(leaf.value, StepRef):
                 continue
             if leaf.value.step_id == step_id:
-                message = f"step `{step_id}` reads `{leaf.value}`, its own output"
+                message = (
+                    f"step `{step_id}` reads `{leaf.value}`, its own output (if "
+                    f'`{leaf.value}` is text, write {{"$literal": "{leaf.value}"}})'
+                )
                 issues.append(error("self_loop", leaf.path, message, step_id))
             else:
                 reads[(leaf.value.step_id, step_id)].append(leaf)
@@ -148,6 +156,38 @@ def _reach(start: str, successors: Mapping[str, list[str]], within: set[str]) ->
                 seen.add(nxt)
                 queue.append(nxt)
     return seen
+
+
+def _branch_loop(
+    pair: tuple[str, str], explicit: Mapping[ExplicitKey, int]
+) -> ValidationIssue | None:
+    """A ``cycle`` on the labelled edge through which a decision loops back to a step it
+    reads (``when: retry`` back to the fetch), or ``None`` when no branch edge is on the way.
+    """
+    source, target = pair  # `target` reads `source`; explicit edges lead target → source
+    arrived: dict[str, ExplicitKey] = {}
+    queue = deque([target])
+    while queue and source not in arrived:
+        node = queue.popleft()
+        for key in sorted(k for k in explicit if k[0] == node):
+            if key[1] not in arrived and key[1] != target:
+                arrived[key[1]] = key
+                queue.append(key[1])
+    path, node = [], source
+    while node in arrived and node != target:
+        path.append(arrived[node])
+        node = arrived[node][0]
+    labelled = [key for key in reversed(path) if key[2] is not None]
+    if not labelled:
+        return None
+    frm, to, when = labelled[0]
+    message = (
+        f"edge `{frm}` → `{to}` (`when: {when}`) loops back: `{target}` reads `{source}`, so "
+        f"`{source}` runs before it, and steps form a cycle; a workflow runs each step once. "
+        f"Drop the edge (or branch `{when}`); to try a call again give `{to}` a `retry` "
+        "policy (`retry: {max_attempts: N}`)"
+    )
+    return error("cycle", format_path(("edges", explicit[labelled[0]])), message, frm)
 
 
 def _not_ancestor(leaf: Leaf, pair: tuple[str, str]) -> ValidationIssue:

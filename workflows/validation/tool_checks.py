@@ -7,9 +7,9 @@ accept the extra key in the second case, but a misspelled parameter is the far
 likelier mistake in a planned flow; a tool that takes free-form parameters says
 so with ``additionalProperties: true`` (or a schema), or declares no properties.
 
-``param_type_mismatch`` validates only values that are entirely literal (no
-reference inside) against the property's schema with jsonschema; a reference's
-type is known only at run time.
+``param_type_mismatch``: the literal parts of a mapped value, and the declared
+types of whole run inputs, against the property's schema
+(``workflows.validation.types``); a step output's type is known only at run time.
 """
 
 from __future__ import annotations
@@ -17,15 +17,13 @@ from __future__ import annotations
 from typing import Any
 
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, best_match
+from jsonschema.exceptions import SchemaError
 from jsonschema.validators import validator_for
-from referencing.exceptions import Unresolvable
 
-from workflows.references import Literal
+from workflows.validation.confusables import describe, skeleton
 from workflows.validation.context import FlowContext, ToolSpecLike
-from workflows.validation.report import ValidationIssue, error, format_path, suggest
-
-_NOT_LITERAL = object()
+from workflows.validation.report import ValidationIssue, error, format_path, names, suggest
+from workflows.validation.types import value_issues
 
 
 def check_tools(ctx: FlowContext) -> list[ValidationIssue]:
@@ -33,7 +31,7 @@ def check_tools(ctx: FlowContext) -> list[ValidationIssue]:
         return []
     allowed = ctx.allowed_tools()
     validators: dict[tuple[str, str], Any] = {}
-    issues: list[ValidationIssue] = []
+    issues = _allowlist_lookalikes(ctx)
     for index, step in enumerate(ctx.spec.steps):
         for path, name in _named_tools(index, step):
             issues += _check_tool_name(ctx, step, path, name, allowed)
@@ -41,6 +39,18 @@ def check_tools(ctx: FlowContext) -> list[ValidationIssue]:
             tool = ctx.tool(name)
             if tool is not None:
                 issues += _check_params(ctx, index, step, tool, validators)
+    return issues
+
+
+def _allowlist_lookalikes(ctx: FlowContext) -> list[ValidationIssue]:
+    issues = []
+    for index, name in enumerate(ctx.spec.tools or ()):
+        if describe(name):
+            message = (
+                f"the allowlist names `{name}`: {describe(name)}; write `{skeleton(name)}` "
+                "in ASCII"
+            )
+            issues.append(error("confusable_character", f"tools[{index}]", message))
     return issues
 
 
@@ -56,10 +66,14 @@ def _check_tool_name(
     issues = []
     if ctx.tool(name) is None:
         message = f"step `{step.id}` uses tool `{name}`, which is not registered"
-        names = getattr(ctx.registry, "names", None)
-        hint = suggest(name, names()) if callable(names) else ""
-        if not hint:
-            hint = " (load its definition with `loadtools DIR`, or `--tools DIR`)"
+        registered = ctx.tool_names()
+        hint = suggest(skeleton(name), registered)
+        if describe(name):
+            hint += f"; {describe(name)}: write `{skeleton(name)}` in ASCII"
+        if registered:
+            hint += f"; the registered tools are {names(registered)}"
+        else:
+            hint += " (load its definition with `loadtools DIR`, or `--tools DIR`)"
         issues.append(error("unknown_tool", path, message + hint, step.id))
     if name not in allowed:
         message = f"step `{step.id}` uses tool `{name}`, which the workflow's `tools` do not allow"
@@ -98,34 +112,13 @@ def _check_params(
         if name not in properties:
             if closed:
                 hint = suggest(name, properties)
+                hint += f"; it takes {names(properties)}"
                 message = f"step `{step.id}` maps `{name}`, which tool `{tool.name}` does not take"
                 issues.append(error("unknown_param", path, message + hint, step.id))
             continue
-        literal = _plain_literal(value)
-        if literal is _NOT_LITERAL:
-            continue
         validator = _validator(validators, tool, name, schema)
-        problem = _first_error(validator, literal)
-        if problem:
-            message = (
-                f"step `{step.id}` maps `{name}` to {literal!r}, which tool `{tool.name}` "
-                f"does not accept: {problem}"
-            )
-            issues.append(error("param_type_mismatch", path, message, step.id))
+        issues += value_issues(ctx, step, tool.name, path, value, validator)
     return issues
-
-
-def _plain_literal(parsed: Any) -> Any:
-    """The plain value when ``parsed`` holds only literals, else ``_NOT_LITERAL``."""
-    if isinstance(parsed, Literal):
-        return parsed.value
-    if isinstance(parsed, dict):
-        values = {k: _plain_literal(v) for k, v in parsed.items()}
-        return _NOT_LITERAL if _NOT_LITERAL in values.values() else values
-    if isinstance(parsed, list):
-        items = [_plain_literal(v) for v in parsed]
-        return _NOT_LITERAL if any(v is _NOT_LITERAL for v in items) else items
-    return _NOT_LITERAL  # a reference or a BadReference
 
 
 def _validator(cache: dict, tool: ToolSpecLike, name: str, schema: dict) -> Any:
@@ -147,13 +140,3 @@ def _validator(cache: dict, tool: ToolSpecLike, name: str, schema: dict) -> Any:
         except SchemaError:
             cache[key] = None  # a broken tool schema is the tool loader's problem
     return cache[key]
-
-
-def _first_error(validator: Any, value: Any) -> str | None:
-    if validator is None:
-        return None
-    try:
-        found = best_match(validator.iter_errors(value))
-    except Unresolvable:
-        return None
-    return None if found is None else found.message

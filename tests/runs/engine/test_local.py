@@ -129,20 +129,21 @@ def test_an_error_message_quoting_a_huge_argument_is_stored_capped(fake_api):
     """jsonschema quotes the offending value: a 50,000-item list must not fill the checkpoint."""
     data = {
         "name": "big_error",
-        "inputs": {"ids": {"type": "array"}},
+        "inputs": {"batch": {"type": "object"}},
         "steps": [
             {
                 "id": "locate",
                 "kind": "tool",
                 "tool": "ip_geolocate",
-                "input_mapping": {"ip": "$input.ids"},
+                "input_mapping": {"ip": "$input.batch.ids"},  # a path: typed only at run time
             }
         ],
     }
     workflow, _ = workflow_import(data=data)
     ids = [f"10.0.0.{i % 250}" for i in range(50_000)]
 
-    run = run_execute(run=run_create(workflow=workflow, trigger="api", inputs={"ids": ids}))
+    inputs = {"batch": {"ids": ids}}
+    run = run_execute(run=run_create(workflow=workflow, trigger="api", inputs=inputs))
 
     result = run.step_results.get()
     assert run.status == "failed"

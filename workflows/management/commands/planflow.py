@@ -68,8 +68,10 @@ class Command(FlowpilotCommand):
     def _print_attempt(self, attempt: PlanAttempt) -> None:
         tokens = attempt.usage.get("total_tokens")
         tries = len(attempt.usage.get("http_attempts") or [])
-        line = f"  attempt {attempt.repair_round + 1} (round {attempt.repair_round}): "
-        line += attempt.status
+        line = f"  attempt {attempt.repair_round + 1} (round {attempt.repair_round}"
+        line += f" of {attempt.repair_budget}): {attempt.status}"
+        if attempt.outcome:
+            line += f", {attempt.get_outcome_display().lower()}"
         if tokens is not None:
             line += f", {tokens} tokens"
         if tries > 1:
