@@ -33,8 +33,6 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -45,18 +43,20 @@ from django.db.models.functions import Coalesce
 
 from runs.engine import checkpoint
 from runs.engine.attempt import (
-    StepOutcome,
-    effective_retry,
     error_record,
     execute_attempt,
-    retry_delay,
+)
+from runs.engine.celery_settle import (
+    Verdict,
+    settle,
+    settle_failed_before_call,
+    settle_not_started,
 )
 from runs.engine.context import DEFAULT_CLOCK, Clock, RunContext
 from runs.engine.db_retry import reconnect, with_db_retries
 from runs.engine.distributed import (
     TOOLS_KEY,
     Publish,
-    advance_locked,
     lease_until,
     publish_step,
     run_context,
@@ -78,19 +78,6 @@ from workflows.references import StepRef, iter_refs
 from workflows.schema import AnyStep
 
 logger = logging.getLogger("flowpilot.engine")
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """What a step task did: ``claimed`` is False when it lost the claim (a duplicate).
-
-    ``retry_in`` is set when the step went back to ``queued`` for a policy retry: the
-    task must re-publish itself with that countdown.
-    """
-
-    claimed: bool
-    status: str | None = None
-    retry_in: float | None = None
 
 
 def claim_step(
@@ -192,15 +179,15 @@ def step_execute(
         if token is None:
             return Verdict(claimed=False)
         if run.status != RunStatus.RUNNING:
-            return _settle_not_started(result, token, now=ctx.now)
+            return settle_not_started(result, token, now=ctx.now)
         if failure is not None:
-            return _settle_failed_before_call(ctx, result, token, failure, publish=publish)
+            return settle_failed_before_call(ctx, result, token, failure, publish=publish)
         with heartbeat(result.pk, token, now=ctx.now):
             entry, attempt, error = _attempt(
                 ctx, step, args, number=result.attempts + 1, worker=worker
             )
             return with_db_retries(
-                lambda: _settle(ctx, result, token, entry, attempt, error, publish=publish),
+                lambda: settle(ctx, result, token, entry, attempt, error, publish=publish),
                 what=f"recording step `{step.id}` of run {run.pk}",
             )
 
@@ -273,124 +260,6 @@ def _ms(t0: float) -> float:
     return round((time.perf_counter() - t0) * 1000, 2)
 
 
-def _locked_claim(result: StepResult, token: str) -> tuple[Run, StepResult] | None:
-    """Lock the run, then re-read the step; None when the claim is no longer ours."""
-    run = Run.objects.select_for_update().get(pk=result.run_id)
-    current = StepResult.objects.get(pk=result.pk)
-    if current.claim_token != token or current.status != StepStatus.RUNNING:
-        logger.warning("step `%s` of run %s: stale claim, result ignored", result.step_id, run.pk)
-        return None
-    return run, current
-
-
-def _settle(
-    ctx: RunContext,
-    result: StepResult,
-    token: str,
-    entry: dict[str, Any],
-    attempt: Attempt | None,
-    error: FlowpilotError | None,
-    *,
-    publish: Publish,
-) -> Verdict:
-    """Record the attempt: a retry, or the outcome and an advance of the run."""
-    if error is not None and error.retryable and entry["attempt"] < result.attempt_limit:
-        return _settle_retry(ctx, result, token, entry, error, publish=publish)
-    outcome = StepOutcome(
-        StepStatus.FAILED if error else StepStatus.SUCCEEDED,
-        output=attempt.output if attempt else None,
-        error=entry.get("error"),
-        truncated=attempt.truncated if attempt else False,
-        attempts=[entry],
-    )
-    return _settle_outcome(ctx, result, token, outcome, publish=publish)
-
-
-def _settle_outcome(
-    ctx: RunContext, result: StepResult, token: str, outcome: StepOutcome, *, publish: Publish
-) -> Verdict:
-    """Write the outcome if the claim is still ours, then advance under the run lock.
-
-    The step row is written first and the run row locked second, which keeps the lock
-    short. No writer waits on a running step's row while holding the run lock (the
-    sweeper skips locked rows; the others only touch pending or queued ones), so this
-    order cannot deadlock.
-    """
-    with transaction.atomic():
-        now = ctx.now()
-        if not _write_outcome(ctx, result, token, outcome, now):
-            logger.warning(
-                "step `%s` of run %s: stale claim, result ignored", result.step_id, result.run_id
-            )
-            return Verdict(claimed=True)
-        run = Run.objects.select_for_update().get(pk=result.run_id)
-        if run.status == RunStatus.RUNNING:
-            advance_locked(ctx, run, publish=publish, now=now)
-    return Verdict(claimed=True, status=outcome.status)
-
-
-def _write_outcome(
-    ctx: RunContext, result: StepResult, token: str, outcome: StepOutcome, now: datetime
-) -> bool:
-    """``checkpoint.mark_finished`` as one UPDATE conditional on the claim."""
-    output, capped = (None, False)
-    if outcome.status == StepStatus.SUCCEEDED:
-        output, capped = checkpoint.stored_output(ctx, outcome.output)
-    return bool(
-        step_transition(
-            StepResult.objects.filter(pk=result.pk, claim_token=token, status=StepStatus.RUNNING),
-            outcome.status,
-            output=output,
-            output_truncated=capped or outcome.truncated,
-            error=checkpoint.storable(outcome.error),
-            attempts=F("attempts") + len(outcome.attempts),
-            attempt_log=[*(result.attempt_log or []), *checkpoint.stored_entries(outcome.attempts)],
-            finished_at=now,
-            updated_at=now,
-        )
-    )
-
-
-def _settle_retry(
-    ctx: RunContext,
-    result: StepResult,
-    token: str,
-    entry: dict[str, Any],
-    error: FlowpilotError,
-    *,
-    publish: Publish,
-) -> Verdict:
-    """Back to ``queued`` for the policy's countdown, unless the run ended meanwhile."""
-    with transaction.atomic():
-        locked = _locked_claim(result, token)
-        if locked is None:
-            return Verdict(claimed=True)
-        run, current = locked
-        if run.status == RunStatus.RUNNING:
-            policy = effective_retry(ctx, ctx.spec.step(current.step_id))
-            tries = entry["attempt"] - (current.attempt_limit - policy.max_attempts)
-            entry["retry_in"] = round(retry_delay(ctx, policy, tries, error), 3)
-            requeue(current, entry, ctx.now(), delay=entry["retry_in"], error=entry["error"])
-            return Verdict(claimed=True, status=StepStatus.QUEUED, retry_in=entry["retry_in"])
-    outcome = StepOutcome(StepStatus.FAILED, error=entry["error"], attempts=[entry])
-    return _settle_outcome(ctx, result, token, outcome, publish=publish)
-
-
-def _settle_failed_before_call(
-    ctx: RunContext, result: StepResult, token: str, exc: FlowpilotError, *, publish: Publish
-) -> Verdict:
-    """A reference or template error: the step fails without a call, the run advances."""
-    with transaction.atomic():
-        locked = _locked_claim(result, token)
-        if locked is None:
-            return Verdict(claimed=True)
-        run, current = locked
-        checkpoint.mark_failed_before_call(ctx, current, exc.as_dict())
-        if run.status == RunStatus.RUNNING:
-            advance_locked(ctx, run, publish=publish, now=ctx.now())
-        return Verdict(claimed=True, status=StepStatus.FAILED)
-
-
 def _fail_unstartable(
     result: StepResult, run: Run, exc: FlowpilotError, *, worker: str, now: Clock
 ) -> Verdict:
@@ -413,34 +282,3 @@ def _fail_unstartable(
         )  # fmt: skip
     logger.error("run %s step %s could not start: %s", run.pk, result.step_id, exc.message)
     return Verdict(claimed=True, status=StepStatus.FAILED)
-
-
-def _settle_not_started(result: StepResult, token: str, *, now: Clock = DEFAULT_CLOCK) -> Verdict:
-    """The run ended (cancelled) between the claim and the call: the step never starts."""
-    with transaction.atomic():
-        if _locked_claim(result, token) is not None:
-            step_transition(
-                StepResult.objects.filter(pk=result.pk),
-                StepStatus.SKIPPED,
-                finished_at=now(),
-                claim_token="",
-                lease_expires_at=None,
-            )
-    return Verdict(claimed=True, status=StepStatus.SKIPPED)
-
-
-def requeue(
-    result: StepResult, entry: dict, now: datetime, *, delay: float, error: dict[str, Any] | None
-) -> None:
-    """Back to ``queued`` with the attempt recorded; due ``delay`` seconds from now."""
-    step_transition(
-        result,
-        StepStatus.QUEUED,
-        attempts=(result.attempts or 0) + 1,
-        attempt_log=[*(result.attempt_log or []), *checkpoint.stored_entries([entry])],
-        attempt_limit=result.attempt_limit,
-        error=checkpoint.storable(error),
-        claim_token="",
-        lease_expires_at=lease_until(delay + settings.FLOWPILOT_QUEUED_LEASE, now),
-        updated_at=now,
-    )

@@ -30,7 +30,7 @@ from django.conf import settings
 from django.db import transaction
 
 from runs.engine.attempt import step_idempotent
-from runs.engine.celery_step import requeue
+from runs.engine.celery_settle import requeue
 from runs.engine.context import DEFAULT_CLOCK, RunContext
 from runs.engine.distributed import (
     Publish,

@@ -17,7 +17,7 @@ import yaml
 from django.db import InterfaceError, OperationalError
 from django.urls import reverse
 
-from runs.engine import celery_step, checkpoint, distributed
+from runs.engine import celery_settle, checkpoint, distributed
 from runs.models import Run, StepResult
 from runs.services import run_create, run_execute
 from tests.celery_support import Bus, import_flow
@@ -296,7 +296,7 @@ def test_database_faults(case, raw_api, settings, monkeypatch):
     error = {"OperationalError": OperationalError, "InterfaceError": InterfaceError}[
         case.get("error", "OperationalError")
     ]
-    module, name = (celery_step, "_write_outcome")
+    module, name = (celery_settle, "_write_outcome")
     if case["driver"] == "local":
         module, name = (checkpoint, "mark_finished")
     real, failures = getattr(module, name), [case["failures"]]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from django.db import OperationalError
 
-from runs.engine import celery_step, checkpoint, distributed
+from runs.engine import celery_settle, checkpoint, distributed
 from runs.engine.db_retry import with_db_retries
 from runs.services import run_create, run_execute
 from tests.celery_support import Bus, import_flow
@@ -50,7 +50,7 @@ def failing_once(monkeypatch, module, name: str) -> list[int]:
 
 
 def test_a_celery_step_records_its_outcome_after_a_database_error(echo_api, monkeypatch):
-    calls = failing_once(monkeypatch, celery_step, "_write_outcome")
+    calls = failing_once(monkeypatch, celery_settle, "_write_outcome")
     run = run_create(workflow=import_flow(post_flow()), trigger="api", inputs={})
     bus = Bus()
     distributed.run_start(run=run, publish=bus)

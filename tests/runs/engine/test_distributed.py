@@ -14,7 +14,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from runs.engine import celery_step, distributed, sweep
+from runs.engine import celery_settle, celery_step, distributed, sweep
 from runs.models import Run, StepResult
 from runs.services import run_cancel, run_create, run_enqueue
 from tests.celery_support import Bus, fan_out_flow, import_flow
@@ -329,7 +329,7 @@ def test_a_step_lost_with_its_worker_runs_again_and_the_late_result_is_ignored(e
     assert row.attempt_log[0]["worker"] == "dead@local"
 
     bus.drain(worker=WORKER)
-    stale = celery_step._settle_not_started(row, dead_token)  # the dead worker wakes up
+    stale = celery_settle.settle_not_started(row, dead_token)  # the dead worker wakes up
 
     run.refresh_from_db()
     row = results(run)["s01"]

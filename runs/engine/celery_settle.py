@@ -1,0 +1,192 @@
+"""Settling a Celery step task's attempt: a retry, or the outcome and the run's advance.
+
+Every write is conditional on the task's claim (``claim_token``): a result from a
+claim the sweeper took back is ignored. The outcome is written first and the run
+row locked second, which keeps the lock short; no writer waits on a running step's
+row while holding the run lock, so the order cannot deadlock. ``celery_step``
+calls these while its heartbeat still renews the lease.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+
+from runs.engine import checkpoint
+from runs.engine.attempt import StepOutcome, effective_retry, retry_delay
+from runs.engine.context import DEFAULT_CLOCK, Clock, RunContext
+from runs.engine.distributed import Publish, advance_locked, lease_until
+from runs.engine.kinds.base import Attempt
+from runs.models import Run, StepResult
+from runs.state import RunStatus, StepStatus, step_transition
+from tools.errors import FlowpilotError
+
+logger = logging.getLogger("flowpilot.engine")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a step task did: ``claimed`` is False when it lost the claim (a duplicate).
+
+    ``retry_in`` is set when the step went back to ``queued`` for a policy retry: the
+    task must re-publish itself with that countdown.
+    """
+
+    claimed: bool
+    status: str | None = None
+    retry_in: float | None = None
+
+
+def _locked_claim(result: StepResult, token: str) -> tuple[Run, StepResult] | None:
+    """Lock the run, then re-read the step; None when the claim is no longer ours."""
+    run = Run.objects.select_for_update().get(pk=result.run_id)
+    current = StepResult.objects.get(pk=result.pk)
+    if current.claim_token != token or current.status != StepStatus.RUNNING:
+        logger.warning("step `%s` of run %s: stale claim, result ignored", result.step_id, run.pk)
+        return None
+    return run, current
+
+
+def settle(
+    ctx: RunContext,
+    result: StepResult,
+    token: str,
+    entry: dict[str, Any],
+    attempt: Attempt | None,
+    error: FlowpilotError | None,
+    *,
+    publish: Publish,
+) -> Verdict:
+    """Record the attempt: a retry, or the outcome and an advance of the run."""
+    if error is not None and error.retryable and entry["attempt"] < result.attempt_limit:
+        return _settle_retry(ctx, result, token, entry, error, publish=publish)
+    outcome = StepOutcome(
+        StepStatus.FAILED if error else StepStatus.SUCCEEDED,
+        output=attempt.output if attempt else None,
+        error=entry.get("error"),
+        truncated=attempt.truncated if attempt else False,
+        attempts=[entry],
+    )
+    return settle_outcome(ctx, result, token, outcome, publish=publish)
+
+
+def settle_outcome(
+    ctx: RunContext, result: StepResult, token: str, outcome: StepOutcome, *, publish: Publish
+) -> Verdict:
+    """Write the outcome if the claim is still ours, then advance under the run lock.
+
+    The step row is written first and the run row locked second, which keeps the lock
+    short. No writer waits on a running step's row while holding the run lock (the
+    sweeper skips locked rows; the others only touch pending or queued ones), so this
+    order cannot deadlock.
+    """
+    with transaction.atomic():
+        now = ctx.now()
+        if not _write_outcome(ctx, result, token, outcome, now):
+            logger.warning(
+                "step `%s` of run %s: stale claim, result ignored", result.step_id, result.run_id
+            )
+            return Verdict(claimed=True)
+        run = Run.objects.select_for_update().get(pk=result.run_id)
+        if run.status == RunStatus.RUNNING:
+            advance_locked(ctx, run, publish=publish, now=now)
+    return Verdict(claimed=True, status=outcome.status)
+
+
+def _write_outcome(
+    ctx: RunContext, result: StepResult, token: str, outcome: StepOutcome, now: datetime
+) -> bool:
+    """``checkpoint.mark_finished`` as one UPDATE conditional on the claim."""
+    output, capped = (None, False)
+    if outcome.status == StepStatus.SUCCEEDED:
+        output, capped = checkpoint.stored_output(ctx, outcome.output)
+    return bool(
+        step_transition(
+            StepResult.objects.filter(pk=result.pk, claim_token=token, status=StepStatus.RUNNING),
+            outcome.status,
+            output=output,
+            output_truncated=capped or outcome.truncated,
+            error=checkpoint.storable(outcome.error),
+            attempts=F("attempts") + len(outcome.attempts),
+            attempt_log=[*(result.attempt_log or []), *checkpoint.stored_entries(outcome.attempts)],
+            finished_at=now,
+            updated_at=now,
+        )
+    )
+
+
+def _settle_retry(
+    ctx: RunContext,
+    result: StepResult,
+    token: str,
+    entry: dict[str, Any],
+    error: FlowpilotError,
+    *,
+    publish: Publish,
+) -> Verdict:
+    """Back to ``queued`` for the policy's countdown, unless the run ended meanwhile."""
+    with transaction.atomic():
+        locked = _locked_claim(result, token)
+        if locked is None:
+            return Verdict(claimed=True)
+        run, current = locked
+        if run.status == RunStatus.RUNNING:
+            policy = effective_retry(ctx, ctx.spec.step(current.step_id))
+            tries = entry["attempt"] - (current.attempt_limit - policy.max_attempts)
+            entry["retry_in"] = round(retry_delay(ctx, policy, tries, error), 3)
+            requeue(current, entry, ctx.now(), delay=entry["retry_in"], error=entry["error"])
+            return Verdict(claimed=True, status=StepStatus.QUEUED, retry_in=entry["retry_in"])
+    outcome = StepOutcome(StepStatus.FAILED, error=entry["error"], attempts=[entry])
+    return settle_outcome(ctx, result, token, outcome, publish=publish)
+
+
+def settle_failed_before_call(
+    ctx: RunContext, result: StepResult, token: str, exc: FlowpilotError, *, publish: Publish
+) -> Verdict:
+    """A reference or template error: the step fails without a call, the run advances."""
+    with transaction.atomic():
+        locked = _locked_claim(result, token)
+        if locked is None:
+            return Verdict(claimed=True)
+        run, current = locked
+        checkpoint.mark_failed_before_call(ctx, current, exc.as_dict())
+        if run.status == RunStatus.RUNNING:
+            advance_locked(ctx, run, publish=publish, now=ctx.now())
+        return Verdict(claimed=True, status=StepStatus.FAILED)
+
+
+def settle_not_started(result: StepResult, token: str, *, now: Clock = DEFAULT_CLOCK) -> Verdict:
+    """The run ended (cancelled) between the claim and the call: the step never starts."""
+    with transaction.atomic():
+        if _locked_claim(result, token) is not None:
+            step_transition(
+                StepResult.objects.filter(pk=result.pk),
+                StepStatus.SKIPPED,
+                finished_at=now(),
+                claim_token="",
+                lease_expires_at=None,
+            )
+    return Verdict(claimed=True, status=StepStatus.SKIPPED)
+
+
+def requeue(
+    result: StepResult, entry: dict, now: datetime, *, delay: float, error: dict[str, Any] | None
+) -> None:
+    """Back to ``queued`` with the attempt recorded; due ``delay`` seconds from now."""
+    step_transition(
+        result,
+        StepStatus.QUEUED,
+        attempts=(result.attempts or 0) + 1,
+        attempt_log=[*(result.attempt_log or []), *checkpoint.stored_entries([entry])],
+        attempt_limit=result.attempt_limit,
+        error=checkpoint.storable(error),
+        claim_token="",
+        lease_expires_at=lease_until(delay + settings.FLOWPILOT_QUEUED_LEASE, now),
+        updated_at=now,
+    )
