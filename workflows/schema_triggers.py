@@ -1,0 +1,82 @@
+"""What starts a workflow unattended and who hears about its runs: the ``schedule``
+and ``notifications`` blocks of a workflow file (``docs/schedules.md``,
+``docs/notifications.md``). ``workflows.schema.WorkflowSpec`` carries them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.core.validators import URLValidator, validate_email
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from workflows.cron import cron_check, timezone_check
+
+
+class FrozenModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class Notifications(FrozenModel):
+    """Who hears about this workflow's runs (``docs/notifications.md``)."""
+
+    email: list[str] = Field(default_factory=list, description="Recipients of the reports.")
+    webhook: str | None = Field(None, description="http(s) URL that receives a signed JSON POST.")
+    webhook_secret_env: str | None = Field(
+        None,
+        pattern=r"^[A-Z_][A-Z0-9_]*$",
+        description="Environment variable holding the HMAC key. Omitted: "
+        "FLOWPILOT_WEBHOOK_SECRET.",
+    )
+    on: list[Literal["failed", "recovered", "succeeded"]] = Field(
+        default_factory=lambda: ["failed"],
+        description="failed: every failed run; recovered: the first success after a "
+        "failure; succeeded: every successful run.",
+    )
+
+    @field_validator("email")
+    @classmethod
+    def _emails(cls, value: list[str]) -> list[str]:
+        for address in value:
+            try:
+                validate_email(address)
+            except DjangoValidationError:
+                raise ValueError(f"{address!r} is not an email address") from None
+        return value
+
+    @field_validator("webhook")
+    @classmethod
+    def _webhook(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                URLValidator(schemes=["http", "https"])(value)
+            except DjangoValidationError:
+                raise ValueError(f"{value!r} is not an http(s) URL") from None
+        return value
+
+
+class ScheduleSpec(FrozenModel):
+    """The schedule a file declares; activating the version creates or updates it."""
+
+    cron: str = Field(description="Five-field cron expression, e.g. `0 9 * * 1-5`.")
+    timezone: str = Field("UTC", description="IANA timezone the cron expression reads in.")
+    inputs: dict[str, Any] = Field(default_factory=dict, description="Run inputs of each fire.")
+    overlap: Literal["skip", "buffer_one", "allow_all"] = "skip"
+    catchup_window: int = Field(
+        3600, ge=0, le=366 * 86400, description="Seconds a missed fire may still run late."
+    )
+    pause_after_failures: int | None = Field(
+        None, ge=1, le=1000, description="Pause after this many failed runs in a row."
+    )
+    jitter: int = Field(0, ge=0, le=3600, description="Random delay of each start, seconds.")
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        return cron_check(value)
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, value: str) -> str:
+        return timezone_check(value)
