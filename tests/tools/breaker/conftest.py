@@ -14,6 +14,7 @@ from tests.celery_support import ci, redis_url
 from tools.breaker.core import BreakerPolicy, CircuitBreakers
 from tools.breaker.db_store import DatabaseBreakerStore
 from tools.breaker.redis_store import RedisBreakerStore
+from tools.models import Breaker
 from tools.spec import ToolSpec
 
 
@@ -55,6 +56,9 @@ def store(request):
     """Each store in turn: the database one (on this pass's database; the test module
     needs a django_db mark) and Redis."""
     if request.param == "database":
+        # Rows other tests' worker threads committed on their own connections (not
+        # rolled back with a test's transaction) must not count here.
+        Breaker.objects.all().delete()
         return DatabaseBreakerStore()
     return request.getfixturevalue("redis_store")
 
