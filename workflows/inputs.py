@@ -24,9 +24,11 @@ class InputsInvalid(FlowpilotError):
 
     code = "inputs_invalid"
 
-    def __init__(self, problems: list[str]) -> None:
+    def __init__(self, problems: list[str], fields: list[str] | None = None) -> None:
         super().__init__("invalid run inputs: " + "; ".join(problems))
         self.problems = problems
+        # The input each problem is about, in the same order (for JSON paths).
+        self.fields = list(fields) if fields is not None else [""] * len(problems)
 
 
 def coerce_text(value: str, spec: InputSpec | None) -> Any:
@@ -58,27 +60,33 @@ def _type_ok(value: Any, kind: str) -> bool:
 def resolve_inputs(declared: Mapping[str, InputSpec], given: Mapping[str, Any]) -> dict[str, Any]:
     """Defaults applied, types checked. Raises InputsInvalid naming every problem."""
     problems: list[str] = []
+    fields: list[str] = []
     resolved: dict[str, Any] = {}
+
+    def fail(name: str, problem: str) -> None:
+        problems.append(problem)
+        fields.append(name)
+
     for name in sorted(set(given) - set(declared)):
         known = ", ".join(sorted(declared)) or "none"
-        problems.append(f"unknown input `{name}` (declared: {known})")
+        fail(name, f"unknown input `{name}` (declared: {known})")
     for name, spec in declared.items():
         if name in given:
             value = given[name]
         elif "default" in spec.model_fields_set:
             value = spec.default
         elif spec.is_required:
-            problems.append(f"input `{name}` ({spec.type}) is required")
+            fail(name, f"input `{name}` ({spec.type}) is required")
             continue
         else:
             value = None
         if value is not None and not _type_ok(value, spec.type):
-            problems.append(f"input `{name}` must be {spec.type}, got {json.dumps(value)[:80]}")
+            fail(name, f"input `{name}` must be {spec.type}, got {json.dumps(value)[:80]}")
             continue
         if spec.enum is not None and value is not None and value not in spec.enum:
-            problems.append(f"input `{name}` must be one of {json.dumps(spec.enum)[:200]}")
+            fail(name, f"input `{name}` must be one of {json.dumps(spec.enum)[:200]}")
             continue
         resolved[name] = value
     if problems:
-        raise InputsInvalid(problems)
+        raise InputsInvalid(problems, fields)
     return resolved
