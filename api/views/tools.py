@@ -2,7 +2,6 @@
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, viewsets
-from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from api.filters import ToolFilter
@@ -30,11 +29,14 @@ class ToolViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
     def get_queryset(self):
         return tool_list()
 
+    def get_permissions(self):
+        staff_only = [IsStaff()] if self.action == "load" else []
+        return [ModelPermissions(), *staff_only]
+
     def get_serializer_class(self):
         return ToolDetailSerializer if self.action == "retrieve" else ToolSerializer
 
     @extend_schema(request=ToolLoadSerializer, responses={200: ToolLoadReportSerializer})
-    @action(detail=False, methods=["post"], permission_classes=[ModelPermissions, IsStaff])
     def load(self, request):
         params = ToolLoadSerializer(data=request.data)
         params.is_valid(raise_exception=True)

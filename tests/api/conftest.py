@@ -62,3 +62,13 @@ def assert_error(response, status: int, code: str):
     assert set(body) == {"code", "message", "details"}, body
     assert body["code"] == code, body
     return body
+
+
+@pytest.fixture(autouse=True)
+def fresh_throttles():
+    """Throttle history lives in the cache: each test starts with none."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
