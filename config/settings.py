@@ -126,6 +126,8 @@ REST_FRAMEWORK = {
         "webhook": env("FLOWPILOT_API_THROTTLE_WEBHOOK", default="120/minute"),
     },
     "URL_FORMAT_OVERRIDE": None,
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "flowpilot API",
