@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet
 
 from api.models import PlanRequest, WebhookTrigger
 from review.selectors import workflow_graph_data
@@ -24,17 +22,15 @@ def workflow_versions() -> QuerySet[Workflow]:
     return Workflow.objects.order_by("name", "-version")
 
 
-def workflow_describe(*, workflow: Workflow, registry: ToolRegistry | None = None) -> dict:
-    """A version with its graph (nodes, edges) and the validator's report against today's
-    tools: a tool removed since approval shows up here as an error."""
+def workflow_describe(*, workflow: Workflow, registry: ToolRegistry | None = None) -> Workflow:
+    """The version with ``graph`` (nodes, edges) and ``validation`` (the validator's report
+    against today's tools: a tool removed since approval shows up as an error) attached."""
     registry = registry if registry is not None else ToolRegistry.from_db()
     report = validate_workflow(workflow.definition, registry=registry)
     graph = workflow_graph_data(workflow)
-    return {
-        "workflow": workflow,
-        "graph": {"nodes": graph["nodes"], "edges": graph["edges"]},
-        "validation": {"ok": report.ok, "issues": [i.as_dict() for i in report.issues]},
-    }
+    workflow.graph = {"nodes": graph["nodes"], "edges": graph["edges"]}
+    workflow.validation = {"ok": report.ok, "issues": [i.as_dict() for i in report.issues]}
+    return workflow
 
 
 def run_list() -> QuerySet[Run]:
@@ -43,9 +39,8 @@ def run_list() -> QuerySet[Run]:
 
 
 def run_detail_list() -> QuerySet[Run]:
+    """Runs with their step results (in the order they were created) fetched along."""
     steps = StepResult.objects.order_by("id")
-    from django.db.models import Prefetch
-
     return run_list().prefetch_related(Prefetch("step_results", queryset=steps))
 
 
@@ -55,24 +50,3 @@ def plan_request_list() -> QuerySet[PlanRequest]:
 
 def webhook_list() -> QuerySet[WebhookTrigger]:
     return WebhookTrigger.objects.order_by("workflow_name", "id")
-
-
-def describe_fields(described: dict[str, Any]) -> dict[str, Any]:
-    """The flat mapping ``WorkflowDetailSerializer`` reads."""
-    workflow = described["workflow"]
-    return {**{f: getattr(workflow, f) for f in _WORKFLOW_FIELDS}, **described}
-
-
-_WORKFLOW_FIELDS = (
-    "id",
-    "name",
-    "version",
-    "status",
-    "description",
-    "goal",
-    "definition_hash",
-    "created_at",
-    "updated_at",
-    "approved_at",
-    "definition",
-)

@@ -11,7 +11,7 @@ from rest_framework import status, viewsets
 from rest_framework.response import Response
 
 from api.filters import WorkflowFilter
-from api.selectors import describe_fields, workflow_describe, workflow_versions
+from api.selectors import workflow_describe, workflow_versions
 from api.serializers.workflows import (
     DefinitionSerializer,
     ExportSerializer,
@@ -99,7 +99,7 @@ class WorkflowViewSet(viewsets.GenericViewSet):
     def retrieve(self, request, name, version):
         """The definition, the graph as nodes and edges, the validator's report, the hash."""
         described = workflow_describe(workflow=self.get_object())
-        return Response(WorkflowDetailSerializer(describe_fields(described)).data)
+        return Response(WorkflowDetailSerializer(described).data)
 
     @extend_schema(responses={200: ExportSerializer})
     def export(self, request, name, version):
