@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ('runs', '0006_runidempotencykey'),
+        ('runs', '0005_approval_moves_to_review'),
         ('workflows', '0002_plans_and_approvals'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
