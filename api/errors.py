@@ -18,6 +18,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
+from api.exceptions import ApiError
 from runs.idempotency import IdempotencyKeyInvalid, IdempotencyKeyReused
 from runs.services import RunStateError
 from tools.errors import FlowpilotError
@@ -46,16 +47,6 @@ STATUS_BY_ERROR: tuple[tuple[type[FlowpilotError], int], ...] = (
     (IdempotencyKeyReused, status.HTTP_422_UNPROCESSABLE_ENTITY),
     (IdempotencyKeyInvalid, status.HTTP_400_BAD_REQUEST),
 )
-
-
-class ApiError(exceptions.APIException):
-    """An API-level refusal with a stable code and optional details (webhooks, waits)."""
-
-    def __init__(self, message: str, *, code: str, status_code: int, details=None) -> None:
-        super().__init__(message, code)
-        self.status_code = status_code
-        self.error_code = code
-        self.details = list(details or [])
 
 
 def error_body(code: str, message: str, details: list[dict] | None = None) -> dict[str, Any]:

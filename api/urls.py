@@ -17,7 +17,7 @@ urlpatterns = [
     path("redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
     path("tools/", ToolViewSet.as_view({"get": "list"}), name="tool-list"),
     path("tools/load/", ToolViewSet.as_view({"post": "load"}), name="tool-load"),
-    path("tools/<str:name>/", ToolViewSet.as_view({"get": "retrieve"}), name="tool-detail"),
+    path("tools/<slug:name>/", ToolViewSet.as_view({"get": "retrieve"}), name="tool-detail"),
     path(
         "workflows/",
         WorkflowViewSet.as_view({"get": "list", "post": "create"}),
@@ -75,5 +75,5 @@ urlpatterns = [
         WebhookViewSet.as_view({"post": "rotate"}),
         name="webhook-rotate",
     ),
-    path("hooks/<str:public_id>/", HookView.as_view({"post": "deliver"}), name="webhook-deliver"),
+    path("hooks/<slug:public_id>/", HookView.as_view({"post": "deliver"}), name="webhook-deliver"),
 ]

@@ -126,7 +126,7 @@ REST_FRAMEWORK = {
         "webhook": env("FLOWPILOT_API_THROTTLE_WEBHOOK", default="120/minute"),
     },
     "URL_FORMAT_OVERRIDE": None,
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["api.parsers.StorableJSONParser"],
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
 }
 SPECTACULAR_SETTINGS = {

@@ -24,6 +24,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from api.models import WebhookDelivery, WebhookTrigger
+from api.parsers import unstorable_text
 from runs.models import Run, RunTrigger
 from runs.services import run_create, run_enqueue
 from tools.errors import FlowpilotError
@@ -161,4 +162,7 @@ def _inputs(body: bytes) -> dict:
         raise WebhookBodyInvalid(
             f"the body must be a JSON object of run inputs, not {type(data).__name__}"
         )
+    where = unstorable_text(data)
+    if where is not None:
+        raise WebhookBodyInvalid(f"{where}: text with a NUL character or a lone surrogate")
     return data

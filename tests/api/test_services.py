@@ -116,3 +116,34 @@ def test_unmatched_paths_are_json_under_api_and_django_pages_elsewhere():
     assert api.status_code == other.status_code == 404
     assert api.json() == {"code": "not_found", "message": "No such resource.", "details": []}
     assert other["Content-Type"].startswith("text/html")
+
+
+def test_text_a_database_cannot_store_is_a_400_with_its_path(admin_client_api):
+    for body in (
+        b'{"goal": "a\\u0000b"}',
+        b'{"goal": "ok", "sample_inputs": {"k\\ud800": 1}}',
+    ):
+        response = admin_client_api.post("/api/v1/plans/", body, content_type="application/json")
+
+        assert response.status_code == 400, response.json()
+        assert response.json()["code"] == "parse_error"
+        assert response.json()["details"][0]["code"] == "text_unstorable"
+    assert response.json()["details"][0]["path"] == "sample_inputs['k\\ud800']"
+    assert not PlanRequest.objects.exists()
+
+
+def test_a_webhook_body_with_unstorable_text_is_refused(output_dir):
+    from api.services.webhooks import WebhookBodyInvalid
+
+    WorkflowFactory(status="active")
+    trigger = webhook_create(workflow_name="sales_report", user=None)
+    body = b'{"csv_path": "x\\u0000"}'
+    now = int(time.time())
+
+    with pytest.raises(WebhookBodyInvalid, match="csv_path: text with a NUL"):
+        webhook_deliver(
+            public_id=trigger.public_id,
+            timestamp=str(now),
+            signature=webhook_sign(secret=trigger.secret, timestamp=now, body=body),
+            body=body,
+        )
