@@ -5,7 +5,8 @@ request open, so ``plan_request_create`` stores a ``PlanRequest`` and hands it t
 the ``api.plan_execute`` task; the client polls the record. On the embedded default
 (Celery eager) the task runs before the create call returns, so the first answer
 is already finished — the contract (poll until ``succeeded`` or ``failed``) is
-the same.
+the same. Like ``run_enqueue``, it then calls the service directly rather than
+through an eager task.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from django.utils import timezone
 
 from api.models import PlanKind, PlanRequest, PlanRequestStatus
+from runs.engine.distributed import in_process
 from tools.errors import FlowpilotError
 from workflows.models import Workflow, WorkflowStatus
 from workflows.planner import PlanError, PlanFailed, PlanNotRevisable, plan_create, plan_revise
@@ -52,6 +54,8 @@ def plan_request_create(
         based_on=based_on,
         requested_by=user,
     )
+    if in_process():  # no broker (eager Celery): plan here, as runs execute here
+        return plan_request_execute(request_id=request.pk)
     from api.tasks import plan_execute  # the task module imports this one
 
     try:

@@ -37,6 +37,7 @@ def test_a_broker_that_is_down_fails_the_request_not_the_call(monkeypatch):
     def refuse(*args, **kwargs):
         raise ConnectionError("broker unreachable")
 
+    monkeypatch.setattr(plans, "in_process", lambda: False)
     monkeypatch.setattr("api.tasks.plan_execute.delay", refuse)
 
     plan = plan_request_create(kind=PlanKind.CREATE, user=None, goal="digest")
@@ -63,6 +64,7 @@ def test_an_unexpected_error_is_recorded_on_the_request(monkeypatch):
 
 def test_a_revision_whose_version_was_deleted_fails_cleanly(monkeypatch):
     version = pending_version()
+    monkeypatch.setattr(plans, "in_process", lambda: False)
     monkeypatch.setattr("api.tasks.plan_execute.delay", lambda pk: None)
     plan = plan_request_create(kind=PlanKind.REVISE, user=None, feedback="more", based_on=version)
     PlanRequest.objects.filter(pk=plan.pk).update(based_on=None)
@@ -70,6 +72,16 @@ def test_a_revision_whose_version_was_deleted_fails_cleanly(monkeypatch):
     done = plan_request_execute(request_id=plan.pk)
 
     assert (done.status, done.error["code"]) == ("failed", "plan_failed")
+
+
+def test_the_task_plans_the_request(planner_llm):
+    from api.tasks import plan_execute
+    from tests.factories import digest_plan
+
+    planner_llm.reply_json(digest_plan())
+    plan = PlanRequest.objects.create(kind=PlanKind.CREATE, goal="digest")
+
+    assert plan_execute(plan.pk) == "succeeded"
 
 
 def test_a_goal_is_required():
