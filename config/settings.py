@@ -29,6 +29,10 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "rest_framework.authtoken",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_celery_beat",
     "tools",
     "workflows",
@@ -36,6 +40,7 @@ INSTALLED_APPS = [
     "schedules",
     "notifications",
     "review",
+    "api",
 ]
 
 MIDDLEWARE = [
@@ -99,13 +104,67 @@ STATIC_URL = "static/"
 STATIC_ROOT = env("DJANGO_STATIC_ROOT", default=None)
 WHITENOISE_USE_FINDERS = STATIC_ROOT is None
 
+# --- The REST API (api/, docs/api.md) ---------------------------------------
+# Token auth for programs, session auth (with CSRF) for the browsable API; every
+# endpoint needs an authenticated user (webhooks authenticate by signature).
+# No CORS package: browsers on other origins get no Access-Control-* headers.
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.BasicAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PERMISSION_CLASSES": ["api.permissions.ModelPermissions"],
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "api.errors.api_exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": [
+        "rest_framework.throttling.AnonRateThrottle",
+        "rest_framework.throttling.UserRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": env("FLOWPILOT_API_THROTTLE_ANON", default="60/minute"),
+        "user": env("FLOWPILOT_API_THROTTLE_USER", default="1200/minute"),
+        "webhook": env("FLOWPILOT_API_THROTTLE_WEBHOOK", default="120/minute"),
+    },
+    "URL_FORMAT_OVERRIDE": None,
+    "DEFAULT_PARSER_CLASSES": ["api.parsers.StorableJSONParser"],
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
 }
+SPECTACULAR_SETTINGS = {
+    "TITLE": "flowpilot API",
+    "DESCRIPTION": "Plan, review, approve and run workflows. Guide: docs/api.md.",
+    "VERSION": "1",
+    "OAS_VERSION": "3.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and its Swagger UI / Redoc pages need a signed-in user too.
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatusEnum": "runs.models.RunStatus",
+        "StepStatusEnum": "runs.models.StepStatus",
+        "WorkflowStatusEnum": "workflows.models.WorkflowStatus",
+        "ToolKindEnum": "tools.models.ToolKind",
+        "PlanKindEnum": "api.models.PlanKind",
+    },
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "api.schema.add_error_responses",
+    ],
+}
+# The longest a client may hold `GET /api/v1/runs/{id}/wait/` open, in seconds.
+FLOWPILOT_API_MAX_WAIT = env.float("FLOWPILOT_API_MAX_WAIT", default=60.0)
+# Webhook signatures older or newer than this many seconds are refused (replay window).
+FLOWPILOT_WEBHOOK_WINDOW = env.int("FLOWPILOT_WEBHOOK_WINDOW", default=300)
+# Directories `POST /api/v1/tools/load/` may read tool files from (nothing outside).
+FLOWPILOT_API_TOOL_DIRS = [
+    Path(p)
+    for p in env.list("FLOWPILOT_API_TOOL_DIRS", default=[str(BASE_DIR / "examples" / "tools")])
+]
 
 # --- Celery ---------------------------------------------------------------
 # With no broker configured, tasks run eagerly in-process (the embedded default).

@@ -2,6 +2,7 @@
 
 import uuid
 
+from django.conf import settings
 from django.db import models
 
 from runs.state import (  # noqa: F401 - re-exported: the statuses' names beside the models
@@ -138,3 +139,30 @@ class StepResult(models.Model):
             return self.finished_at - self.started_at
         return None
 
+
+
+class RunIdempotencyKey(models.Model):
+    """A client's ``Idempotency-Key`` and the one run it created (``runs.idempotency``).
+
+    The unique constraint on (user, key) is the guarantee: of two concurrent requests
+    with one key, the second insert fails and that request returns the first run.
+    ``fingerprint`` is the hash of what was asked (version and inputs), so a key reused
+    for a different request is refused instead of answered with the wrong run.
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
+    key = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=64)
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="idempotency_key")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "key"], name="run_idempotency_key_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} → run {self.run_id}"

@@ -26,9 +26,11 @@ class InputsInvalid(FlowpilotError):
 
     code = "inputs_invalid"
 
-    def __init__(self, problems: list[str]) -> None:
+    def __init__(self, problems: list[str], fields: list[str] | None = None) -> None:
         super().__init__("invalid run inputs: " + "; ".join(problems))
         self.problems = problems
+        # The input each problem is about, in the same order (for JSON paths).
+        self.fields = list(fields) if fields is not None else [""] * len(problems)
 
 
 def coerce_text(value: str, spec: InputSpec | None) -> Any:
@@ -82,11 +84,11 @@ def resolve_inputs(declared: Mapping[str, InputSpec], given: Mapping[str, Any]) 
     values.update(given)
     refused = _storage_problem(values)
     if refused:
-        raise InputsInvalid([refused])
+        raise InputsInvalid([refused], [""])
     errors = json_schema_validator(inputs_schema(declared)).iter_errors(values)
-    problems = _problems(declared, values, list(errors))
-    if problems:
-        raise InputsInvalid(problems)
+    named = _problems(declared, values, list(errors))
+    if named:
+        raise InputsInvalid([message for _, message in named], [name for name, _ in named])
     return {name: values.get(name) for name in declared}
 
 
@@ -112,18 +114,19 @@ _FIRST = {"required": 0, "type": 1, "enum": 2}  # per input, the most basic prob
 
 def _problems(
     declared: Mapping[str, InputSpec], values: Mapping[str, Any], errors: list[ValidationError]
-) -> list[str]:
-    """One message per unknown input (sorted), then one per declared input, in order."""
+) -> list[tuple[str, str]]:
+    """``(input, message)``: one per unknown input (sorted), then one per declared input,
+    in order."""
     known = ", ".join(sorted(declared)) or "none"
     unknown = sorted(set(values) - set(declared))
-    problems = [f"unknown input `{name}` (declared: {known})" for name in unknown]
+    problems = [(name, f"unknown input `{name}` (declared: {known})") for name in unknown]
     by_name: dict[str, tuple[int, str]] = {}
     for error in errors:
         for name, message in _describe(error, declared, values):
             rank = _FIRST.get(str(error.validator), len(_FIRST))
             if name not in by_name or rank < by_name[name][0]:
                 by_name[name] = (rank, message)
-    return problems + [by_name[name][1] for name in declared if name in by_name]
+    return problems + [(name, by_name[name][1]) for name in declared if name in by_name]
 
 
 def _describe(

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class ApiConfig(AppConfig):
+    name = "api"
+    verbose_name = "REST API"
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,42 @@
+"""Query filters (django-filter); unknown values are a 400 naming the parameter."""
+
+from django.db.models import Q
+from django_filters import rest_framework as filters
+
+from runs.models import Run, RunStatus, RunTrigger
+from tools.models import Tool, ToolKind
+from workflows.models import Workflow, WorkflowStatus
+
+
+class ToolFilter(filters.FilterSet):
+    kind = filters.ChoiceFilter(choices=ToolKind.choices)
+    search = filters.CharFilter(method="filter_search", help_text="In the name or description.")
+
+    class Meta:
+        model = Tool
+        fields = ["kind"]
+
+    def filter_search(self, queryset, name, value):
+        return queryset.filter(Q(name__icontains=value) | Q(description__icontains=value))
+
+
+class WorkflowFilter(filters.FilterSet):
+    name = filters.CharFilter()
+    status = filters.ChoiceFilter(choices=WorkflowStatus.choices)
+
+    class Meta:
+        model = Workflow
+        fields = ["name", "status"]
+
+
+class RunFilter(filters.FilterSet):
+    workflow = filters.CharFilter(field_name="workflow__name", help_text="The workflow's name.")
+    version = filters.NumberFilter(field_name="workflow__version")
+    status = filters.ChoiceFilter(choices=RunStatus.choices)
+    trigger = filters.ChoiceFilter(choices=RunTrigger.choices)
+    created_after = filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    created_before = filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+
+    class Meta:
+        model = Run
+        fields = ["workflow", "version", "status", "trigger"]

@@ -1,0 +1,47 @@
+"""Who may call what: Django model permissions, checked before any object is read.
+
+Every endpoint needs an authenticated, active user. Each view names the model
+permissions of each action (``required_perms``: action → permissions); reads need
+the model's ``view_*`` permission too, which DRF's own ``DjangoModelPermissions``
+does not ask for. The check runs before the object lookup, so a caller without the
+permission gets the same 403 whether the object exists or not: a refusal never
+tells that an object exists.
+"""
+
+from __future__ import annotations
+
+from rest_framework.permissions import BasePermission
+
+
+class ModelPermissions(BasePermission):
+    """``view.required_perms[view.action]`` (or ``[request.method]``), all of them needed."""
+
+    message = "you do not have the permission this action needs"
+
+    def has_permission(self, request, view) -> bool:
+        user = request.user
+        if not (user and user.is_authenticated and user.is_active):
+            return False
+        if request.method == "OPTIONS":  # DRF's metadata: the form of the endpoint
+            return True
+        perms = required_perms(view, request)
+        if perms is None:  # a view that forgot to declare its permissions is closed
+            return False
+        return user.has_perms(perms)
+
+
+def required_perms(view, request) -> tuple[str, ...] | None:
+    table = getattr(view, "required_perms", None) or {}
+    action = getattr(view, "action", None)
+    if action in table:
+        return tuple(table[action])
+    return tuple(table[request.method]) if request.method in table else None
+
+
+class IsStaff(BasePermission):
+    """Staff only (loading tool files from the server's disk)."""
+
+    message = "only staff users may do this"
+
+    def has_permission(self, request, view) -> bool:
+        return bool(request.user and request.user.is_staff)

@@ -1,0 +1,58 @@
+"""The OpenAPI schema's error responses: every operation documents every refusal.
+
+Each view declares its success answers; the refusals are the same everywhere (the
+one error shape of ``api.errors``), so this drf-spectacular post-processing hook
+adds them to every operation instead of each view repeating them.
+"""
+
+from __future__ import annotations
+
+ERRORS = {
+    "400": "The request is invalid; `details` lists each problem with its JSON path.",
+    "401": "No or invalid credentials (webhooks: timestamp or signature).",
+    "403": "Authenticated, but without the permission this action needs.",
+    "404": "No such object.",
+    "405": "The method is not allowed here.",
+    "406": "The Accept header asks for a format the API does not give.",
+    "409": "The object is not in a state this action applies to, or a replayed webhook.",
+    "415": "The body's media type is not accepted.",
+    "422": "The Idempotency-Key was used for another request.",
+    "429": "Too many requests; `Retry-After` says when to try again.",
+}
+
+
+def add_error_responses(result, generator, request, public):
+    """drf-spectacular ``POSTPROCESSING_HOOKS`` entry: the Error schema on every operation."""
+    ref = {"$ref": "#/components/schemas/Error"}
+    result.setdefault("components", {}).setdefault("schemas", {})["Error"] = _error_schema()
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            responses = operation.setdefault("responses", {})
+            for code, description in ERRORS.items():
+                responses.setdefault(
+                    code,
+                    {"description": description, "content": {"application/json": {"schema": ref}}},
+                )
+    return result
+
+
+def _error_schema() -> dict:
+    detail = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string"},
+            "code": {"type": "string"},
+            "message": {"type": "string"},
+        },
+        "required": ["path", "code", "message"],
+    }
+    return {
+        "type": "object",
+        "description": "Every error: a stable code, a sentence, and each problem with its path.",
+        "properties": {
+            "code": {"type": "string"},
+            "message": {"type": "string"},
+            "details": {"type": "array", "items": detail},
+        },
+        "required": ["code", "message", "details"],
+    }

@@ -1,0 +1,52 @@
+"""Reads behind the API: querysets in a stable order, and a version's full picture."""
+
+from __future__ import annotations
+
+from django.db.models import Prefetch, QuerySet
+
+from api.models import PlanRequest, WebhookTrigger
+from review.selectors import workflow_graph_data
+from runs.models import Run, StepResult
+from tools.models import Tool
+from tools.registry import ToolRegistry
+from workflows.models import Workflow
+from workflows.validator import validate_workflow
+
+
+def tool_list() -> QuerySet[Tool]:
+    return Tool.objects.order_by("name")
+
+
+def workflow_versions() -> QuerySet[Workflow]:
+    """Every stored version, by name, newest version first (ids break no ties: unique)."""
+    return Workflow.objects.order_by("name", "-version")
+
+
+def workflow_describe(*, workflow: Workflow, registry: ToolRegistry | None = None) -> Workflow:
+    """The version with ``graph`` (nodes, edges) and ``validation`` (the validator's report
+    against today's tools: a tool removed since approval shows up as an error) attached."""
+    registry = registry if registry is not None else ToolRegistry.from_db()
+    report = validate_workflow(workflow.definition, registry=registry)
+    graph = workflow_graph_data(workflow)
+    workflow.graph = {"nodes": graph["nodes"], "edges": graph["edges"]}
+    workflow.validation = {"ok": report.ok, "issues": [i.as_dict() for i in report.issues]}
+    return workflow
+
+
+def run_list() -> QuerySet[Run]:
+    """Newest first; the id breaks ties of one creation time."""
+    return Run.objects.select_related("workflow").order_by("-created_at", "-id")
+
+
+def run_detail_list() -> QuerySet[Run]:
+    """Runs with their step results (in the order they were created) fetched along."""
+    steps = StepResult.objects.order_by("id")
+    return run_list().prefetch_related(Prefetch("step_results", queryset=steps))
+
+
+def plan_request_list() -> QuerySet[PlanRequest]:
+    return PlanRequest.objects.select_related("workflow", "based_on").order_by("-created_at", "-id")
+
+
+def webhook_list() -> QuerySet[WebhookTrigger]:
+    return WebhookTrigger.objects.order_by("workflow_name", "id")

@@ -1,0 +1,141 @@
+"""Planning over HTTP: a request is stored, planned by a Celery task, and polled.
+
+An LLM session takes seconds to minutes, longer than a client should hold a
+request open, so ``plan_request_create`` stores a ``PlanRequest`` and hands it to
+the ``api.plan_execute`` task; the client polls the record. On the embedded default
+(Celery eager) the task runs before the create call returns, so the first answer
+is already finished — the contract (poll until ``succeeded`` or ``failed``) is
+the same. Like ``run_enqueue``, it then calls the service directly rather than
+through an eager task.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from django.utils import timezone
+
+from api.models import PlanKind, PlanRequest, PlanRequestStatus
+from runs.engine.distributed import in_process
+from tools.errors import FlowpilotError
+from workflows.models import Workflow, WorkflowStatus
+from workflows.planner import PlanError, PlanFailed, PlanNotRevisable, plan_create, plan_revise
+from workflows.planner.selectors import plan_attempts_for_version
+from workflows.planner.services import REVISABLE_STATUSES
+from workflows.revisions import ApprovalStateError, FeedbackRequired, workflow_reject
+
+logger = logging.getLogger("flowpilot.api")
+
+
+def plan_request_create(
+    *,
+    kind: str,
+    user,
+    goal: str = "",
+    sample_inputs: Mapping[str, Any] | None = None,
+    feedback: str = "",
+    based_on: Workflow | None = None,
+) -> PlanRequest:
+    """Check what can be checked now, store the request and queue its planning.
+
+    A goal (``create``) or feedback (``revise``, ``reject``) is required; a revised
+    version must be pending review or rejected, a rejected one pending review —
+    refused at once (``PlanError``, ``PlanNotRevisable``, ``ApprovalStateError``)
+    rather than on the worker.
+    """
+    _check(kind=kind, goal=goal, feedback=feedback, based_on=based_on)
+    request = PlanRequest.objects.create(
+        kind=kind,
+        goal=goal.strip() or (based_on.goal if based_on else ""),
+        sample_inputs=dict(sample_inputs or {}),
+        feedback=feedback.strip(),
+        based_on=based_on,
+        requested_by=user,
+    )
+    if in_process():  # no broker (eager Celery): plan here, as runs execute here
+        return plan_request_execute(request_id=request.pk)
+    from api.tasks import plan_execute  # the task module imports this one
+
+    try:
+        plan_execute.delay(request.pk)
+    except Exception as exc:  # noqa: BLE001 - a broker that is down fails this request only
+        _finish(request, error={"code": "broker_unavailable", "message": str(exc), "details": []})
+    request.refresh_from_db()
+    return request
+
+
+def _check(*, kind: str, goal: str, feedback: str, based_on: Workflow | None) -> None:
+    if kind == PlanKind.CREATE:
+        if not goal.strip():
+            raise PlanError("a goal is needed: say in plain words what the workflow should do")
+        return
+    if not feedback.strip():
+        raise FeedbackRequired("say what should change: the planner revises from your feedback")
+    if kind == PlanKind.REVISE and based_on.status not in REVISABLE_STATUSES:
+        raise PlanNotRevisable(
+            f"`{based_on}` is {based_on.status}; only a version pending review (or rejected) "
+            "is revised by the planner"
+        )
+    if kind == PlanKind.REJECT and based_on.status != WorkflowStatus.PENDING_REVIEW:
+        raise ApprovalStateError(
+            f"`{based_on}` is {based_on.status}; only a version pending review can be rejected"
+        )
+
+
+def plan_request_execute(*, request_id: int) -> PlanRequest:
+    """Plan a queued request and record the version or the error. Never raises for a
+    planning failure: the record is the answer the client polls."""
+    claimed = PlanRequest.objects.filter(pk=request_id, status=PlanRequestStatus.QUEUED).update(
+        status=PlanRequestStatus.RUNNING, started_at=timezone.now()
+    )
+    request = PlanRequest.objects.select_related("based_on", "requested_by").get(pk=request_id)
+    if not claimed:  # a duplicate delivery of the task: someone else has it
+        return request
+    try:
+        workflow = _plan(request)
+    except FlowpilotError as exc:
+        attempts = [a.pk for a in getattr(exc, "attempts", [])]
+        details = [
+            {"path": i.path, "code": i.code, "message": i.message}
+            for i in getattr(exc, "issues", [])
+        ]
+        _finish(
+            request,
+            error={"code": exc.code, "message": exc.message, "details": details},
+            attempts=attempts,
+        )
+    except Exception as exc:
+        logger.exception("plan request %s failed", request.pk)
+        error = {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}", "details": []}
+        _finish(request, error=error)
+    else:
+        attempts = list(plan_attempts_for_version(workflow=workflow).values_list("pk", flat=True))
+        _finish(request, workflow=workflow, attempts=sorted(attempts))
+    request.refresh_from_db()
+    return request
+
+
+def _plan(request: PlanRequest) -> Workflow:
+    user = request.requested_by
+    if request.kind == PlanKind.CREATE:
+        return plan_create(goal=request.goal, sample_inputs=request.sample_inputs, owner=user)
+    if request.based_on is None:
+        raise PlanFailed("the version to revise was deleted before planning started")
+    if request.kind == PlanKind.REJECT:
+        return workflow_reject(
+            version=request.based_on, rejected_by=user, feedback=request.feedback
+        )
+    return plan_revise(workflow=request.based_on, feedback=request.feedback, user=user)
+
+
+def _finish(request: PlanRequest, *, workflow=None, error=None, attempts=()) -> None:
+    status = PlanRequestStatus.FAILED if error else PlanRequestStatus.SUCCEEDED
+    PlanRequest.objects.filter(pk=request.pk).update(
+        status=status,
+        workflow=workflow,
+        error=error,
+        attempts=list(attempts),
+        finished_at=timezone.now(),
+    )

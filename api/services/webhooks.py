@@ -1,0 +1,168 @@
+"""Webhook triggers: a signed POST starts a run of a workflow's active version.
+
+The sender signs ``"{timestamp}." + body`` with the trigger's secret (HMAC-SHA256,
+hex) and sends ``X-Flowpilot-Timestamp`` (Unix seconds) and
+``X-Flowpilot-Signature: sha256=<hex>``. A delivery is refused when the timestamp
+is outside the replay window, when the signature does not match (or the trigger
+does not exist or is disabled — the same answer, so a URL's existence is not
+told), and when the same signature was accepted before (a replay; the unique
+constraint on (trigger, signature) decides, also between concurrent requests).
+The body, a JSON object, is the run's inputs, checked against the declared ones.
+Rotating a trigger replaces its URL and its secret: both old ones stop working.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from api.models import WebhookDelivery, WebhookTrigger
+from api.parsers import unstorable_text
+from runs.models import Run, RunTrigger
+from runs.services import run_create, run_enqueue
+from tools.errors import FlowpilotError
+from workflows.selectors import workflow_get_runnable
+
+SIGNATURE_PREFIX = "sha256="
+
+
+class WebhookError(FlowpilotError):
+    code = "webhook_error"
+    http_status = 400
+
+
+class WebhookSignatureInvalid(WebhookError):
+    code = "signature_invalid"
+    http_status = 401
+
+
+class WebhookTimestampInvalid(WebhookError):
+    code = "timestamp_out_of_window"
+    http_status = 401
+
+
+class WebhookReplayed(WebhookError):
+    code = "webhook_replayed"
+    http_status = 409
+
+
+class WebhookExists(WebhookError):
+    code = "webhook_exists"
+    http_status = 409
+
+
+class WebhookBodyInvalid(WebhookError):
+    code = "body_invalid"
+    http_status = 400
+
+
+def webhook_sign(*, secret: str, timestamp: int, body: bytes) -> str:
+    """The signature header value for ``body`` sent at ``timestamp``."""
+    message = f"{timestamp}.".encode() + body
+    return SIGNATURE_PREFIX + hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+
+
+def webhook_create(*, workflow_name: str, user) -> WebhookTrigger:
+    """A trigger for a workflow that has an active version (``WorkflowNotFound`` if not)."""
+    workflow_get_runnable(name=workflow_name)
+    try:
+        with transaction.atomic():
+            return WebhookTrigger.objects.create(
+                workflow_name=workflow_name, created_by=user, **_credentials()
+            )
+    except IntegrityError as exc:
+        raise WebhookExists(
+            f"workflow `{workflow_name}` has a webhook trigger already; rotate its secret instead"
+        ) from exc
+
+
+def webhook_rotate(*, trigger: WebhookTrigger) -> WebhookTrigger:
+    """New URL and secret; the old ones are refused from now on."""
+    for key, value in _credentials().items():
+        setattr(trigger, key, value)
+    trigger.rotated_at = timezone.now()
+    trigger.save(update_fields=["public_id", "secret", "rotated_at"])
+    return trigger
+
+
+def webhook_set_enabled(*, trigger: WebhookTrigger, enabled: bool) -> WebhookTrigger:
+    trigger.enabled = enabled
+    trigger.save(update_fields=["enabled"])
+    return trigger
+
+
+def _credentials() -> dict[str, str]:
+    return {"public_id": secrets.token_urlsafe(24), "secret": secrets.token_hex(32)}
+
+
+def webhook_deliver(
+    *, public_id: str, timestamp: str | None, signature: str | None, body: bytes, now=None
+) -> Run:
+    """Verify a delivery, record it, and start a run with the body as inputs."""
+    now = now or timezone.now()
+    sent_at = _timestamp(timestamp, now)
+    trigger = WebhookTrigger.objects.filter(public_id=public_id, enabled=True).first()
+    digest = _verified(trigger, sent_at, signature, body)
+    inputs = _inputs(body)
+    workflow = workflow_get_runnable(name=trigger.workflow_name)
+    window = timedelta(seconds=settings.FLOWPILOT_WEBHOOK_WINDOW)
+    try:
+        with transaction.atomic():
+            delivery = WebhookDelivery.objects.create(
+                trigger=trigger, signature=digest, timestamp=sent_at
+            )
+            run = run_create(workflow=workflow, trigger=RunTrigger.API, inputs=inputs)
+            delivery.run = run
+            delivery.save(update_fields=["run"])
+    except IntegrityError as exc:
+        raise WebhookReplayed("this delivery was accepted before; sign a new one") from exc
+    # A signature past the window can no longer be replayed; its row is not needed.
+    WebhookDelivery.objects.filter(trigger=trigger, received_at__lt=now - 2 * window).delete()
+    return run_enqueue(run=run)
+
+
+def _timestamp(header: str | None, now) -> int:
+    window = settings.FLOWPILOT_WEBHOOK_WINDOW
+    try:
+        sent_at = int((header or "").strip())
+    except ValueError:
+        sent_at = None
+    if sent_at is None or abs(now.timestamp() - sent_at) > window:
+        raise WebhookTimestampInvalid(
+            f"X-Flowpilot-Timestamp must be the Unix time of sending, within {window} s of ours"
+        )
+    return sent_at
+
+
+def _verified(trigger, sent_at: int, signature: str | None, body: bytes) -> str:
+    given = (signature or "").strip()
+    expected = webhook_sign(secret=trigger.secret if trigger else "", timestamp=sent_at, body=body)
+    if trigger is None or not hmac.compare_digest(given.encode(), expected.encode()):
+        raise WebhookSignatureInvalid(
+            "the X-Flowpilot-Signature does not match this URL's secret (or the URL is unknown)"
+        )
+    return expected.removeprefix(SIGNATURE_PREFIX)
+
+
+def _inputs(body: bytes) -> dict:
+    if not body.strip():
+        return {}
+    try:
+        data = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise WebhookBodyInvalid("the body must be a JSON object of run inputs") from exc
+    if not isinstance(data, dict):
+        raise WebhookBodyInvalid(
+            f"the body must be a JSON object of run inputs, not {type(data).__name__}"
+        )
+    where = unstorable_text(data)
+    if where is not None:
+        raise WebhookBodyInvalid(f"{where}: text with a NUL character or a lone surrogate")
+    return data

@@ -1,0 +1,79 @@
+"""``/api/v1/``: every resource, the OpenAPI 3.1 schema, Swagger UI and Redoc."""
+
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+from api.views.design import PlanViewSet, VersionDesignViewSet
+from api.views.runs import RunViewSet
+from api.views.tools import ToolViewSet
+from api.views.webhooks import HookView, WebhookViewSet
+from api.views.workflows import WorkflowViewSet
+
+VERSION = "workflows/<slug:name>/versions/<int:version>/"
+
+urlpatterns = [
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
+    path("tools/", ToolViewSet.as_view({"get": "list"}), name="tool-list"),
+    path("tools/load/", ToolViewSet.as_view({"post": "load"}), name="tool-load"),
+    path("tools/<slug:name>/", ToolViewSet.as_view({"get": "retrieve"}), name="tool-detail"),
+    path(
+        "workflows/",
+        WorkflowViewSet.as_view({"get": "list", "post": "create"}),
+        name="workflow-list",
+    ),
+    path(
+        "workflows/validate/",
+        WorkflowViewSet.as_view({"post": "validate"}),
+        name="workflow-validate",
+    ),
+    path(
+        "workflows/<slug:name>/versions/",
+        WorkflowViewSet.as_view({"get": "versions"}),
+        name="workflow-versions",
+    ),
+    path(VERSION, WorkflowViewSet.as_view({"get": "retrieve"}), name="workflow-detail"),
+    path(VERSION + "export/", WorkflowViewSet.as_view({"get": "export"}), name="workflow-export"),
+    path(
+        VERSION + "archive/", WorkflowViewSet.as_view({"post": "archive"}), name="workflow-archive"
+    ),
+    path(
+        VERSION + "approve/",
+        VersionDesignViewSet.as_view({"post": "approve"}),
+        name="workflow-approve",
+    ),
+    path(
+        VERSION + "reject/",
+        VersionDesignViewSet.as_view({"post": "reject"}),
+        name="workflow-reject",
+    ),
+    path(
+        VERSION + "revise/",
+        VersionDesignViewSet.as_view({"post": "revise"}),
+        name="workflow-revise",
+    ),
+    path("plans/", PlanViewSet.as_view({"get": "list", "post": "create"}), name="plan-list"),
+    path("plans/<int:pk>/", PlanViewSet.as_view({"get": "retrieve"}), name="plan-detail"),
+    path("runs/", RunViewSet.as_view({"get": "list", "post": "create"}), name="run-list"),
+    path("runs/<int:pk>/", RunViewSet.as_view({"get": "retrieve"}), name="run-detail"),
+    path("runs/<int:pk>/cancel/", RunViewSet.as_view({"post": "cancel"}), name="run-cancel"),
+    path("runs/<int:pk>/resume/", RunViewSet.as_view({"post": "resume"}), name="run-resume"),
+    path("runs/<int:pk>/wait/", RunViewSet.as_view({"get": "wait"}), name="run-wait"),
+    path(
+        "webhooks/",
+        WebhookViewSet.as_view({"get": "list", "post": "create"}),
+        name="webhook-list",
+    ),
+    path(
+        "webhooks/<int:pk>/",
+        WebhookViewSet.as_view({"get": "retrieve", "patch": "partial_update", "delete": "destroy"}),
+        name="webhook-detail",
+    ),
+    path(
+        "webhooks/<int:pk>/rotate/",
+        WebhookViewSet.as_view({"post": "rotate"}),
+        name="webhook-rotate",
+    ),
+    path("hooks/<slug:public_id>/", HookView.as_view({"post": "deliver"}), name="webhook-deliver"),
+]

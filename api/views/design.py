@@ -1,0 +1,91 @@
+"""The design phase over HTTP: plan a goal, revise or reject with feedback, approve.
+
+Planning is asynchronous: ``POST /plans/`` (and revise, reject) answer 202 with a
+plan request to poll at its ``url`` until ``succeeded`` (its ``workflow`` is the
+proposed version, pending review) or ``failed`` (its ``error``). Approving runs
+the validation run before it answers.
+"""
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.response import Response
+
+from api.models import PlanKind
+from api.selectors import plan_request_list
+from api.serializers.plans import PlanCreateSerializer, PlanRequestSerializer
+from api.serializers.workflows import ApprovalSerializer, ApproveSerializer, FeedbackSerializer
+from api.services.plans import plan_request_create
+from api.views.workflows import VIEW, WorkflowViewSet
+from review.services import workflow_approve
+
+
+class PlanViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    serializer_class = PlanRequestSerializer
+    required_perms = {
+        "list": VIEW,
+        "retrieve": VIEW,
+        "create": ["workflows.add_workflow"],
+    }
+
+    def get_queryset(self):
+        return plan_request_list()
+
+    @extend_schema(request=PlanCreateSerializer, responses={202: PlanRequestSerializer})
+    def create(self, request):
+        """Plan a goal; poll the answer's ``url`` until it has finished."""
+        params = PlanCreateSerializer(data=request.data)
+        params.is_valid(raise_exception=True)
+        plan = plan_request_create(kind=PlanKind.CREATE, user=request.user, **params.validated_data)
+        return Response(PlanRequestSerializer(plan).data, status=status.HTTP_202_ACCEPTED)
+
+
+class VersionDesignViewSet(WorkflowViewSet):
+    """The design-phase actions on one version."""
+
+    required_perms = {
+        "approve": [*VIEW, "workflows.approve_workflow"],
+        "reject": [*VIEW, "workflows.change_workflow"],
+        "revise": [*VIEW, "workflows.change_workflow"],
+    }
+
+    @extend_schema(request=ApproveSerializer, responses={200: ApprovalSerializer})
+    def approve(self, request, name, version):
+        """Approve a version pending review: its validation run runs with the sample inputs;
+        green makes it active, red sends it back to review (the run says why)."""
+        params = ApproveSerializer(data=request.data)
+        params.is_valid(raise_exception=True)
+        approval = workflow_approve(
+            version=self.get_object(),
+            approved_by=request.user,
+            sample_inputs=params.validated_data["sample_inputs"],
+        )
+        return Response(ApprovalSerializer(approval_body(approval)).data)
+
+    @extend_schema(request=FeedbackSerializer, responses={202: PlanRequestSerializer})
+    def reject(self, request, name, version):
+        """Reject a version pending review; the planner revises it into the next version."""
+        return self._replan(request, PlanKind.REJECT)
+
+    @extend_schema(request=FeedbackSerializer, responses={202: PlanRequestSerializer})
+    def revise(self, request, name, version):
+        """Ask the planner for a revision of a version pending review (or rejected)."""
+        return self._replan(request, PlanKind.REVISE)
+
+    def _replan(self, request, kind):
+        params = FeedbackSerializer(data=request.data)
+        params.is_valid(raise_exception=True)
+        plan = plan_request_create(
+            kind=kind, user=request.user, based_on=self.get_object(), **params.validated_data
+        )
+        return Response(PlanRequestSerializer(plan).data, status=status.HTTP_202_ACCEPTED)
+
+
+def approval_body(approval) -> dict:
+    run = approval.validation_run
+    link = {"id": run.pk, "status": run.status, "url": f"/api/v1/runs/{run.pk}/"} if run else None
+    return {
+        "id": approval.pk,
+        "status": approval.status,
+        "workflow": approval.workflow,
+        "validation_run": link,
+    }

@@ -1,0 +1,107 @@
+"""Runs: create (Idempotency-Key), list (filters), detail with step results, cancel,
+resume, wait (long poll)."""
+
+from django.conf import settings
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.response import Response
+
+from api.filters import RunFilter
+from api.selectors import run_detail_list, run_list
+from api.serializers.runs import (
+    RunCreateSerializer,
+    RunDetailSerializer,
+    RunResumeSerializer,
+    RunSerializer,
+)
+from api.services.runs import run_start
+from api.views.common import IDEMPOTENCY_KEY
+from runs.services import run_cancel, run_resume
+from runs.waiting import run_wait
+
+VIEW = ["runs.view_run"]
+OPERATE = [*VIEW, "runs.operate_run"]
+
+
+class WaitSerializer(serializers.Serializer):
+    timeout = serializers.FloatField(
+        default=30.0, min_value=0.0, help_text="Seconds; capped at FLOWPILOT_API_MAX_WAIT."
+    )
+
+    def validate_timeout(self, value):
+        return min(value, settings.FLOWPILOT_API_MAX_WAIT)
+
+
+class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    filterset_class = RunFilter
+    required_perms = {
+        "list": VIEW,
+        "retrieve": VIEW,
+        "wait": VIEW,
+        "create": [*VIEW, "runs.add_run"],
+        "cancel": OPERATE,
+        "resume": OPERATE,
+    }
+
+    def get_queryset(self):
+        return run_list() if self.action == "list" else run_detail_list()
+
+    def get_serializer_class(self):
+        return RunSerializer if self.action == "list" else RunDetailSerializer
+
+    @extend_schema(
+        request=RunCreateSerializer,
+        parameters=[IDEMPOTENCY_KEY],
+        responses={201: RunDetailSerializer, 200: RunDetailSerializer},
+    )
+    def create(self, request):
+        """Start a run of an active version. With an ``Idempotency-Key`` a repeated request
+        answers 200 with the run the key created (201 the first time)."""
+        params = RunCreateSerializer(data=request.data)
+        params.is_valid(raise_exception=True)
+        data = params.validated_data
+        run, created = run_start(
+            workflow_name=data["workflow"],
+            version=data.get("version"),
+            inputs=data["inputs"],
+            user=request.user,
+            idempotency_key=request.headers.get("Idempotency-Key"),
+        )
+        body = RunDetailSerializer(run_detail_list().get(pk=run.pk)).data
+        return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+    @extend_schema(request=None, responses={200: RunDetailSerializer})
+    def cancel(self, request, pk):
+        """Cancel a pending or running run (steps in flight finish; nothing new starts)."""
+        run = self.get_object()
+        run_cancel(run=run, actor=request.user)
+        return Response(RunDetailSerializer(run_detail_list().get(pk=run.pk)).data)
+
+    @extend_schema(request=RunResumeSerializer, responses={200: RunDetailSerializer})
+    def resume(self, request, pk):
+        """Continue a failed or cancelled run from its checkpoint."""
+        params = RunResumeSerializer(data=request.data)
+        params.is_valid(raise_exception=True)
+        run = run_resume(
+            run=self.get_object(), force=params.validated_data["force"], actor=request.user
+        )
+        return Response(RunDetailSerializer(run_detail_list().get(pk=run.pk)).data)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "timeout",
+                float,
+                description="Seconds to wait, at most FLOWPILOT_API_MAX_WAIT (default 30).",
+            )
+        ],
+        responses={200: RunDetailSerializer},
+    )
+    def wait(self, request, pk):
+        """Answer when the run has finished or ``timeout`` seconds have passed, whichever
+        comes first; the run's ``status`` tells which."""
+        params = WaitSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        run = self.get_object()
+        run_wait(run_id=run.pk, timeout=params.validated_data["timeout"])
+        return Response(RunDetailSerializer(run_detail_list().get(pk=run.pk)).data)

@@ -1,0 +1,104 @@
+"""Webhook triggers: manage them (create, rotate, enable, delete) and receive deliveries."""
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.throttling import AnonRateThrottle, ScopedRateThrottle
+
+from api.selectors import webhook_list
+from api.serializers.runs import RunSerializer
+from api.serializers.webhooks import (
+    WebhookCreateSerializer,
+    WebhookSecretSerializer,
+    WebhookSerializer,
+    WebhookUpdateSerializer,
+)
+from api.services.webhooks import (
+    webhook_create,
+    webhook_deliver,
+    webhook_rotate,
+    webhook_set_enabled,
+)
+
+
+class WebhookViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
+):
+    serializer_class = WebhookSerializer
+    required_perms = {
+        "list": ["api.view_webhooktrigger"],
+        "retrieve": ["api.view_webhooktrigger"],
+        "create": ["api.view_webhooktrigger", "api.add_webhooktrigger"],
+        "partial_update": ["api.view_webhooktrigger", "api.change_webhooktrigger"],
+        "rotate": ["api.view_webhooktrigger", "api.change_webhooktrigger"],
+        "destroy": ["api.view_webhooktrigger", "api.delete_webhooktrigger"],
+    }
+
+    def get_queryset(self):
+        return webhook_list()
+
+    @extend_schema(request=WebhookCreateSerializer, responses={201: WebhookSecretSerializer})
+    def create(self, request):
+        """A trigger URL and secret for a workflow with an active version (shown once)."""
+        params = WebhookCreateSerializer(data=request.data)
+        params.is_valid(raise_exception=True)
+        trigger = webhook_create(workflow_name=params.validated_data["workflow"], user=request.user)
+        return Response(WebhookSecretSerializer(trigger).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=WebhookUpdateSerializer, responses={200: WebhookSerializer})
+    def partial_update(self, request, pk):
+        params = WebhookUpdateSerializer(data=request.data)
+        params.is_valid(raise_exception=True)
+        trigger = webhook_set_enabled(trigger=self.get_object(), **params.validated_data)
+        return Response(WebhookSerializer(trigger).data)
+
+    @extend_schema(request=None, responses={200: WebhookSecretSerializer})
+    def rotate(self, request, pk):
+        """A new URL and secret; the old URL and signatures are refused from now on."""
+        trigger = webhook_rotate(trigger=self.get_object())
+        return Response(WebhookSecretSerializer(trigger).data)
+
+
+class HookView(viewsets.ViewSet):
+    """The trigger URL. Authenticated by its signature, not by a user."""
+
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+    throttle_classes = [AnonRateThrottle, ScopedRateThrottle]
+    throttle_scope = "webhook"
+
+    @extend_schema(
+        request={"application/json": {"type": "object", "additionalProperties": True}},
+        parameters=[
+            OpenApiParameter(
+                "X-Flowpilot-Timestamp",
+                str,
+                OpenApiParameter.HEADER,
+                required=True,
+                description="Unix seconds when signed.",
+            ),
+            OpenApiParameter(
+                "X-Flowpilot-Signature",
+                str,
+                OpenApiParameter.HEADER,
+                required=True,
+                description='"sha256=" + hex HMAC-SHA256 of '
+                '"{timestamp}." + body, keyed with the trigger\'s secret.',
+            ),
+        ],
+        responses={202: RunSerializer},
+        auth=[],
+    )
+    def deliver(self, request, public_id):
+        """Start a run of the active version with the JSON body as its inputs."""
+        run = webhook_deliver(
+            public_id=public_id,
+            timestamp=request.headers.get("X-Flowpilot-Timestamp"),
+            signature=request.headers.get("X-Flowpilot-Signature"),
+            body=request.body,
+        )
+        return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)

@@ -1,0 +1,120 @@
+"""Workflow versions: list, create (validated), validate, versions, detail, export, archive.
+
+Versions are addressed by name and number (``/workflows/sales_report/versions/2/``),
+the way people name them; the design-phase actions on one version are in
+``api.views.design``.
+"""
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import status, viewsets
+from rest_framework.response import Response
+
+from api.filters import WorkflowFilter
+from api.selectors import workflow_describe, workflow_versions
+from api.serializers.workflows import (
+    DefinitionSerializer,
+    ExportSerializer,
+    ValidationSerializer,
+    WorkflowCreateSerializer,
+    WorkflowDetailSerializer,
+    WorkflowSerializer,
+)
+from workflows.files import dump_workflow, parse_workflow_text
+from workflows.services import workflow_archive, workflow_export
+from workflows.versions import workflow_check, workflow_create_version
+
+VIEW = ["workflows.view_workflow"]
+
+
+def definition_of(params) -> dict:
+    """The definition a request sent: the object, or the parsed file text."""
+    data = params.validated_data
+    if "definition" in data:
+        return data["definition"]
+    return parse_workflow_text(data["source"], source="source")
+
+
+class WorkflowViewSet(viewsets.GenericViewSet):
+    serializer_class = WorkflowSerializer
+    filterset_class = WorkflowFilter
+    required_perms = {
+        "list": VIEW,
+        "create": ["workflows.add_workflow"],
+        "validate": VIEW,
+        "versions": VIEW,
+        "retrieve": VIEW,
+        "export": VIEW,
+        "archive": ["workflows.change_workflow"],
+    }
+
+    def get_queryset(self):
+        return workflow_versions()
+
+    def get_object(self):
+        version = get_object_or_404(
+            workflow_versions(), name=self.kwargs["name"], version=self.kwargs["version"]
+        )
+        self.check_object_permissions(self.request, version)
+        return version
+
+    def list(self, request):
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        return self.get_paginated_response(WorkflowSerializer(page, many=True).data)
+
+    @extend_schema(
+        request=WorkflowCreateSerializer,
+        responses={201: WorkflowSerializer, 200: WorkflowSerializer},
+    )
+    def create(self, request):
+        """Store a definition as the next version; 400 lists every issue with its path.
+        An unchanged definition answers 200 with the newest version."""
+        params = WorkflowCreateSerializer(data=request.data)
+        params.is_valid(raise_exception=True)
+        version, created = workflow_create_version(
+            data=definition_of(params), owner=request.user, status=params.validated_data["status"]
+        )
+        code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        return Response(WorkflowSerializer(version).data, status=code)
+
+    @extend_schema(request=DefinitionSerializer, responses={200: ValidationSerializer})
+    def validate(self, request):
+        """Every issue of a definition against the registered tools; nothing is stored."""
+        params = DefinitionSerializer(data=request.data)
+        params.is_valid(raise_exception=True)
+        report = workflow_check(data=definition_of(params))
+        body = {"ok": report.ok, "issues": [i.as_dict() for i in report.issues]}
+        return Response(ValidationSerializer(body).data)
+
+    @extend_schema(
+        operation_id="workflows_versions_list", responses={200: WorkflowSerializer(many=True)}
+    )
+    def versions(self, request, name):
+        """Every version of one workflow, newest first."""
+        page = self.paginate_queryset(self.filter_queryset(workflow_versions().filter(name=name)))
+        return self.get_paginated_response(WorkflowSerializer(page, many=True).data)
+
+    @extend_schema(responses={200: WorkflowDetailSerializer})
+    def retrieve(self, request, name, version):
+        """The definition, the graph as nodes and edges, the validator's report, the hash."""
+        described = workflow_describe(workflow=self.get_object())
+        return Response(WorkflowDetailSerializer(described).data)
+
+    @extend_schema(responses={200: ExportSerializer})
+    def export(self, request, name, version):
+        """The file form (import → export → import gives the same version)."""
+        workflow = self.get_object()
+        data = workflow_export(workflow=workflow)
+        body = {
+            "name": workflow.name,
+            "version": workflow.version,
+            "definition": data,
+            "yaml": dump_workflow(data, fmt="yaml"),
+        }
+        return Response(ExportSerializer(body).data)
+
+    @extend_schema(request=None, responses={200: WorkflowSerializer})
+    def archive(self, request, name, version):
+        """Archive a version; it never runs by name again (its runs stay)."""
+        workflow = workflow_archive(workflow=self.get_object(), actor=request.user)
+        return Response(WorkflowSerializer(workflow).data)

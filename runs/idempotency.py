@@ -1,0 +1,93 @@
+"""Run creation that a client may repeat: one ``Idempotency-Key``, one run.
+
+A network client that times out does not know whether its run was created; it
+sends the same request again with the same key. ``run_create_idempotent`` returns
+the run that key created, never a second one, even when two requests race: the
+key row and the run are inserted in one transaction and the database's unique
+constraint on (user, key) decides which one wins; the loser's transaction rolls
+back (its run with it) and it answers with the winner's run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from runs.models import Run, RunIdempotencyKey
+from runs.services import RunError, run_create, run_enqueue
+from tools.registry import ToolRegistry
+from workflows.models import Workflow
+
+MAX_KEY_LENGTH = 255
+
+
+class IdempotencyKeyReused(RunError):
+    """The key was already used for a different request (another version or inputs)."""
+
+    code = "idempotency_key_reused"
+
+
+class IdempotencyKeyInvalid(RunError):
+    code = "idempotency_key_invalid"
+
+
+def run_fingerprint(*, workflow: Workflow, inputs: Mapping[str, Any]) -> str:
+    """What a request asked for: the version and the inputs as sent (canonical JSON)."""
+    text = json.dumps([workflow.pk, dict(inputs)], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def run_create_idempotent(
+    *,
+    workflow: Workflow,
+    trigger: str,
+    inputs: Mapping[str, Any] | None,
+    user,
+    key: str | None,
+    registry: ToolRegistry | None = None,
+) -> tuple[Run, bool]:
+    """Create and enqueue a run, or return the run ``key`` created before.
+
+    Returns ``(run, created)``. Without a key every call creates a run. A key reused
+    with another version or other inputs raises ``IdempotencyKeyReused``. Only the
+    request that created the run enqueues it.
+    """
+    inputs = dict(inputs or {})
+    if key is None:
+        run = run_create(workflow=workflow, trigger=trigger, inputs=inputs, registry=registry)
+        return run_enqueue(run=run), True
+    if not key.strip() or len(key) > MAX_KEY_LENGTH or not key.isprintable():
+        raise IdempotencyKeyInvalid(
+            f"the Idempotency-Key must be 1 to {MAX_KEY_LENGTH} printable characters"
+        )
+    fingerprint = run_fingerprint(workflow=workflow, inputs=inputs)
+    existing = _existing(user=user, key=key, fingerprint=fingerprint)
+    if existing is not None:
+        return existing, False
+    try:
+        with transaction.atomic():
+            run = run_create(workflow=workflow, trigger=trigger, inputs=inputs, registry=registry)
+            RunIdempotencyKey.objects.create(user=user, key=key, fingerprint=fingerprint, run=run)
+    except IntegrityError:
+        # A concurrent request with this key committed first: answer with its run.
+        existing = _existing(user=user, key=key, fingerprint=fingerprint)
+        if existing is None:  # pragma: no cover - the constraint that failed names this row
+            raise
+        return existing, False
+    return run_enqueue(run=run), True
+
+
+def _existing(*, user, key: str, fingerprint: str) -> Run | None:
+    row = RunIdempotencyKey.objects.select_related("run").filter(user=user, key=key).first()
+    if row is None:
+        return None
+    if row.fingerprint != fingerprint:
+        raise IdempotencyKeyReused(
+            f"the Idempotency-Key `{key}` was used for another request (run {row.run_id}); "
+            "use a new key for a new run"
+        )
+    return row.run

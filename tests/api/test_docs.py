@@ -1,0 +1,73 @@
+"""docs/api.md's walkthrough and webhook blocks, run as written with bash and curl.
+
+Every ``sh`` block after a ``<!-- tested -->`` line is run, in order, as one bash
+script (``set -euo pipefail``: any failing command or HTTP error fails the test)
+against a live server on loopback, with ``FLOWPILOT_URL`` and ``TOKEN`` set as the
+page tells the reader to set them, and the planner pointed at the fake LLM.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+from rest_framework.authtoken.models import Token
+
+from runs.models import Run
+from tests.conftest import REPO_ROOT
+from tests.factories import UserFactory, digest_plan
+
+DOC = REPO_ROOT / "docs" / "api.md"
+TESTED = re.compile(r"<!-- tested -->\s*```sh\n(.*?)```", re.DOTALL)
+
+
+def doc_blocks() -> list[str]:
+    return TESTED.findall(DOC.read_text(encoding="utf-8"))
+
+
+def test_the_page_has_the_walkthrough_and_webhook_blocks():
+    blocks = doc_blocks()
+
+    assert len(blocks) == 2
+    assert "/api/v1/plans/" in blocks[0]
+    assert "approve/" in blocks[0]
+    assert "wait/" in blocks[0]
+    assert "openssl dgst -sha256 -hmac" in blocks[1]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_curl_walkthrough_runs_as_written(live_server, planner_llm, output_dir, fast_passwords):
+    for tool in ("bash", "curl", "openssl", "python3"):
+        if shutil.which(tool) is None and not os.environ.get("CI"):
+            pytest.skip(f"{tool} is not installed")
+    planner_llm.reply_json(digest_plan())
+    user = UserFactory(username="admin", superuser=True)
+    env = {
+        **os.environ,
+        "FLOWPILOT_URL": live_server.url,
+        "TOKEN": Token.objects.create(user=user).key,
+    }
+    script = "set -euo pipefail\n" + "\n".join(doc_blocks())
+
+    done = subprocess.run(
+        ["bash", "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert "plan: succeeded" in lines
+    assert "proposed: sales_digest v1" in lines
+    assert any(line.startswith("approval: passed, validation run /api/v1/runs/") for line in lines)
+    assert "run: succeeded" in lines
+    assert "webhook run: succeeded" in lines
+    runs = Run.objects.order_by("id")
+    assert [(r.trigger, r.status) for r in runs] == [
+        ("validation", "succeeded"),
+        ("api", "succeeded"),
+        ("api", "succeeded"),
+    ]
+    assert runs[2].inputs["threshold"] == 500
+    assert (output_dir / "digest.html").exists()  # 1000 of revenue and more: the report
