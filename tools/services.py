@@ -8,6 +8,7 @@ bad file never stops the others: every error is collected in the report.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,8 +18,10 @@ from django.db import transaction
 from django.db.models import QuerySet
 
 from tools.builtin import BuiltinProvider, load_providers
-from tools.errors import ToolConfigError
-from tools.loader import load_tool_file
+from tools.errors import FlowpilotError
+from tools.loader import load_mcp_server_file, load_tool_file
+from tools.mcp.config import McpServer
+from tools.mcp.discovery import mcp_server_specs
 from tools.models import Tool
 from tools.spec import ToolSpec
 
@@ -31,7 +34,7 @@ TOOL_FILE_SUFFIXES = (".yaml", ".yml")
 class LoadedTool:
     name: str
     kind: str
-    action: str  # "created" | "updated" | "unchanged"
+    action: str  # "created" | "updated" | "unchanged" | "removed" (an MCP server's)
     source: str
 
 
@@ -145,8 +148,9 @@ def _load_one(
     path: Path, report: LoadReport, seen: dict[str, str], builtin: dict[str, Any]
 ) -> None:
     try:
-        specs = load_tool_file(path)
-    except ToolConfigError as exc:
+        server = load_mcp_server_file(path)
+        specs = mcp_server_specs(server=server, env=os.environ) if server else load_tool_file(path)
+    except FlowpilotError as exc:
         report.errors.append(LoadError(str(path), exc.message))
         return
     clashes = [
@@ -162,6 +166,22 @@ def _load_one(
         seen[spec.name] = str(path)
         action = tool_upsert(spec=spec, source=str(path))
         report.tools.append(LoadedTool(spec.name, spec.kind, action, str(path)))
+    if server is not None:
+        kept = {spec.name for spec in specs}
+        for name in mcp_server_tools_remove(server=server, keep=kept):
+            report.tools.append(LoadedTool(name, "mcp", "removed", str(path)))
+
+
+def mcp_server_tools_remove(*, server: McpServer, keep: set[str]) -> list[str]:
+    """Delete the rows of ``server``'s tools it no longer lists; returns their names.
+
+    A refresh (``loadtools`` on the server file) thus records what was added
+    (created), changed (updated) and removed; a workflow using a removed tool fails
+    validation with ``unknown_tool``."""
+    rows = Tool.objects.filter(kind="mcp", spec__mcp__server__name=server.name)
+    gone = sorted(name for name in rows.values_list("name", flat=True) if name not in keep)
+    Tool.objects.filter(name__in=gone).delete()
+    return gone
 
 
 def tools_set_enabled(*, tools: QuerySet[Tool], enabled: bool) -> int:
