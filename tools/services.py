@@ -23,6 +23,7 @@ from tools.loader import load_mcp_server_file, load_tool_file
 from tools.mcp.config import McpServer
 from tools.mcp.discovery import mcp_server_specs
 from tools.models import Tool
+from tools.pins import tool_revision_record
 from tools.spec import ToolSpec
 
 logger = logging.getLogger("flowpilot.tools")
@@ -90,7 +91,8 @@ def _tool_files(directory: Path) -> list[Path]:
 def tool_upsert(*, spec: ToolSpec, source: str) -> str:
     """Create or update the row for ``spec``; returns created/updated/unchanged.
 
-    ``enabled`` is left as an operator set it on existing rows.
+    ``enabled`` is left as an operator set it on existing rows. Every new
+    definition is also a row of the tool's history (``ToolRevision``).
     """
     values = {
         "kind": spec.kind,
@@ -102,6 +104,7 @@ def tool_upsert(*, spec: ToolSpec, source: str) -> str:
     }
     with transaction.atomic():
         row = Tool.objects.select_for_update().filter(name=spec.name).first()
+        tool_revision_record(spec=spec, source=source[:500])
         if row is None:
             Tool.objects.create(name=spec.name, **values)
             return "created"
