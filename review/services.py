@@ -21,7 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from review.models import Approval, ApprovalStatus
-from runs.models import RunStatus, RunTrigger
+from runs.models import Run, RunStatus, RunTrigger
 from runs.services import run_create, run_execute
 from tools.registry import ToolRegistry
 from workflows.models import Workflow, WorkflowStatus
@@ -84,22 +84,12 @@ def workflow_approve(
                 f"`{locked}` is {locked.status}; only a version pending review can be approved"
             )
         registry = registry if registry is not None else ToolRegistry.from_db()
-        run = run_create(
-            workflow=locked,
-            trigger=RunTrigger.VALIDATION,
-            inputs=dict(sample_inputs or {}),
-            registry=registry,
+        run, approval = _validation_start(
+            locked, approved_by=approved_by, sample_inputs=sample_inputs, registry=registry
         )
         locked.tool_pins = workflow_tool_pins(spec=workflow_spec(locked), registry=registry)
         locked.save(update_fields=["tool_pins"])
         workflow_transition(workflow=locked, to=WorkflowStatus.VALIDATING, actor=approved_by)
-        approval = Approval.objects.create(
-            workflow=locked,
-            definition_hash=locked.definition_hash,
-            approved_by=approved_by,
-            sample_inputs=run.inputs,
-            validation_run=run,
-        )
     # Outside the transaction: the engine checkpoints every step as it goes.
     try:
         run = run_execute(run=run)
@@ -136,37 +126,57 @@ def workflow_reapprove(
                 f"`{locked}` is {locked.status}; only an active version is re-approved"
             )
         pins = workflow_tool_pins(spec=workflow_spec(locked), registry=registry)
-        run = run_create(
-            workflow=locked,
-            trigger=RunTrigger.VALIDATION,
-            inputs=dict(sample_inputs or {}),
-            registry=registry,
+        run, approval = _validation_start(
+            locked, approved_by=approved_by, sample_inputs=sample_inputs, registry=registry
         )
-        approval = Approval.objects.create(
-            workflow=locked,
-            definition_hash=locked.definition_hash,
-            approved_by=approved_by,
-            sample_inputs=run.inputs,
-            validation_run=run,
-        )
-    run = run_execute(run=run)
-    passed = run.status == RunStatus.SUCCEEDED
-    with transaction.atomic():
-        approval.status = ApprovalStatus.PASSED if passed else ApprovalStatus.FAILED
-        approval.finished_at = timezone.now()
-        approval.save(update_fields=["status", "finished_at"])
-        if passed:
-            Workflow.objects.filter(pk=locked.pk).update(tool_pins=pins)
+    passed = False
+    try:
+        passed = run_execute(run=run).status == RunStatus.SUCCEEDED
+    finally:
+        _settle_reapproval(approval, locked, passed=passed, pins=pins)
     version.refresh_from_db()
     logger.info("re-approval %s of %s: %s", approval.pk, locked, approval.status)
     return approval
 
 
+def _validation_start(
+    locked: Workflow, *, approved_by, sample_inputs: Mapping[str, Any] | None, registry
+) -> tuple[Run, Approval]:
+    """The validation run of an approval (pending) and the approval row."""
+    run = run_create(
+        workflow=locked,
+        trigger=RunTrigger.VALIDATION,
+        inputs=dict(sample_inputs or {}),
+        registry=registry,
+    )
+    approval = Approval.objects.create(
+        workflow=locked,
+        definition_hash=locked.definition_hash,
+        approved_by=approved_by,
+        sample_inputs=run.inputs,
+        validation_run=run,
+    )
+    return run, approval
+
+
+def _settle_reapproval(
+    approval: Approval, workflow: Workflow, *, passed: bool, pins: dict[str, str]
+) -> None:
+    with transaction.atomic():
+        _approval_finish(approval, passed=passed)
+        if passed:
+            Workflow.objects.filter(pk=workflow.pk).update(tool_pins=pins)
+
+
+def _approval_finish(approval: Approval, *, passed: bool) -> None:
+    approval.status = ApprovalStatus.PASSED if passed else ApprovalStatus.FAILED
+    approval.finished_at = timezone.now()
+    approval.save(update_fields=["status", "finished_at"])
+
+
 def _settle(approval: Approval, workflow: Workflow, *, passed: bool, actor) -> None:
     with transaction.atomic():
-        approval.status = ApprovalStatus.PASSED if passed else ApprovalStatus.FAILED
-        approval.finished_at = timezone.now()
-        approval.save(update_fields=["status", "finished_at"])
+        _approval_finish(approval, passed=passed)
         workflow.refresh_from_db()
         target = WorkflowStatus.ACTIVE if passed else WorkflowStatus.PENDING_REVIEW
         workflow_transition(workflow=workflow, to=target, actor=actor)

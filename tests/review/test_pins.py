@@ -133,3 +133,19 @@ def test_the_admin_shows_each_tools_history(fake_api, tmp_path, client, django_u
     page = client.get(f"/admin/tools/toolrevision/{row.pk}/change/")
     assert page.status_code == 200
     assert "amount" in page.content.decode()  # the newest definition, shown in full
+
+
+def test_a_failed_reapproval_changes_nothing(fake_api, tmp_path, approver):
+    _write_tool(tmp_path)
+    version = WorkflowFactory(data=FLOW, status=WorkflowStatus.PENDING_REVIEW)
+    workflow_approve(version=version, approved_by=approver, sample_inputs={})
+    version.refresh_from_db()
+    pins = dict(version.tool_pins)
+    _write_tool(tmp_path, extra_param=True)
+    red = workflow_reapprove(version=version, approved_by=approver, sample_inputs={"base": "XXX"})
+    assert red.status == "failed"
+    assert red.validation_run.status == "failed"
+    version.refresh_from_db()
+    assert (version.status, version.tool_pins) == ("active", pins)
+    with pytest.raises(WorkflowInvalid, match="tool `rates` changed since"):
+        run_create(workflow=version, trigger=RunTrigger.MANUAL, inputs={})

@@ -243,3 +243,39 @@ def test_tool_names_are_prefixed_and_fit_the_pattern():
     assert mcp_tool_name("time", "get_current_time") == "time_get_current_time"
     assert mcp_tool_name("gh", "repos.get") == "gh_repos_get"
     assert len(mcp_tool_name("s", "x" * 100)) == 64
+
+
+def test_a_stdio_servers_secret_env_is_passed_and_masked(tmp_path, monkeypatch):
+    """The child gets the rendered env; a declared secret is masked in what is shown."""
+    from tools.mcp.config import McpServer
+    from tools.mcp.discovery import mcp_server_specs
+
+    script = tmp_path / "echo_env.py"
+    script.write_text(
+        "import os\n"
+        "from mcp.server.mcpserver import MCPServer\n"
+        "from mcp.server.mcpserver.exceptions import ToolError\n"
+        "server = MCPServer('envy')\n"
+        "@server.tool()\n"
+        "def leak() -> str:\n"
+        "    raise ToolError('the key is ' + os.environ['API_KEY'])\n"
+        "server.run('stdio')\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("ENVY_KEY", "envy-secret-value-42")
+    server = McpServer(
+        name="envy",
+        command=sys.executable,
+        args=[str(script)],
+        env={"API_KEY": "{{env.ENVY_KEY}}"},
+        secret_env=["ENVY_KEY"],
+    )
+    [spec] = mcp_server_specs(server=server, env=os.environ)
+    assert spec.secret_env_names() == frozenset({"ENVY_KEY"})
+    assert "envy-secret-value-42" not in str(spec.stored())
+    redactor = Redactor()
+    sessions = McpSessions(env=os.environ, redactor=redactor)
+    with sessions, pytest.raises(ToolCallFailed) as leaked:
+        ToolRegistry([spec]).call("envy_leak", {}, _context(redactor, sessions))
+    assert leaked.value.message.endswith("the key is ***")
+    assert "envy-secret-value-42" not in leaked.value.message
