@@ -315,3 +315,6 @@ LOGGING = {
         "httpcore": {"level": "WARNING"},
     },
 }
+
+# Hosts an OpenAPI document may be fetched from by URL (importopenapi); else files only.
+FLOWPILOT_OPENAPI_HOSTS = env.list("FLOWPILOT_OPENAPI_HOSTS", default=[])

@@ -21,10 +21,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from review.models import Approval, ApprovalStatus
-from runs.models import RunStatus, RunTrigger
+from runs.models import Run, RunStatus, RunTrigger
 from runs.services import run_create, run_execute
 from tools.registry import ToolRegistry
 from workflows.models import Workflow, WorkflowStatus
+from workflows.pins import workflow_tool_pins
 from workflows.revisions import (
     ApprovalError,
     ApprovalForbidden,
@@ -34,7 +35,7 @@ from workflows.revisions import (
     FeedbackRequired,
     permission_require,
 )
-from workflows.services import workflow_transition
+from workflows.services import workflow_spec, workflow_transition
 
 __all__ = [
     "APPROVE_PERMISSION",
@@ -45,6 +46,7 @@ __all__ = [
     "DefinitionUnchanged",
     "FeedbackRequired",
     "workflow_approve",
+    "workflow_reapprove",
 ]
 
 logger = logging.getLogger("flowpilot.approval")
@@ -66,7 +68,9 @@ def workflow_approve(
     version is validated against the tool registry and the sample inputs are
     checked *before* anything changes (``WorkflowInvalid`` / ``InputsInvalid``).
     Then: ``pending_review → validating``, an ``Approval`` pinned to the
-    definition hash, the validation run; green → ``active`` (approved_by/at set),
+    definition hash, the hash of every tool the version allows recorded
+    (``Workflow.tool_pins``: a later run refuses a changed tool), the validation
+    run; green → ``active`` (approved_by/at set),
     red → ``pending_review`` with ``Approval.status = failed`` and the run's
     error summary. Returns the approval; its ``validation_run`` is the run.
     """
@@ -79,20 +83,13 @@ def workflow_approve(
             raise ApprovalStateError(
                 f"`{locked}` is {locked.status}; only a version pending review can be approved"
             )
-        run = run_create(
-            workflow=locked,
-            trigger=RunTrigger.VALIDATION,
-            inputs=dict(sample_inputs or {}),
-            registry=registry,
+        registry = registry if registry is not None else ToolRegistry.from_db()
+        run, approval = _validation_start(
+            locked, approved_by=approved_by, sample_inputs=sample_inputs, registry=registry
         )
+        locked.tool_pins = workflow_tool_pins(spec=workflow_spec(locked), registry=registry)
+        locked.save(update_fields=["tool_pins"])
         workflow_transition(workflow=locked, to=WorkflowStatus.VALIDATING, actor=approved_by)
-        approval = Approval.objects.create(
-            workflow=locked,
-            definition_hash=locked.definition_hash,
-            approved_by=approved_by,
-            sample_inputs=run.inputs,
-            validation_run=run,
-        )
     # Outside the transaction: the engine checkpoints every step as it goes.
     try:
         run = run_execute(run=run)
@@ -104,11 +101,82 @@ def workflow_approve(
     return approval
 
 
+def workflow_reapprove(
+    *,
+    version: Workflow,
+    approved_by,
+    sample_inputs: Mapping[str, Any] | None,
+    registry: ToolRegistry | None = None,
+) -> Approval:
+    """Approve an active version again, on its tools' current definitions.
+
+    For a version refused with ``tool_changed``: a validation run proves it with the
+    tools as they are now; green → the new tool hashes are recorded and it runs
+    again; red → nothing changes (it stays refused). The version stays ``active``
+    throughout (its definition did not change). Same permission as approving.
+    """
+    permission_require(
+        user=approved_by, permission=APPROVE_PERMISSION, action=f"re-approve {version}"
+    )
+    registry = registry if registry is not None else ToolRegistry.from_db()
+    with transaction.atomic():
+        locked = Workflow.objects.select_for_update().get(pk=version.pk)
+        if locked.status != WorkflowStatus.ACTIVE:
+            raise ApprovalStateError(
+                f"`{locked}` is {locked.status}; only an active version is re-approved"
+            )
+        pins = workflow_tool_pins(spec=workflow_spec(locked), registry=registry)
+        run, approval = _validation_start(
+            locked, approved_by=approved_by, sample_inputs=sample_inputs, registry=registry
+        )
+    passed = False
+    try:
+        passed = run_execute(run=run).status == RunStatus.SUCCEEDED
+    finally:
+        _settle_reapproval(approval, locked, passed=passed, pins=pins)
+    version.refresh_from_db()
+    logger.info("re-approval %s of %s: %s", approval.pk, locked, approval.status)
+    return approval
+
+
+def _validation_start(
+    locked: Workflow, *, approved_by, sample_inputs: Mapping[str, Any] | None, registry
+) -> tuple[Run, Approval]:
+    """The validation run of an approval (pending) and the approval row."""
+    run = run_create(
+        workflow=locked,
+        trigger=RunTrigger.VALIDATION,
+        inputs=dict(sample_inputs or {}),
+        registry=registry,
+    )
+    approval = Approval.objects.create(
+        workflow=locked,
+        definition_hash=locked.definition_hash,
+        approved_by=approved_by,
+        sample_inputs=run.inputs,
+        validation_run=run,
+    )
+    return run, approval
+
+
+def _settle_reapproval(
+    approval: Approval, workflow: Workflow, *, passed: bool, pins: dict[str, str]
+) -> None:
+    with transaction.atomic():
+        _approval_finish(approval, passed=passed)
+        if passed:
+            Workflow.objects.filter(pk=workflow.pk).update(tool_pins=pins)
+
+
+def _approval_finish(approval: Approval, *, passed: bool) -> None:
+    approval.status = ApprovalStatus.PASSED if passed else ApprovalStatus.FAILED
+    approval.finished_at = timezone.now()
+    approval.save(update_fields=["status", "finished_at"])
+
+
 def _settle(approval: Approval, workflow: Workflow, *, passed: bool, actor) -> None:
     with transaction.atomic():
-        approval.status = ApprovalStatus.PASSED if passed else ApprovalStatus.FAILED
-        approval.finished_at = timezone.now()
-        approval.save(update_fields=["status", "finished_at"])
+        _approval_finish(approval, passed=passed)
         workflow.refresh_from_db()
         target = WorkflowStatus.ACTIVE if passed else WorkflowStatus.PENDING_REVIEW
         workflow_transition(workflow=workflow, to=target, actor=actor)

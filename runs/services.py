@@ -39,6 +39,7 @@ from tools.permissions import permission_require
 from tools.registry import ToolRegistry
 from workflows.inputs import resolve_inputs
 from workflows.models import Workflow
+from workflows.pins import workflow_pins_check
 from workflows.services import workflow_spec
 from workflows.validator import validate_workflow
 
@@ -68,13 +69,17 @@ def run_create(
 ) -> Run:
     """Validate the version and the inputs, then record a pending run and its steps.
 
-    Raises ``WorkflowInvalid`` (with every problem) or ``InputsInvalid`` (also for
+    Raises ``WorkflowInvalid`` (with every problem; ``tool_changed`` when a tool of
+    an approved version changed since approval — a validation run, which proves the
+    version on the new definitions, is not refused) or ``InputsInvalid`` (also for
     an input holding a secret value: stored inputs are read back by the run, so they
     are never masked, and a secret is refused rather than stored).
     """
     spec = workflow_spec(workflow)
     registry = registry if registry is not None else ToolRegistry.from_db()
     validate_workflow(spec, registry=registry).raise_for_errors()
+    if trigger != RunTrigger.VALIDATION:
+        workflow_pins_check(workflow=workflow, registry=registry)
     resolved = resolve_inputs(spec.inputs, dict(inputs or {}))
     inputs_refuse_secrets(inputs=resolved, redactor=run_redactor(registry, os.environ))
     with transaction.atomic():

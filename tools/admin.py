@@ -19,7 +19,7 @@ from tools.breaker.setup import (
     breaker_policy_from_settings,
     breaker_store_from_settings,
 )
-from tools.models import Breaker, Tool
+from tools.models import Breaker, Tool, ToolRevision
 from tools.permissions import PermissionRefused
 from tools.services import tools_set_enabled
 
@@ -135,3 +135,32 @@ class BreakerAdmin(admin.ModelAdmin):
             % {"count": count},
             messages.SUCCESS,
         )
+
+
+@admin.register(ToolRevision)
+class ToolRevisionAdmin(admin.ModelAdmin):
+    """Every definition each tool has had (a row per change), read-only."""
+
+    list_display = ("tool_name", "kind", "short_hash", "source", "created_at")
+    list_filter = ("kind",)
+    search_fields = ("tool_name", "hash")
+    ordering = ("tool_name", "-created_at", "-id")
+    fields = ("tool_name", "kind", "hash", "source", "created_at", "pretty_spec")
+    readonly_fields = fields
+
+    @admin.display(description="hash")
+    def short_hash(self, obj: ToolRevision) -> str:
+        return obj.hash[:12]
+
+    @admin.display(description="definition")
+    def pretty_spec(self, obj: ToolRevision) -> str:
+        return format_html("<pre>{}</pre>", json.dumps(obj.spec, indent=2, sort_keys=True))
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

@@ -1,6 +1,7 @@
 """What one tool call receives and returns: the context a caller builds, the result.
 
-A leaf module (it imports no other tools module but redaction and the breaker core),
+A leaf module (it imports no other tools module but redaction, the breaker core and the MCP
+sessions),
 so the registry, the HTTP client and the built-in providers all import these types at
 module top.
 """
@@ -15,6 +16,7 @@ from typing import Any
 import httpx
 
 from tools.breaker.core import CircuitBreakers
+from tools.mcp.session import McpSessions
 from tools.redaction import Redactor
 
 
@@ -27,7 +29,7 @@ class ToolCallContext:
     client; ``timeout`` overrides the tool's own; ``idempotency_key`` is sent in
     the tool's ``idempotency_header``; ``output_dir``/``data_dirs`` bound where
     built-in tools may write and read; ``breakers`` (None: none) guards every HTTP
-    request by its host's circuit breaker.
+    request by its host's circuit breaker; ``mcp`` holds the run's MCP sessions.
     """
 
     env: Mapping[str, str]
@@ -39,6 +41,7 @@ class ToolCallContext:
     output_dir: Path | None = None
     data_dirs: tuple[Path, ...] = ()
     breakers: CircuitBreakers | None = None
+    mcp: McpSessions | None = None  # the run's MCP sessions; None: one per call
 
 
 @dataclass(frozen=True)

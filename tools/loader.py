@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from tools.data_limits import data_limit_problem
 from tools.errors import ToolConfigError
 from tools.jsondata import storage_problem
+from tools.mcp.config import McpServer
 from tools.paths import list_index
 from tools.spec import ToolSpec
 from tools.templating import placeholders
@@ -185,6 +186,32 @@ def load_tool_text(text: str, *, source: str = "<string>") -> list[ToolSpec]:
         specs.append(spec)
     problems.raise_if_any()
     return specs
+
+
+def load_mcp_server_file(path: str | Path) -> McpServer | None:
+    """The MCP server a file registers (a top-level ``mcp_server:`` mapping), or None
+    when the file is not a server file. Raises ``ToolConfigError`` naming the file,
+    line and field of every problem."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+        data = strict_safe_load(text)
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
+        return None  # reported by load_tool_file, which reads every other file
+    if not (isinstance(data, dict) and "mcp_server" in data):
+        return None
+    problems = _Problems(str(file), root)
+    for key in sorted(str(k) for k in data if k != "mcp_server"):
+        problems.add([key], "unknown key (a server file holds only 'mcp_server')")
+    server = None
+    try:
+        server = McpServer.model_validate(data["mcp_server"])
+    except ValidationError as exc:
+        for err in exc.errors():
+            problems.add(["mcp_server", *(str(p) for p in err["loc"])], _message(err))
+    problems.raise_if_any()
+    return server
 
 
 def _entries(data: Any, problems: _Problems) -> list[tuple[list[str | int], Any]]:

@@ -85,3 +85,26 @@ class Breaker(models.Model):
 
     def __str__(self) -> str:
         return f"{self.host} ({self.state})"
+
+
+class ToolRevision(models.Model):
+    """One definition a tool has had: a row per change, with its hash.
+
+    Written when a tool row is created or changed (``loadtools``, the built-in sync,
+    an MCP refresh) and when a workflow version pins the tool at approval, so every
+    hash a version was approved with can be compared with what the tool is now.
+    """
+
+    tool_name = models.CharField(max_length=64, db_index=True)
+    kind = models.CharField(max_length=16, choices=ToolKind.choices)
+    hash = models.CharField(max_length=64, help_text="sha256 of the canonical stored spec.")
+    spec = models.JSONField(help_text="The definition (templates only, no secrets).")
+    source = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["tool_name", "-created_at", "-id"]
+        indexes = [models.Index(fields=["tool_name", "hash"], name="toolrevision_name_hash")]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name}@{self.hash[:12]}"

@@ -25,6 +25,7 @@ from tools.errors import (
     ToolNotFound,
 )
 from tools.http_client import call_http_tool
+from tools.mcp.calls import call_mcp_tool
 from tools.models import Tool
 from tools.spec import ToolSpec, json_schema_validator
 
@@ -90,14 +91,14 @@ class ToolRegistry:
 
     @classmethod
     def from_db(cls, *, providers: Iterable[BuiltinProvider] | None = None) -> ToolRegistry:
-        """Enabled http ``Tool`` rows plus the built-in providers.
+        """Enabled http and mcp ``Tool`` rows plus the built-in providers.
 
         ``providers`` defaults to ``settings.FLOWPILOT_BUILTIN_PROVIDERS``. A
         built-in tool whose row is disabled is left out. A row whose stored spec
         no longer validates is skipped and logged, not fatal for the run.
         """
         specs: list[ToolSpec] = []
-        for row in Tool.objects.filter(enabled=True, kind="http").order_by("name"):
+        for row in Tool.objects.filter(enabled=True, kind__in=["http", "mcp"]).order_by("name"):
             try:
                 specs.append(ToolSpec.model_validate(row.spec))
             except ValidationError as exc:
@@ -136,6 +137,8 @@ class ToolRegistry:
         validate_arguments(spec, arguments, validator=validator)
         if spec.kind == "http":
             return call_http_tool(spec, dict(arguments), ctx)
+        if spec.kind == "mcp":
+            return call_mcp_tool(spec, dict(arguments), ctx)
         provider = self._providers.get(name)
         if provider is None:
             raise ToolCallFailed(f"tool {name!r} ({spec.kind}) has no provider in this registry")

@@ -8,6 +8,7 @@ bad file never stops the others: every error is collected in the report.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,10 +18,13 @@ from django.db import transaction
 from django.db.models import QuerySet
 
 from tools.builtin import BuiltinProvider, load_providers
-from tools.errors import ToolConfigError
-from tools.loader import load_tool_file
+from tools.errors import FlowpilotError
+from tools.loader import load_mcp_server_file, load_tool_file
+from tools.mcp.config import McpServer
+from tools.mcp.discovery import mcp_server_specs
 from tools.models import Tool
 from tools.permissions import permission_require
+from tools.pins import tool_revision_record
 from tools.spec import ToolSpec
 
 logger = logging.getLogger("flowpilot.tools")
@@ -32,7 +36,7 @@ TOOL_FILE_SUFFIXES = (".yaml", ".yml")
 class LoadedTool:
     name: str
     kind: str
-    action: str  # "created" | "updated" | "unchanged"
+    action: str  # "created" | "updated" | "unchanged" | "removed" (an MCP server's)
     source: str
 
 
@@ -88,7 +92,8 @@ def _tool_files(directory: Path) -> list[Path]:
 def tool_upsert(*, spec: ToolSpec, source: str) -> str:
     """Create or update the row for ``spec``; returns created/updated/unchanged.
 
-    ``enabled`` is left as an operator set it on existing rows.
+    ``enabled`` is left as an operator set it on existing rows. Every new
+    definition is also a row of the tool's history (``ToolRevision``).
     """
     values = {
         "kind": spec.kind,
@@ -100,6 +105,7 @@ def tool_upsert(*, spec: ToolSpec, source: str) -> str:
     }
     with transaction.atomic():
         row = Tool.objects.select_for_update().filter(name=spec.name).first()
+        tool_revision_record(spec=spec, source=source[:500])
         if row is None:
             Tool.objects.create(name=spec.name, **values)
             return "created"
@@ -146,8 +152,9 @@ def _load_one(
     path: Path, report: LoadReport, seen: dict[str, str], builtin: dict[str, Any]
 ) -> None:
     try:
-        specs = load_tool_file(path)
-    except ToolConfigError as exc:
+        server = load_mcp_server_file(path)
+        specs = mcp_server_specs(server=server, env=os.environ) if server else load_tool_file(path)
+    except FlowpilotError as exc:
         report.errors.append(LoadError(str(path), exc.message))
         return
     clashes = [
@@ -163,6 +170,22 @@ def _load_one(
         seen[spec.name] = str(path)
         action = tool_upsert(spec=spec, source=str(path))
         report.tools.append(LoadedTool(spec.name, spec.kind, action, str(path)))
+    if server is not None:
+        kept = {spec.name for spec in specs}
+        for name in mcp_server_tools_remove(server=server, keep=kept):
+            report.tools.append(LoadedTool(name, "mcp", "removed", str(path)))
+
+
+def mcp_server_tools_remove(*, server: McpServer, keep: set[str]) -> list[str]:
+    """Delete the rows of ``server``'s tools it no longer lists; returns their names.
+
+    A refresh (``loadtools`` on the server file) thus records what was added
+    (created), changed (updated) and removed; a workflow using a removed tool fails
+    validation with ``unknown_tool``."""
+    rows = Tool.objects.filter(kind="mcp", spec__mcp__server__name=server.name)
+    gone = sorted(name for name in rows.values_list("name", flat=True) if name not in keep)
+    Tool.objects.filter(name__in=gone).delete()
+    return gone
 
 
 def tools_set_enabled(*, tools: QuerySet[Tool], enabled: bool, actor: Any = None) -> int:

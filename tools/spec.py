@@ -25,6 +25,7 @@ from pydantic_core import PydanticCustomError
 
 from tools.breaker.core import BreakerConfig
 from tools.errors import TemplateError
+from tools.mcp.config import McpToolConfig
 from tools.paths import PathError
 from tools.policy import RetryPolicy
 from tools.spec_http import Pagination, ResponseConfig, parse_extract_path
@@ -163,6 +164,7 @@ class ToolSpec(FrozenModel):
     retry: RetryPolicy | None = None
     timeout: float = Field(30.0, gt=0, le=3600)
     http: HttpConfig | None = None
+    mcp: McpToolConfig | None = Field(None, description="mcp tools: the server and tool name.")
     secret_env: list[str] = Field(
         default_factory=list, description="Env variables whose values are secrets wherever used."
     )
@@ -214,6 +216,8 @@ class ToolSpec(FrozenModel):
             raise ValueError("an http tool needs its http configuration")
         if self.kind != "http" and self.http is not None:
             raise ValueError(f"a {self.kind} tool has no http configuration")
+        if (self.kind == "mcp") != (self.mcp is not None):
+            raise ValueError("an mcp tool (and only an mcp tool) names its MCP server")
         if self.http and self.http.response_extract:
             unknown = [o for o in self.outputs if o not in self.http.response_extract]
             if unknown:
@@ -233,6 +237,8 @@ class ToolSpec(FrozenModel):
             auth = self.http.auth
             names |= env_refs([auth.token, auth.value, auth.password])
             names |= env_refs(self.http.request.secret_templates())
+        if self.mcp is not None:
+            names |= env_refs(self.mcp.server.secret_header_templates())
         return frozenset(names)
 
     @property

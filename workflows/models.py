@@ -70,6 +70,11 @@ class Workflow(models.Model):
         related_name="approved_workflows",
     )
     approved_at = models.DateTimeField(null=True, blank=True)
+    tool_pins = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Tool name -> definition hash, recorded at approval; a run refuses changes.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -5,7 +5,8 @@ the frozen spec and graph, a registry view, the environment snapshot (only the
 variables the workflow may read), the redactor (already holding the secret values
 of every registered tool), the HTTP client (which keeps no cookies), the LLM
 client (when the workflow has ``llm`` steps or LLM decisions), the circuit
-breakers (a handle on the state every worker shares), the limits, and the injected
+breakers (a handle on the state every worker shares), the MCP sessions (one
+per server, stopped with the context), the limits, and the injected
 clock/sleep/random so tests can pin them.
 """
 
@@ -31,6 +32,7 @@ from runs.engine.secrets import run_redactor
 from tools.breaker.core import CircuitBreakers
 from tools.breaker.setup import breakers_from_settings
 from tools.llm import LLMClient
+from tools.mcp.session import McpSessions
 from tools.redaction import Redactor
 from tools.registry import ToolRegistry
 from workflows.graph import FlowGraph, build_graph
@@ -77,6 +79,7 @@ class RunContext:
     llm: LLMClient | None = None  # for llm steps and LLM decisions; None when none needs it
     owns_llm: bool = False  # built here (closed with the context), not passed in
     breakers: CircuitBreakers | None = None  # per-host circuit breakers; None: off
+    mcp: McpSessions | None = None  # this run's MCP sessions, opened on first use
     now: Clock = DEFAULT_CLOCK
     sleep: Callable[[float], None] = time.sleep
     rand: random.Random = field(default_factory=random.Random)
@@ -87,6 +90,8 @@ class RunContext:
             self.llm.close()
         if self.breakers is not None:
             self.breakers.close()
+        if self.mcp is not None:
+            self.mcp.close()
 
     def __enter__(self) -> RunContext:
         return self
@@ -139,6 +144,7 @@ def build_run_context(
         compiled=compile_expressions(spec),
         breakers=breakers_from_settings(),
     )
+    context.mcp = McpSessions(env=context.env, redactor=context.redactor)
     if llm is not None:
         context.llm = llm
     elif any(s.needs_llm() for s in spec.steps):

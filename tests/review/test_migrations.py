@@ -13,7 +13,11 @@ from django.db.migrations.executor import MigrationExecutor
 from review.models import Approval
 from runs.models import RunTrigger
 
-BEFORE = [("runs", "0004_in_flight_lease_index"), ("review", None)]
+BEFORE = [
+    ("runs", "0004_in_flight_lease_index"),
+    ("review", None),
+    ("workflows", "0002_plans_and_approvals"),
+]
 
 
 def _migrate(targets):

@@ -424,6 +424,7 @@ def test_a_database_that_was_never_migrated_is_a_clear_error(cli):
     with connection.cursor() as cursor:  # as if `migrate` had never run
         cursor.execute("DROP TABLE tools_tool")
         cursor.execute("DROP TABLE tools_breaker")
+        cursor.execute("DROP TABLE tools_toolrevision")
     try:
         result = cli("runflow", "examples/sales_report.yaml")
     finally:

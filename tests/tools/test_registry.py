@@ -88,10 +88,15 @@ def test_http_call_through_registry(server, make_ctx):
     assert result.output == {"got": "/repos/a%2Fb"}
 
 
-def test_mcp_spec_without_provider(make_ctx):
-    registry = ToolRegistry([ToolSpec(name="remote", kind="mcp")])
+def test_builtin_spec_without_provider(make_ctx):
+    registry = ToolRegistry([ToolSpec(name="remote", kind="builtin")])
     with pytest.raises(ToolCallFailed, match="no provider"):
         registry.call("remote", {}, make_ctx())
+
+
+def test_an_mcp_spec_names_its_server():
+    with pytest.raises(ValueError, match="names its MCP server"):
+        ToolSpec(name="remote", kind="mcp")
 
 
 @pytest.mark.django_db

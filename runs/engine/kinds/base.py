@@ -106,5 +106,6 @@ def call_tool(
         output_dir=ctx.output_dir,
         data_dirs=ctx.data_dirs,
         breakers=ctx.breakers,
+        mcp=ctx.mcp,
     )
     return ctx.registry.call(tool, args, call_ctx)

@@ -1,0 +1,151 @@
+"""Tools are pinned: approving records each tool's hash; a run of a version whose
+tools changed since is refused naming the tool and what changed; re-approving (a
+validation run on the new definitions) lets it run again. Tool history rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from review.services import ApprovalStateError, workflow_approve, workflow_reapprove
+from runs.models import RunTrigger
+from runs.services import run_create, run_execute
+from tests.factories import WorkflowFactory
+from tools.models import ToolRevision
+from tools.pins import tool_definition_hash
+from tools.registry import ToolRegistry
+from tools.services import tools_load_dir
+from workflows.models import Workflow, WorkflowStatus
+from workflows.validator import WorkflowInvalid
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+
+RATES_TOOL = """
+name: rates
+description: Latest exchange rates.
+base_url: "{{env.FRANKFURTER_BASE_URL}}"
+request: {url: /latest, query: {from: "{{from}}"%s}}
+inputs: {type: object, properties: {from: {type: string}%s}, required: [from]}
+response_extract: {rates: rates, base: base}
+"""
+
+FLOW = {
+    "name": "eur_rates",
+    "description": "Rates against the euro.",
+    "inputs": {"base": {"type": "string", "default": "EUR"}},
+    "tools": ["rates"],
+    "steps": [
+        {"id": "fetch", "kind": "tool", "tool": "rates", "input_mapping": {"from": "$input.base"}}
+    ],
+    "outputs": {"base": "fetch.base"},
+}
+
+
+def _write_tool(directory: Path, *, extra_param: bool = False) -> None:
+    query, prop = ("", "")
+    if extra_param:
+        query, prop = (', amount: "{{amount}}"', ", amount: {type: number}")
+    (directory / "rates.yaml").write_text(RATES_TOOL % (query, prop), encoding="utf-8")
+    report = tools_load_dir(directory=directory, sync_builtin=False)
+    assert report.ok, report.errors
+
+
+def _run(version: Workflow):
+    run = run_create(workflow=version, trigger=RunTrigger.MANUAL, inputs={})
+    return run_execute(run=run)
+
+
+def test_a_changed_tool_refuses_the_run_until_the_version_is_reapproved(
+    fake_api, tmp_path, approver, cli
+):
+    _write_tool(tmp_path)
+    version = WorkflowFactory(data=FLOW, status=WorkflowStatus.PENDING_REVIEW)
+    approval = workflow_approve(version=version, approved_by=approver, sample_inputs={})
+    assert approval.status == "passed"
+    version.refresh_from_db()
+    pinned = version.tool_pins["rates"]
+    assert pinned == tool_definition_hash(ToolRegistry.from_db(providers=[]).get("rates"))
+    assert _run(version).status == "succeeded"
+
+    _write_tool(tmp_path, extra_param=True)  # edit the YAML under the active version, reload
+    with pytest.raises(WorkflowInvalid) as refused:
+        run_create(workflow=version, trigger=RunTrigger.MANUAL, inputs={})
+    issue = refused.value.report.errors[0]
+    assert issue.code == "tool_changed"
+    assert "tool `rates` changed since `eur_rates v1` was approved" in issue.message
+    assert "its parameters changed" in issue.message
+    refused_cli = cli("runflow", "eur_rates")
+    assert refused_cli.code == 1
+    assert "[tool_changed]  tool `rates` changed since `eur_rates v1`" in refused_cli.out
+    assert "1 validation error(s); not run" in refused_cli.err
+    history = list(ToolRevision.objects.filter(tool_name="rates").values_list("hash", flat=True))
+    assert len(history) == 2  # a row per change, newest first
+    assert history[1] == pinned
+
+    again = workflow_reapprove(version=version, approved_by=approver, sample_inputs={})
+    assert again.status == "passed"
+    version.refresh_from_db()
+    assert version.status == "active"
+    assert version.tool_pins["rates"] == history[0] != pinned
+    assert _run(version).status == "succeeded"
+
+
+def test_what_changed_names_url_auth_and_outputs(fake_api, tmp_path, approver):
+    _write_tool(tmp_path)
+    version = WorkflowFactory(data=FLOW, status=WorkflowStatus.PENDING_REVIEW)
+    workflow_approve(version=version, approved_by=approver, sample_inputs={})
+    changed = (
+        RATES_TOOL.replace("url: /latest", "url: /v1/latest")
+        .replace("response_extract: {rates: rates, base: base}", "response_extract: {base: base}")
+        + 'auth: {type: bearer, token: "{{env.RATES_TOKEN}}"}\n'
+    ) % ("", "")
+    (tmp_path / "rates.yaml").write_text(changed, encoding="utf-8")
+    assert tools_load_dir(directory=tmp_path, sync_builtin=False).ok
+    with pytest.raises(WorkflowInvalid) as refused:
+        run_create(workflow=version, trigger=RunTrigger.SCHEDULE, inputs={})
+    assert "its URL, auth, outputs changed" in refused.value.report.errors[0].message
+
+    (tmp_path / "rates.yaml").unlink()
+    from tools.models import Tool
+
+    Tool.objects.filter(name="rates").delete()
+    with pytest.raises(WorkflowInvalid) as gone:
+        run_create(workflow=version, trigger=RunTrigger.MANUAL, inputs={})
+    assert any("rates" in e.message for e in gone.value.report.errors)
+
+
+def test_only_an_active_version_is_reapproved(approver):
+    version = WorkflowFactory(data=FLOW, status=WorkflowStatus.PENDING_REVIEW)
+    with pytest.raises(ApprovalStateError):
+        workflow_reapprove(version=version, approved_by=approver, sample_inputs={})
+
+
+def test_the_admin_shows_each_tools_history(fake_api, tmp_path, client, django_user_model):
+    _write_tool(tmp_path)
+    _write_tool(tmp_path, extra_param=True)
+    client.force_login(django_user_model.objects.create_superuser("root", "r@example.com", "pw"))
+    listing = client.get("/admin/tools/toolrevision/")
+    assert listing.status_code == 200
+    html = listing.content.decode()
+    assert html.count(">rates<") == 2
+    row = ToolRevision.objects.filter(tool_name="rates").first()
+    page = client.get(f"/admin/tools/toolrevision/{row.pk}/change/")
+    assert page.status_code == 200
+    assert "amount" in page.content.decode()  # the newest definition, shown in full
+
+
+def test_a_failed_reapproval_changes_nothing(fake_api, tmp_path, approver):
+    _write_tool(tmp_path)
+    version = WorkflowFactory(data=FLOW, status=WorkflowStatus.PENDING_REVIEW)
+    workflow_approve(version=version, approved_by=approver, sample_inputs={})
+    version.refresh_from_db()
+    pins = dict(version.tool_pins)
+    _write_tool(tmp_path, extra_param=True)
+    red = workflow_reapprove(version=version, approved_by=approver, sample_inputs={"base": "XXX"})
+    assert red.status == "failed"
+    assert red.validation_run.status == "failed"
+    version.refresh_from_db()
+    assert (version.status, version.tool_pins) == ("active", pins)
+    with pytest.raises(WorkflowInvalid, match="tool `rates` changed since"):
+        run_create(workflow=version, trigger=RunTrigger.MANUAL, inputs={})

@@ -1,0 +1,123 @@
+"""One ``call_tool`` on an MCP server, its result mapped to a step output and its
+failures to the typed errors (docs/mcp.md, "Errors").
+
+* the server could not be started or reached: ``tool_unreachable``, retried;
+* no answer within the timeout: ``tool_timeout``, retried;
+* the connection dropped during the call: ``tool_unreachable``, retried;
+* the server refused the arguments or the tool (JSON-RPC -32602): ``tool_input_invalid``;
+* another protocol error, or the tool answered ``isError: true``: ``tool_call_failed``.
+
+A timeout or a dropped connection of a tool that is not idempotent is
+``outcome_unknown`` instead (fatal): the server may have acted.
+
+Structured content (``structuredContent``) becomes the output as it is; otherwise the
+text content, joined, becomes ``{"text": …}`` (with any non-text content under
+``content``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import mcp_types as types
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from tools.calls import ToolCallContext, ToolResult
+from tools.errors import (
+    FlowpilotError,
+    ToolCallFailed,
+    ToolInputError,
+    ToolOutcomeUnknown,
+    ToolResponseTooLarge,
+    ToolTimeout,
+    ToolUnreachable,
+)
+from tools.mcp.config import McpToolConfig
+from tools.mcp.session import McpSessions
+from tools.spec import ToolSpec
+
+
+def call_mcp_tool(spec: ToolSpec, arguments: dict[str, Any], ctx: ToolCallContext) -> ToolResult:
+    """Call an ``mcp`` tool in the run's session (``ctx.mcp``), or — for a caller
+    without one — in a session opened and closed for this call."""
+    assert spec.mcp is not None
+    if ctx.mcp is not None:
+        return _call(ctx.mcp, spec, spec.mcp, arguments, ctx)
+    with McpSessions(env=ctx.env, redactor=ctx.redactor) as sessions:
+        return _call(sessions, spec, spec.mcp, arguments, ctx)
+
+
+def _call(
+    sessions: McpSessions,
+    spec: ToolSpec,
+    config: McpToolConfig,
+    arguments: dict[str, Any],
+    ctx: ToolCallContext,
+) -> ToolResult:
+    timeout = ctx.timeout or spec.timeout
+    who = f"tool {spec.name!r} (MCP server {config.server.name!r})"
+
+    async def call(client: Client) -> types.CallToolResult:
+        return await client.call_tool(config.tool, arguments, read_timeout_seconds=timeout)
+
+    try:
+        result = sessions.run(config.server, call)
+    except FlowpilotError:
+        raise
+    except MCPError as exc:
+        raise _protocol_error(spec, exc, who, ctx, timeout) from exc
+    except Exception as exc:  # the transport broke mid-call: the session is gone
+        sessions.discard(config.server)
+        message = ctx.redactor.scrub_text(f"{who}: the session failed during the call: {exc}")
+        raise _maybe_sent(spec, ToolUnreachable(message)) from exc
+    if result.is_error:
+        text = ctx.redactor.scrub_text(_text(result) or "(no message)")
+        raise ToolCallFailed(f"{who} reported an error: {text}")
+    output = _output(result)
+    size = len(json.dumps(output, default=str).encode())
+    if size > ctx.max_response_bytes:
+        raise ToolResponseTooLarge(
+            f"{who} answered {size} bytes, over the limit of {ctx.max_response_bytes}"
+        )
+    return ToolResult(output=output)
+
+
+def _protocol_error(
+    spec: ToolSpec, exc: MCPError, who: str, ctx: ToolCallContext, timeout: float
+) -> FlowpilotError:
+    message = ctx.redactor.scrub_text(exc.error.message)
+    code = exc.error.code
+    if code == types.REQUEST_TIMEOUT:
+        return _maybe_sent(spec, ToolTimeout(f"{who} did not answer within {timeout:g}s"))
+    if code == types.CONNECTION_CLOSED:
+        return _maybe_sent(spec, ToolUnreachable(f"{who}: the connection closed: {message}"))
+    if code == types.INVALID_PARAMS:
+        return ToolInputError(f"{who} refused the call: {message}")
+    return ToolCallFailed(f"{who}: protocol error {code}: {message}")
+
+
+def _maybe_sent(spec: ToolSpec, error: FlowpilotError) -> FlowpilotError:
+    """A retryable failure after the request was sent: repeated only when idempotent."""
+    if spec.idempotent:
+        return error
+    return ToolOutcomeUnknown(
+        f"{error.message}; the tool is not idempotent and may have acted: check the target "
+        "system, then restart from this step"
+    )
+
+
+def _text(result: types.CallToolResult) -> str:
+    return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+def _output(result: types.CallToolResult) -> Any:
+    if result.structured_content is not None:
+        return result.structured_content
+    output: dict[str, Any] = {"text": _text(result)}
+    other = [c.model_dump(mode="json", by_alias=True, exclude_none=True)
+             for c in result.content if not isinstance(c, types.TextContent)]  # fmt: skip
+    if other:
+        output["content"] = other
+    return output

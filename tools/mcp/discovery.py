@@ -1,0 +1,68 @@
+"""A server's ``list_tools`` → ``ToolSpec(kind="mcp")`` values.
+
+Each tool is named ``<server>_<tool>``: characters outside ``[a-zA-Z0-9_-]`` become
+``_`` and the name is cut to 64 characters, so it matches the tool-name pattern. Two
+tools that end up with one name are an error naming both. The description, the
+input schema and — from the output schema's properties — the outputs come from the
+server; ``idempotent`` from the server file or else the ``idempotentHint`` (or
+``readOnlyHint``) annotation, default false as in the MCP specification.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+import mcp_types as types
+from pydantic import ValidationError
+
+from tools.errors import ToolConfigError
+from tools.mcp.config import McpServer, McpToolConfig
+from tools.mcp.session import McpSessions, list_all_tools
+from tools.redaction import Redactor
+from tools.spec import ToolSpec
+
+
+def mcp_tool_name(server: str, tool: str) -> str:
+    return re.sub(r"[^a-zA-Z0-9_-]", "_", f"{server}_{tool}")[:64]
+
+
+def mcp_server_specs(*, server: McpServer, env: Mapping[str, str]) -> list[ToolSpec]:
+    """Connect to ``server`` (templates rendered with ``env``), list its tools and
+    return their specs sorted by name. Raises ``ToolUnreachable`` when it cannot be
+    reached, ``ToolConfigError`` when a tool cannot be registered."""
+    with McpSessions(env=env, redactor=Redactor()) as sessions:
+        listed = sessions.run(server, list_all_tools)
+    specs: dict[str, ToolSpec] = {}
+    problems: list[str] = []
+    for tool in sorted(listed, key=lambda t: t.name):
+        name = mcp_tool_name(server.name, tool.name)
+        if name in specs:
+            problems.append(f"tools {specs[name].mcp.tool!r} and {tool.name!r} are both {name!r}")  # type: ignore[union-attr]
+            continue
+        try:
+            specs[name] = _spec(server, tool, name)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            problems.append(f"tool {tool.name!r}: {first['msg']}")
+    if problems:
+        raise ToolConfigError(f"MCP server {server.name!r}: " + "; ".join(problems))
+    return [specs[name] for name in sorted(specs)]
+
+
+def _spec(server: McpServer, tool: types.Tool, name: str) -> ToolSpec:
+    hints = tool.annotations
+    hinted = bool(hints and (hints.idempotent_hint or hints.read_only_hint))
+    outputs = sorted((tool.output_schema or {}).get("properties", {}))
+    return ToolSpec(
+        name=name,
+        kind="mcp",
+        description=tool.description or tool.title or "",
+        input_schema=tool.input_schema or {"type": "object", "properties": {}},
+        outputs=outputs,
+        idempotent=hinted if server.idempotent is None else server.idempotent,
+        retry=server.retry,
+        timeout=server.timeout,
+        secret_env=list(server.secret_env),
+        mcp=McpToolConfig(server=server, tool=tool.name),
+    )

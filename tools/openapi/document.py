@@ -1,0 +1,99 @@
+"""Reading an OpenAPI document and resolving its local references."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import yaml
+from django.conf import settings
+
+from tools.errors import ToolConfigError
+
+MAX_DOCUMENT_BYTES = 5 * 1024 * 1024
+
+
+class OpenAPIError(ToolConfigError):
+    """The document cannot be read or is not OpenAPI 3.0/3.1."""
+
+    code = "openapi_invalid"
+
+
+def openapi_read(source: str, *, http: httpx.Client | None = None) -> dict[str, Any]:
+    """The document at ``source``: a file path, or an http(s) URL whose host is in
+    ``FLOWPILOT_OPENAPI_HOSTS`` (nothing else is fetched). YAML or JSON."""
+    if urlsplit(source).scheme in ("http", "https"):
+        text = _fetch(source, http=http)
+    else:
+        try:
+            text = Path(source).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise OpenAPIError(f"{source}: cannot read the file: {exc}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise OpenAPIError(f"{source}: neither YAML nor JSON: {exc}") from exc
+    version = str(data.get("openapi", "")) if isinstance(data, dict) else ""
+    if not (version.startswith("3.0") or version.startswith("3.1")):
+        found = repr(version) if version else "no 'openapi' field"
+        raise OpenAPIError(f"{source}: not an OpenAPI 3.0/3.1 document ({found})")
+    if not isinstance(data.get("paths"), dict):
+        raise OpenAPIError(f"{source}: the document has no 'paths'")
+    return data
+
+
+def _fetch(url: str, *, http: httpx.Client | None) -> str:
+    host = urlsplit(url).hostname or ""
+    allowed = [h.lower() for h in settings.FLOWPILOT_OPENAPI_HOSTS]
+    if host.lower() not in allowed:
+        raise OpenAPIError(
+            f"{url}: host {host!r} is not in FLOWPILOT_OPENAPI_HOSTS "
+            f"({', '.join(allowed) or 'empty'}); download the document and pass the file"
+        )
+    client = http or httpx.Client(timeout=30, follow_redirects=False)
+    try:
+        response = client.get(url)
+    except httpx.HTTPError as exc:
+        raise OpenAPIError(f"{url}: cannot fetch the document: {exc}") from exc
+    finally:
+        if http is None:
+            client.close()
+    if response.status_code != 200:
+        raise OpenAPIError(f"{url}: answered HTTP {response.status_code}")
+    if len(response.content) > MAX_DOCUMENT_BYTES:
+        raise OpenAPIError(f"{url}: the document is larger than {MAX_DOCUMENT_BYTES} bytes")
+    return response.text
+
+
+def resolve(document: dict[str, Any], value: Any, problems: list[str], *, where: str) -> Any:
+    """``value`` with every local ``$ref`` (``#/…``) replaced by its target, recursively.
+
+    An external reference, a missing target or a cycle is kept as ``{}`` (any value)
+    and listed in ``problems`` naming ``where``."""
+    return _resolve(document, value, problems, where, ())
+
+
+def _resolve(doc: dict[str, Any], value: Any, problems: list[str], where: str, seen: tuple) -> Any:
+    if isinstance(value, list):
+        return [_resolve(doc, v, problems, where, seen) for v in value]
+    if not isinstance(value, dict):
+        return value
+    ref = value.get("$ref")
+    if isinstance(ref, str):
+        if not ref.startswith("#/"):
+            problems.append(f"{where}: external reference {ref} is not supported")
+            return {}
+        if ref in seen:
+            problems.append(f"{where}: recursive reference {ref} is cut (any value)")
+            return {}
+        target: Any = doc
+        for part in ref[2:].split("/"):
+            part = part.replace("~1", "/").replace("~0", "~")
+            target = target.get(part) if isinstance(target, dict) else None
+        if target is None:
+            problems.append(f"{where}: reference {ref} points nowhere")
+            return {}
+        return _resolve(doc, target, problems, where, (*seen, ref))
+    return {k: _resolve(doc, v, problems, where, seen) for k, v in value.items()}

@@ -1,0 +1,207 @@
+"""OpenAPI operations → http tool file mappings (the current form of docs/tools.md).
+
+Per operation: ``name`` (the operationId in snake case, else method + path),
+``description`` (summary), ``base_url`` (``{{env.<PREFIX>_BASE_URL:-<first server>}}``),
+``request`` (method, path template, query and header parameters, JSON or form body),
+``auth`` (the first security requirement the format can express, credentials read
+from ``<PREFIX>_…`` env variables), ``inputs`` (one property per parameter, plus
+``body`` for a JSON request body) and ``response_extract`` suggested from the 2xx
+JSON schema's top-level properties. What cannot be expressed is returned in
+``unsupported``, one line each, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from tools.openapi.document import resolve
+
+METHODS = ("get", "post", "put", "patch", "delete")
+OTHER_METHODS = ("head", "options", "trace")
+MAX_SUGGESTED_OUTPUTS = 12
+
+
+@dataclass
+class Generated:
+    """The tool files of an import and everything that was left out."""
+
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    unsupported: list[str] = field(default_factory=list)
+
+
+def snake(text: str) -> str:
+    text = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", text)
+    return re.sub(r"[^a-zA-Z0-9]+", "_", text).strip("_").lower()
+
+
+def openapi_tools(
+    document: dict[str, Any],
+    *,
+    prefix: str,
+    tags: list[str] | None = None,
+    operations: list[str] | None = None,
+) -> Generated:
+    """The tools of the operations chosen by tag or operationId (none given: all)."""
+    out = Generated()
+    env = snake(prefix).upper()
+    for path, item in sorted(document["paths"].items()):
+        item = resolve(document, item, out.unsupported, where=f"paths.{path}")
+        for method in OTHER_METHODS:
+            if method in item and _chosen(item[method], tags, operations):
+                out.unsupported.append(f"{method.upper()} {path}: method not supported")
+        for method in METHODS:
+            op = item.get(method)
+            if isinstance(op, dict) and _chosen(op, tags, operations):
+                tool = _tool(document, path, method, item, op, env, out.unsupported)
+                if tool is not None:
+                    out.tools.append(tool)
+    return out
+
+
+def _chosen(op: dict[str, Any], tags: list[str] | None, operations: list[str] | None) -> bool:
+    if not tags and not operations:
+        return True
+    return bool(set(op.get("tags") or []) & set(tags or [])) or (
+        op.get("operationId") in (operations or [])
+    )
+
+
+def _tool(
+    doc: dict, path: str, method: str, item: dict, op: dict, env: str, unsupported: list
+) -> dict[str, Any] | None:
+    where = f"{method.upper()} {path}"
+    name = snake(op.get("operationId") or f"{method}_{path}")[:64]
+    params = {(p.get("in"), p.get("name")): p for p in item.get("parameters", []) if "in" in p}
+    params.update({(p.get("in"), p.get("name")): p for p in op.get("parameters", []) if "in" in p})
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    request: dict[str, Any] = {"method": method.upper(), "url": path}
+    for (place, pname), param in sorted(params.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+        key = snake(pname) or "param"
+        if place == "cookie":
+            unsupported.append(f"{where}: cookie parameter {pname!r} not supported")
+            continue
+        schema = dict(param.get("schema") or {})
+        if param.get("description"):
+            schema.setdefault("description", param["description"])
+        properties[key] = schema
+        if param.get("required") or place == "path":
+            required.append(key)
+        if place == "path":
+            request["url"] = request["url"].replace("{" + pname + "}", "{{" + key + "}}")
+        elif place == "query":
+            request.setdefault("query", {})[pname] = "{{" + key + "}}"
+        elif place == "header":
+            request.setdefault("headers", {})[pname] = "{{" + key + "}}"
+    if not _body(op, request, properties, required, where, unsupported):
+        return None
+    tool: dict[str, Any] = {
+        "name": name,
+        "description": (op.get("summary") or op.get("description") or where).strip(),
+        "base_url": _base_url(doc, env, where, unsupported),
+        "request": request,
+    }
+    auth = _auth(doc, op, env, where, unsupported)
+    if auth is not None:
+        tool["auth"] = auth
+    tool["inputs"] = {"type": "object", "properties": properties}
+    if required:
+        tool["inputs"]["required"] = sorted(set(required))
+    extract = _extract(op, where, unsupported)
+    if extract:
+        tool["response_extract"] = extract
+    return tool
+
+
+def _body(
+    op: dict, request: dict, properties: dict, required: list, where: str, bad: list
+) -> bool:
+    """Add the request body to the tool; False (listed) when it cannot be expressed."""
+    body = op.get("requestBody")
+    if not isinstance(body, dict):
+        return True
+    content = body.get("content") or {}
+    if "application/json" in content:
+        properties["body"] = content["application/json"].get("schema") or {}
+        request["body"] = "{{body}}"
+        if body.get("required"):
+            required.append("body")
+    elif "application/x-www-form-urlencoded" in content:
+        schema = content["application/x-www-form-urlencoded"].get("schema") or {}
+        request["body_type"] = "form"
+        request["body"] = {}
+        for pname, prop in sorted((schema.get("properties") or {}).items()):
+            key = snake(pname)
+            properties[key] = prop
+            request["body"][pname] = "{{" + key + "}}"
+        required.extend(snake(r) for r in schema.get("required", []))
+    else:
+        bad.append(f"{where}: request body types {sorted(content)} not supported; skipped")
+        return False
+    return True
+
+
+def _base_url(doc: dict, env: str, where: str, unsupported: list) -> str:
+    servers = doc.get("servers") or [{"url": ""}]
+    server = servers[0]
+    url = server.get("url", "")
+    for var, spec in (server.get("variables") or {}).items():
+        url = url.replace("{" + var + "}", str(spec.get("default", "")))
+    if not re.match(r"^https?://", url):
+        unsupported.append(f"{where}: server URL {url!r} is not absolute; set {env}_BASE_URL")
+        url = ""
+    return _env(f"{env}_BASE_URL", url.rstrip("/") or None)
+
+
+def _auth(doc: dict, op: dict, env: str, where: str, unsupported: list) -> dict | None:
+    requirements = op.get("security", doc.get("security")) or []
+    schemes = (doc.get("components") or {}).get("securitySchemes") or {}
+    for requirement in requirements:
+        for scheme_name, scopes in sorted(requirement.items()):
+            auth = _scheme(schemes.get(scheme_name) or {}, scopes, env)
+            if auth is not None:
+                return auth
+            unsupported.append(f"{where}: security scheme {scheme_name!r} not supported")
+    return None
+
+
+def _env(name: str, default: str | None = None) -> str:
+    """The ``{{env.NAME}}`` (or ``{{env.NAME:-default}}``) placeholder."""
+    return "{{env." + name + ("" if default is None else ":-" + default) + "}}"
+
+
+def _scheme(scheme: dict, scopes: list, env: str) -> dict | None:
+    kind, token = scheme.get("type"), _env(f"{env}_TOKEN")
+    if kind == "http" and str(scheme.get("scheme", "")).lower() == "bearer":
+        return {"type": "bearer", "token": token}
+    if kind == "http" and str(scheme.get("scheme", "")).lower() == "basic":
+        user, password = _env(f"{env}_USERNAME"), _env(f"{env}_PASSWORD")
+        return {"type": "basic", "username": user, "password": password}
+    if kind == "apiKey" and scheme.get("in") in ("header", "query"):
+        value = _env(f"{env}_API_KEY")
+        return {"type": "api_key", "in": scheme["in"], "name": scheme["name"], "value": value}
+    flow = ((scheme.get("flows") or {}).get("clientCredentials")) if kind == "oauth2" else None
+    if flow:
+        return {
+            "type": "oauth2",
+            "token_url": _env(f"{env}_TOKEN_URL", flow["tokenUrl"]),
+            "client_id": _env(f"{env}_CLIENT_ID"),
+            "client_secret": _env(f"{env}_CLIENT_SECRET"),
+            "scopes": list(scopes or []),
+        }
+    return None
+
+
+def _extract(op: dict, where: str, unsupported: list) -> dict[str, str]:
+    responses = op.get("responses") or {}
+    ok = next((c for c in sorted(map(str, responses)) if c.startswith("2")), None)
+    if ok is None:
+        return {}
+    content = (responses.get(ok) or responses.get(int(ok)) or {}).get("content") or {}
+    schema = (content.get("application/json") or {}).get("schema") or {}
+    if schema.get("type") == "array":
+        return {"items": "items", "count": "count"}
+    props = sorted(schema.get("properties") or {})
+    return {snake(p) or p: p for p in props[:MAX_SUGGESTED_OUTPUTS] if re.match(r"^[\w-]+$", p)}
