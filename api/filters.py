@@ -1,5 +1,7 @@
 """Query filters (django-filter); unknown values are a 400 naming the parameter."""
 
+from datetime import UTC, datetime
+
 from django.db.models import Q
 from django_filters import rest_framework as filters
 
@@ -29,13 +31,27 @@ class WorkflowFilter(filters.FilterSet):
         fields = ["name", "status"]
 
 
+class InstantFilter(filters.IsoDateTimeFilter):
+    """An ISO 8601 instant, compared in UTC. ISO 8601 and Python accept any UTC offset
+    under a day, PostgreSQL only up to ±15:59: an instant sent with ``-19:24`` is the
+    same instant in UTC, never a database error. Past the calendar's ends it is clamped."""
+
+    def filter(self, qs, value):
+        if value is not None and value.tzinfo is not None:
+            try:
+                value = value.astimezone(UTC)
+            except OverflowError:
+                value = (datetime.min if value.year == 1 else datetime.max).replace(tzinfo=UTC)
+        return super().filter(qs, value)
+
+
 class RunFilter(filters.FilterSet):
     workflow = filters.CharFilter(field_name="workflow__name", help_text="The workflow's name.")
     version = filters.NumberFilter(field_name="workflow__version")
     status = filters.ChoiceFilter(choices=RunStatus.choices)
     trigger = filters.ChoiceFilter(choices=RunTrigger.choices)
-    created_after = filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
-    created_before = filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+    created_after = InstantFilter(field_name="created_at", lookup_expr="gte")
+    created_before = InstantFilter(field_name="created_at", lookup_expr="lt")
 
     class Meta:
         model = Run

@@ -166,6 +166,11 @@ def test_list_filters_and_orders_newest_first(make_client, active):
     assert ids(created_before=since) == [old.pk]
     assert_error(client.get("/api/v1/runs/", {"status": "bogus"}), 400, "invalid")
     assert_error(client.get("/api/v1/runs/", {"created_after": "yesterday"}), 400, "invalid")
+    # Offsets ISO 8601 allows but PostgreSQL does not (past ±15:59), and the calendar's
+    # ends: the same instants in UTC, never a 500.
+    assert ids(created_before="2845-08-07T18:34:52.22-19:24") == [elsewhere.pk, new.pk, old.pk]
+    assert ids(created_after="0001-01-01T00:00:00+23:00") == [elsewhere.pk, new.pk, old.pk]
+    assert ids(created_before="9999-12-31T23:59:59-23:00") == [elsewhere.pk, new.pk, old.pk]
 
 
 @pytest.mark.django_db
