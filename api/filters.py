@@ -4,6 +4,7 @@ from django.db.models import Q
 from django_filters import rest_framework as filters
 
 from runs.models import Run, RunStatus, RunTrigger
+from schedules.models import Schedule
 from tools.models import Tool, ToolKind
 from workflows.models import Workflow, WorkflowStatus
 
@@ -40,3 +41,12 @@ class RunFilter(filters.FilterSet):
     class Meta:
         model = Run
         fields = ["workflow", "version", "status", "trigger"]
+
+
+class ScheduleFilter(filters.FilterSet):
+    workflow = filters.CharFilter(field_name="workflow_name", help_text="The workflow's name.")
+    paused = filters.BooleanFilter()
+
+    class Meta:
+        model = Schedule
+        fields = ["workflow", "paused"]
