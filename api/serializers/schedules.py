@@ -4,6 +4,10 @@ from rest_framework import serializers
 
 from schedules.models import Overlap, Schedule, ScheduleFire
 
+# The largest value the schedule's positive integer columns hold on every database;
+# the lower bounds are the service's (its refusal names the field).
+MAX_SECONDS = 2**31 - 1
+
 
 class ScheduleSerializer(serializers.ModelSerializer):
     workflow = serializers.CharField(source="workflow_name")
@@ -42,13 +46,21 @@ class ScheduleRuleSerializer(serializers.Serializer):
     )
     timezone = serializers.CharField(max_length=64, default="UTC", help_text="IANA name.")
     interval = serializers.IntegerField(
-        required=False, allow_null=True, default=None, help_text="Seconds (instead of cron)."
+        required=False,
+        allow_null=True,
+        default=None,
+        max_value=MAX_SECONDS,
+        help_text="Seconds (instead of cron).",
     )
     inputs = serializers.DictField(required=False, default=dict, help_text="Each run's inputs.")
     overlap = serializers.ChoiceField(choices=Overlap.choices, default=Overlap.SKIP)
-    catchup_window = serializers.IntegerField(default=3600, help_text="Seconds.")
-    pause_after_failures = serializers.IntegerField(required=False, allow_null=True, default=None)
-    jitter = serializers.IntegerField(default=0, help_text="Seconds.")
+    catchup_window = serializers.IntegerField(
+        default=3600, max_value=MAX_SECONDS, help_text="Seconds."
+    )
+    pause_after_failures = serializers.IntegerField(
+        required=False, allow_null=True, default=None, max_value=MAX_SECONDS
+    )
+    jitter = serializers.IntegerField(default=0, max_value=MAX_SECONDS, help_text="Seconds.")
 
 
 class ScheduleCreateSerializer(ScheduleRuleSerializer):

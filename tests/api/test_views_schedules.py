@@ -193,3 +193,10 @@ def test_callers_without_the_permission_are_refused(make_client, nightly, method
     if (method, url) not in {("get", URL), ("get", ONE)}:  # a viewer may only read
         assert_error(getattr(viewer, method)(url, {}, format="json"), 403, "permission_denied")
     assert Schedule.objects.get().paused is False
+
+
+def test_seconds_beyond_what_the_database_holds_are_refused(client):
+    response = client.post(URL, {**NIGHTLY, "cron": "", "interval": 2**31}, format="json")
+
+    body = assert_error(response, 400, "invalid")
+    assert [d["path"] for d in body["details"]] == ["interval"]
