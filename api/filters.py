@@ -1,6 +1,10 @@
 """Query filters (django-filter); unknown values are a 400 naming the parameter."""
 
+from datetime import UTC
+
+from django import forms
 from django.db.models import Q
+from django_filters import fields
 from django_filters import rest_framework as filters
 
 from runs.models import Run, RunStatus, RunTrigger
@@ -30,13 +34,30 @@ class WorkflowFilter(filters.FilterSet):
         fields = ["name", "status"]
 
 
+class UtcDateTimeField(fields.IsoDateTimeField):
+    """An ISO 8601 time read as UTC: PostgreSQL refuses offsets beyond ±15:59 (a 500)."""
+
+    def to_python(self, value):
+        moment = super().to_python(value)
+        if moment is None:
+            return None
+        try:
+            return moment.astimezone(UTC)
+        except OverflowError:
+            raise forms.ValidationError("the time is out of range", code="invalid") from None
+
+
+class UtcDateTimeFilter(filters.IsoDateTimeFilter):
+    field_class = UtcDateTimeField
+
+
 class RunFilter(filters.FilterSet):
     workflow = filters.CharFilter(field_name="workflow__name", help_text="The workflow's name.")
     version = filters.NumberFilter(field_name="workflow__version")
     status = filters.ChoiceFilter(choices=RunStatus.choices)
     trigger = filters.ChoiceFilter(choices=RunTrigger.choices)
-    created_after = filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
-    created_before = filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+    created_after = UtcDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    created_before = UtcDateTimeFilter(field_name="created_at", lookup_expr="lt")
 
     class Meta:
         model = Run

@@ -166,6 +166,12 @@ def test_list_filters_and_orders_newest_first(make_client, active):
     assert ids(created_before=since) == [old.pk]
     assert_error(client.get("/api/v1/runs/", {"status": "bogus"}), 400, "invalid")
     assert_error(client.get("/api/v1/runs/", {"created_after": "yesterday"}), 400, "invalid")
+    # Offsets PostgreSQL refuses are read as the same instant in UTC; a time that has
+    # no UTC form is a 400, not a database error.
+    far = (timezone.now() - timedelta(days=1)).astimezone(timezone.get_fixed_timezone(-1164))
+    assert ids(created_after=far.isoformat()) == [elsewhere.pk, new.pk]
+    early = {"created_before": "0001-01-01T00:00:00+01:00"}
+    assert_error(client.get("/api/v1/runs/", early), 400, "invalid")
 
 
 @pytest.mark.django_db
