@@ -10,6 +10,7 @@ a failed request leaves no half-written rows in an atomic block.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -21,6 +22,7 @@ from rest_framework.views import set_rollback
 from api.exceptions import ApiError
 from runs.idempotency import IdempotencyKeyInvalid, IdempotencyKeyReused
 from runs.services import RunStateError
+from schedules.services import ScheduleInvalid
 from tools.errors import FlowpilotError
 from tools.permissions import PermissionRefused
 from workflows.errors import WorkflowNotFound, WorkflowTransitionError
@@ -75,6 +77,13 @@ def error_details(exc: FlowpilotError) -> list[dict[str, str]]:
     return [{"path": i.path, "code": i.code, "message": i.message} for i in issues]
 
 
+def schedule_invalid_error(exc: ScheduleInvalid) -> ApiError:
+    """A 400 whose detail's path is the field the message names (its first `field`)."""
+    named = re.search(r"`(\w+)`", str(exc))
+    detail = {"path": named.group(1) if named else "", "code": "invalid", "message": str(exc)}
+    return ApiError(str(exc), code="schedule_invalid", status_code=400, details=[detail])
+
+
 def flowpilot_status(exc: FlowpilotError) -> int:
     if getattr(exc, "http_status", None):  # the API's own errors say it themselves
         return exc.http_status
@@ -108,6 +117,8 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied()
+    elif isinstance(exc, ScheduleInvalid):  # a ValueError of its own: the field it names
+        exc = schedule_invalid_error(exc)
     if isinstance(exc, FlowpilotError):
         body = error_body(exc.code, exc.message, error_details(exc))
         set_rollback()

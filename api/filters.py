@@ -1,11 +1,14 @@
 """Query filters (django-filter); unknown values are a 400 naming the parameter."""
 
-from datetime import UTC, datetime
+from datetime import UTC
 
+from django import forms
 from django.db.models import Q
+from django_filters import fields
 from django_filters import rest_framework as filters
 
 from runs.models import Run, RunStatus, RunTrigger
+from schedules.models import Schedule
 from tools.models import Tool, ToolKind
 from workflows.models import Workflow, WorkflowStatus
 
@@ -31,18 +34,21 @@ class WorkflowFilter(filters.FilterSet):
         fields = ["name", "status"]
 
 
-class InstantFilter(filters.IsoDateTimeFilter):
-    """An ISO 8601 instant, compared in UTC. ISO 8601 and Python accept any UTC offset
-    under a day, PostgreSQL only up to ±15:59: an instant sent with ``-19:24`` is the
-    same instant in UTC, never a database error. Past the calendar's ends it is clamped."""
+class UtcDateTimeField(fields.IsoDateTimeField):
+    """An ISO 8601 time read as UTC: PostgreSQL refuses offsets beyond ±15:59 (a 500)."""
 
-    def filter(self, qs, value):
-        if value is not None and value.tzinfo is not None:
-            try:
-                value = value.astimezone(UTC)
-            except OverflowError:
-                value = (datetime.min if value.year == 1 else datetime.max).replace(tzinfo=UTC)
-        return super().filter(qs, value)
+    def to_python(self, value):
+        moment = super().to_python(value)
+        if moment is None:
+            return None
+        try:
+            return moment.astimezone(UTC)
+        except OverflowError:
+            raise forms.ValidationError("the time is out of range", code="invalid") from None
+
+
+class UtcDateTimeFilter(filters.IsoDateTimeFilter):
+    field_class = UtcDateTimeField
 
 
 class RunFilter(filters.FilterSet):
@@ -50,9 +56,18 @@ class RunFilter(filters.FilterSet):
     version = filters.NumberFilter(field_name="workflow__version")
     status = filters.ChoiceFilter(choices=RunStatus.choices)
     trigger = filters.ChoiceFilter(choices=RunTrigger.choices)
-    created_after = InstantFilter(field_name="created_at", lookup_expr="gte")
-    created_before = InstantFilter(field_name="created_at", lookup_expr="lt")
+    created_after = UtcDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    created_before = UtcDateTimeFilter(field_name="created_at", lookup_expr="lt")
 
     class Meta:
         model = Run
         fields = ["workflow", "version", "status", "trigger"]
+
+
+class ScheduleFilter(filters.FilterSet):
+    workflow = filters.CharFilter(field_name="workflow_name", help_text="The workflow's name.")
+    paused = filters.BooleanFilter()
+
+    class Meta:
+        model = Schedule
+        fields = ["workflow", "paused"]

@@ -5,11 +5,13 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 
 from api.views.design import PlanViewSet, VersionDesignViewSet
 from api.views.runs import RunViewSet
+from api.views.schedules import ScheduleViewSet
 from api.views.tools import ToolViewSet
 from api.views.webhooks import HookView, WebhookViewSet
 from api.views.workflows import WorkflowViewSet
 
 VERSION = "workflows/<slug:name>/versions/<int:version>/"
+SCHEDULE = "schedules/<slug:workflow>/<slug:name>/"
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
@@ -75,5 +77,18 @@ urlpatterns = [
         WebhookViewSet.as_view({"post": "rotate"}),
         name="webhook-rotate",
     ),
+    path(
+        "schedules/",
+        ScheduleViewSet.as_view({"get": "list", "post": "create"}),
+        name="schedule-list",
+    ),
+    path(
+        SCHEDULE,
+        ScheduleViewSet.as_view({"get": "retrieve", "put": "update", "delete": "destroy"}),
+        name="schedule-detail",
+    ),
+    path(SCHEDULE + "pause/", ScheduleViewSet.as_view({"post": "pause"}), name="schedule-pause"),
+    path(SCHEDULE + "resume/", ScheduleViewSet.as_view({"post": "resume"}), name="schedule-resume"),
+    path(SCHEDULE + "fires/", ScheduleViewSet.as_view({"get": "fires"}), name="schedule-fires"),
     path("hooks/<slug:public_id>/", HookView.as_view({"post": "deliver"}), name="webhook-deliver"),
 ]

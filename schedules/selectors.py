@@ -18,8 +18,13 @@ def schedule_get(*, workflow_name: str, name: str) -> Schedule | None:
     return Schedule.objects.filter(workflow_name=workflow_name, name=name).first()
 
 
+def schedule_fire_log(*, schedule: Schedule) -> QuerySet[ScheduleFire]:
+    """The whole fire log of ``schedule``, newest fire time first (ids break ties)."""
+    return schedule.fires.select_related("run").order_by("-fire_time", "-id")
+
+
 def schedule_fires(*, schedule: Schedule, limit: int = 50) -> list[ScheduleFire]:
-    return list(schedule.fires.select_related("run").order_by("-fire_time", "-id")[:limit])
+    return list(schedule_fire_log(schedule=schedule)[:limit])
 
 
 def retention_last() -> RetentionSweep | None:

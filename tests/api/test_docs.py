@@ -1,4 +1,4 @@
-"""docs/api.md's walkthrough and webhook blocks, run as written with bash and curl.
+"""docs/api.md's walkthrough, webhook and schedules blocks, run as written with bash and curl.
 
 Every ``sh`` block after a ``<!-- tested -->`` line is run, in order, as one bash
 script (``set -euo pipefail``: any failing command or HTTP error fails the test)
@@ -17,6 +17,7 @@ import pytest
 from rest_framework.authtoken.models import Token
 
 from runs.models import Run
+from schedules.models import Schedule
 from tests.conftest import REPO_ROOT
 from tests.factories import UserFactory, digest_plan
 
@@ -28,14 +29,15 @@ def doc_blocks() -> list[str]:
     return TESTED.findall(DOC.read_text(encoding="utf-8"))
 
 
-def test_the_page_has_the_walkthrough_and_webhook_blocks():
+def test_the_page_has_the_walkthrough_webhook_and_schedules_blocks():
     blocks = doc_blocks()
 
-    assert len(blocks) == 2
+    assert len(blocks) == 3
     assert "/api/v1/plans/" in blocks[0]
     assert "approve/" in blocks[0]
     assert "wait/" in blocks[0]
     assert "openssl dgst -sha256 -hmac" in blocks[1]
+    assert "/api/v1/schedules/" in blocks[2]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -63,6 +65,18 @@ def test_the_curl_walkthrough_runs_as_written(live_server, planner_llm, output_d
     assert any(line.startswith("approval: passed, validation run /api/v1/runs/") for line in lines)
     assert "run: succeeded" in lines
     assert "webhook run: succeeded" in lines
+    assert lines[-3:] == ["0 9 * * 1-5", "holidays", "fire log entries: 1"]
+    schedule = Schedule.objects.get()
+    assert (schedule.workflow_name, schedule.name, schedule.timezone) == (
+        "sales_digest",
+        "morning",
+        "Europe/Paris",
+    )
+    assert (schedule.inputs, schedule.overlap, schedule.pause_after_failures) == (
+        {"threshold": 1000},
+        "buffer_one",
+        3,
+    )
     runs = Run.objects.order_by("id")
     assert [(r.trigger, r.status) for r in runs] == [
         ("validation", "succeeded"),
