@@ -25,11 +25,9 @@ def wait_for(predicate, timeout: float = 5.0) -> None:
         time.sleep(0.01)
 
 
-def test_cancel_records_every_step_in_flight_not_only_the_first_to_finish(fake_api):
-    """Two parallel steps in flight at cancel: both finish, and both outcomes are recorded."""
-    run = run_create(workflow=import_example("geo_weather"), trigger="api")
-    fake_api.delay("weather", 0.3)
-    fake_api.delay("restcountries", 1.0)
+
+def execute_in_thread(run: Run) -> threading.Thread:
+    """Start ``run_execute`` on a thread of its own (its own database connection)."""
 
     def execute() -> None:
         try:
@@ -39,6 +37,15 @@ def test_cancel_records_every_step_in_flight_not_only_the_first_to_finish(fake_a
 
     worker = threading.Thread(target=execute)
     worker.start()
+    return worker
+
+def test_cancel_records_every_step_in_flight_not_only_the_first_to_finish(fake_api):
+    """Two parallel steps in flight at cancel: both finish, and both outcomes are recorded."""
+    run = run_create(workflow=import_example("geo_weather"), trigger="api")
+    fake_api.delay("weather", 0.3)
+    fake_api.delay("restcountries", 1.0)
+
+    worker = execute_in_thread(run)
     wait_for(lambda: fake_api.requests("weather") and fake_api.requests("restcountries"))
     assert run_cancel(run=Run.objects.get(pk=run.pk)) is True
     worker.join(timeout=10)
@@ -55,14 +62,7 @@ def test_cancel_leaves_no_step_running_when_one_waited_for_a_free_thread(fake_ap
     run = run_create(workflow=import_example("geo_weather"), trigger="api")
     fake_api.delay("restcountries", 0.5)
 
-    def execute() -> None:
-        try:
-            run_execute(run=Run.objects.get(pk=run.pk))
-        finally:
-            connection.close()
-
-    worker = threading.Thread(target=execute)
-    worker.start()
+    worker = execute_in_thread(run)
     wait_for(lambda: fake_api.requests("restcountries"))
     assert run_cancel(run=Run.objects.get(pk=run.pk)) is True
     worker.join(timeout=10)
@@ -103,14 +103,7 @@ def test_resume_waits_until_the_steps_in_flight_of_a_cancelled_run_have_finished
     run = run_create(workflow=import_example("geo_weather"), trigger="api")
     fake_api.delay("restcountries", 1.0)
 
-    def execute() -> None:
-        try:
-            run_execute(run=Run.objects.get(pk=run.pk))
-        finally:
-            connection.close()
-
-    worker = threading.Thread(target=execute)
-    worker.start()
+    worker = execute_in_thread(run)
     wait_for(lambda: fake_api.requests("restcountries"))
     assert run_cancel(run=Run.objects.get(pk=run.pk)) is True
 
