@@ -176,7 +176,7 @@ def run_prepare_resume(*, run: Run, force: bool = False) -> Run:
         stuck = run.status == RunStatus.RUNNING
         hint = " (use --force if the process running it died)" if stuck else ""
         if run.status == RunStatus.SUCCEEDED:
-            hint = f"; to run steps of it again, restart it: manage.py restartflow {run.pk} --from STEP"
+            hint = f"; to run it again from a step: manage.py restartflow {run.pk} --from STEP"
         raise RunStateError(
             f"run {run.pk} is {run.status}; only failed or cancelled runs resume{hint}"
         )
