@@ -90,12 +90,13 @@ class RunAdmin(RunOperationViews, admin.ModelAdmin):
         view = self.admin_site.admin_view
         operations = [
             path("<path:object_id>/restart/", view(self.restart_view), name="runs_run_restart"),
+            path("<path:object_id>/replay/", view(self.replay_view), name="runs_run_replay"),
         ]
         return operations + super().get_urls()
 
     @admin.display(description="related runs")
     def links(self, obj):
-        """Restarted from / restarts, and the operation pages (restart)."""
+        """Restarted from / restarts / replays, and the operation pages (restart, replay)."""
         parts = []
         if obj.restarted_from_id:
             where = f"step {obj.restarted_from_step}" if obj.restarted_from_step else "the trigger"
@@ -119,12 +120,27 @@ class RunAdmin(RunOperationViews, admin.ModelAdmin):
                     ),
                 )
             )
+        if obj.replay_of_id:
+            parts.append(
+                format_html(
+                    'replays <a href="{}">validation run {}</a> (offline, recorded responses)',
+                    reverse("admin:runs_run_change", args=[obj.replay_of_id]),
+                    obj.replay_of_id,
+                )
+            )
         parts.append(
             format_html(
                 '<a class="button" id="fp-restart-link" href="{}">Restart from a step…</a>',
                 reverse("admin:runs_run_restart", args=[obj.pk]),
             )
         )
+        if obj.trigger == RunTrigger.VALIDATION:
+            parts.append(
+                format_html(
+                    '<a class="button" id="fp-replay-link" href="{}">Replay offline…</a>',
+                    reverse("admin:runs_run_replay", args=[obj.pk]),
+                )
+            )
         return format_html_join(mark_safe("<br>"), "{}", ((p,) for p in parts))
 
     @admin.display(description="duration")

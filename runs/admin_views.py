@@ -7,6 +7,7 @@ services (``runs.operate_run``), so a forged POST is refused the same way.
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -14,6 +15,7 @@ from django.urls import reverse
 
 from runs.forms import RestartForm
 from runs.models import Run
+from runs.replay.services import version_replay
 from runs.restart import run_restart
 from runs.state import RunTrigger
 from tools.errors import FlowpilotError
@@ -76,3 +78,23 @@ class RunOperationViews:
             messages.SUCCESS,
         )
         return HttpResponseRedirect(run_change_url(again))
+
+    def replay_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """GET: what a replay does; POST: replay the run's version against this
+        validation run's recordings and show the report."""
+        run = self._run(request, object_id)
+        title = f"Replay {run.workflow} against run {run.pk}"
+        page = {
+            "form": forms.Form(),
+            "action": "replay",
+            "submit_label": "Replay offline",
+            "intro": "Runs this version again with every HTTP call answered from this "
+            "validation run's recordings (nothing is sent), then compares each step.",
+        }
+        if request.method != "POST":
+            return self._operate_page(request, run, title, **page)
+        try:
+            report = version_replay(version=run.workflow, validation_run=run, actor=request.user)
+        except FlowpilotError as exc:
+            return self._operate_page(request, run, title, problem=exc.message, **page)
+        return self._operate_page(request, run, title, report=report, replay_run=report.replay_run)

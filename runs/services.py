@@ -23,6 +23,7 @@ from runs.engine.finish import MAX_SUMMARY_CHARS, run_finish, run_finished_annou
 from runs.engine.local import Observer, drive_local
 from runs.engine.secrets import inputs_refuse_secrets, run_redactor
 from runs.models import Run, StepResult
+from runs.replay.recorder import call_recorder_for
 from runs.state import (
     RUN_TERMINAL,
     STEP_IN_FLIGHT,
@@ -86,7 +87,7 @@ def run_create(
     spec = workflow_spec(workflow)
     registry = registry if registry is not None else ToolRegistry.from_db()
     validate_workflow(spec, registry=registry).raise_for_errors()
-    if trigger != RunTrigger.VALIDATION:
+    if trigger not in (RunTrigger.VALIDATION, RunTrigger.REPLAY):  # neither is a live run
         workflow_pins_check(workflow=workflow, registry=registry)
     resolved = resolve_inputs(spec.inputs, dict(inputs or {}))
     inputs_refuse_secrets(inputs=resolved, redactor=run_redactor(registry, os.environ))
@@ -138,7 +139,10 @@ def run_execute(
     try:  # from here on, any exception fails the run: it never stays running
         if ctx is None:
             ctx = build_run_context(
-                run_id=run.pk, run_uuid=str(run.uuid), spec=workflow_spec(run.workflow)
+                run_id=run.pk,
+                run_uuid=str(run.uuid),
+                spec=workflow_spec(run.workflow),
+                taps=call_recorder_for(run),
             )
         views = drive_local(ctx, run, observer=observer)
         if views is not None:
