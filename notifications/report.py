@@ -110,6 +110,8 @@ def step_diff(result: StepResult, baseline: StepResult | None) -> dict[str, Any]
 def _recorded_calls(baseline: StepResult) -> list[dict[str, Any]]:
     """The HTTP exchanges the validation run recorded for the step (masked when stored):
     what it sent then, and what it got — beside this run's request and error."""
+    if baseline.pk is None:
+        return []
     return [
         {"method": c.method, "url": c.url, "status": c.status,
          "error": (c.error or {}).get("type")}
