@@ -33,7 +33,8 @@ class RequestKey:
 
 
 def full_url(prepared: PreparedRequest) -> str:
-    return str(httpx.URL(prepared.url).copy_merge_params(prepared.params))
+    params: list[tuple[str, str | int | float | bool | None]] = list(prepared.params)
+    return str(httpx.URL(prepared.url).copy_merge_params(params))
 
 
 def body_text(body: Body) -> str:

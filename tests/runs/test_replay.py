@@ -15,6 +15,7 @@ from django.contrib.auth.models import Permission
 
 from review.services import workflow_approve
 from runs.models import Run, ToolCallRecording
+from runs.replay.exchange import body_text
 from runs.replay.recorder import CallRecorder, _Pending
 from runs.replay.report import value_differences
 from runs.replay.services import ReplayRefused, version_replay
@@ -120,6 +121,7 @@ def test_a_changed_secret_still_matches_its_masked_recording(validated, monkeypa
     report = version_replay(version=validated.workflow)
 
     assert report.matched, report.as_dict()
+    assert report.as_dict()["steps"][0] == {"step": "item", "verdict": "matched", "differences": []}
 
 
 def test_an_edited_recorded_response_is_reported_naming_step_and_field(validated, cli):
@@ -295,3 +297,50 @@ def test_admin_replay_is_offered_only_on_validation_runs(validated, admin_client
     assert "/replay/" not in page
     response = admin_client.post(f"/admin/runs/run/{other.pk}/replay/")
     assert "is not a validation run of" in response.content.decode()
+
+
+# --- units: the comparable request, the recording cap, the step comparison ----------
+
+
+def test_body_text_of_each_body_kind():
+    from tools.http.bodies import Body
+
+    assert body_text(Body(json={"b": 1, "a": [2]})) == '{"a": [2], "b": 1}'
+    assert body_text(Body()) == ""
+    assert body_text(Body(data=[("q", "a b"), ("q", "c")])) == "q=a+b&q=c"
+    assert body_text(Body(content=b"plain \xff")) == "plain \ufffd"
+    files = Body(data=[("k", "v")], files=[("up", ("a.csv", b"1,2", "text/csv"))])
+    assert json.loads(body_text(files)) == {"data": [["k", "v"]], "files": [["up", "a.csv", 3]]}
+
+
+def test_a_body_over_the_cap_is_kept_cut_and_flagged(db):
+    import httpx
+
+    from tools.http.request import PreparedRequest
+    from tools.http.transport import Received
+    from tools.redaction import Redactor
+
+    recorder = CallRecorder(run_id=0, max_bytes=8)
+    answer = Received(200, httpx.Headers({"content-type": "text/plain"}), b"0123456789", False,
+                      "utf-8", "http://x/")  # fmt: skip
+    tap = recorder.tap_for("s", None, "t")
+
+    got = tap.exchange(PreparedRequest("GET", "http://x/"), lambda: answer, Redactor())
+
+    assert got is answer  # the step gets the whole answer; only the copy is cut
+    [kept] = recorder._kept
+    assert kept.fields["response_body"] == "01234567"
+    assert kept.fields["body_truncated"] is True
+
+
+def test_step_differences_without_a_baseline_or_with_truncated_outputs():
+    from runs.models import StepResult
+    from runs.replay.report import step_differences
+
+    now = StepResult(step_id="s", status="succeeded", output={"a": 1})
+    assert step_differences(None, now) == ["the validation run has no such step"]
+    cut = StepResult(
+        step_id="s", status="succeeded", output={"preview": "…"}, output_truncated=True
+    )
+    assert step_differences(cut, now) == ["output: stored truncated in one run only; not compared"]
+    assert step_differences(cut, cut) == []
