@@ -14,7 +14,8 @@ import pytest
 
 from review.models import Approval
 from review.services import workflow_approve
-from runs.models import Run
+from runs.models import Run, ToolCallRecording
+from runs.replay.services import version_replay
 from runs.restart import run_restart
 from runs.services import run_create, run_enqueue
 from tests.celery_support import fan_out_flow, import_flow, wait_until
@@ -77,3 +78,9 @@ def test_a_validation_run_runs_on_the_workers_and_activates_the_version(
     assert Workflow.objects.get(pk=version.pk).status == "active"
     assert sent(echo_tools, "v") == {"n01": 1, "n02": 1}
     assert Run.objects.filter(trigger="validation").count() == 1
+    recorded = ToolCallRecording.objects.filter(step_result__run=run).order_by("url")
+    assert [(r.step_result.step_id, r.status) for r in recorded] == [("s01", 200), ("s02", 200)]
+
+    report = version_replay(version=version)  # offline, against what the workers recorded
+
+    assert report.matched, report.as_dict()

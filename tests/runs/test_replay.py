@@ -344,3 +344,24 @@ def test_step_differences_without_a_baseline_or_with_truncated_outputs():
     )
     assert step_differences(cut, now) == ["output: stored truncated in one run only; not compared"]
     assert step_differences(cut, cut) == []
+
+
+def test_mcp_tools_cannot_be_replayed_offline():
+    import sys
+
+    from runs.replay.services import _refuse_unrecordable
+    from tools.mcp.config import McpServer, McpToolConfig
+    from tools.registry import ToolRegistry
+    from tools.spec import ToolSpec
+    from workflows.schema import WorkflowSpec
+
+    server = McpServer(name="time", command=sys.executable, args=["-m", "mcp_server_time"])
+    spec = ToolSpec(name="clock", kind="mcp", mcp=McpToolConfig(server=server, tool="now"))
+    flow = WorkflowSpec.model_validate(
+        {"name": "m", "steps": [{"id": "tick", "kind": "tool", "tool": "clock"}]}
+    )
+
+    with pytest.raises(
+        ReplayRefused, match=r"`m v1` cannot be replayed offline: `tick` \(MCP tool clock\)"
+    ):
+        _refuse_unrecordable("m v1", flow, ToolRegistry([spec]))
