@@ -252,6 +252,7 @@ FLOWPILOT_RETENTION_BATCH = env.int("FLOWPILOT_RETENTION_BATCH", default=500)
 FLOWPILOT_RUN_FINISHED_HOOKS = [
     "schedules.hooks.run_finished",
     "notifications.hooks.run_finished",
+    "review.hooks.run_finished",  # settles the approval of a validation run
 ]
 FLOWPILOT_WORKFLOW_ACTIVATED_HOOKS = ["schedules.hooks.workflow_activated"]
 

@@ -1,5 +1,6 @@
 """The report about a run: what failed, with what request and response, and how that
-step differs from the same step in the validation run.
+step differs from the same step in the validation run (with the HTTP calls that run
+recorded for it).
 
 Built only from stored rows: step inputs and errors are stored with secrets masked
 by the engine, and the report is scrubbed once more with every secret value the
@@ -12,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from runs.models import Run, RunStatus, RunTrigger, StepResult, StepStatus
+from runs.models import Run, RunStatus, RunTrigger, StepResult, StepStatus, ToolCallRecording
 from tools.models import Tool
 from tools.redaction import Redactor
 from workflows.services import workflow_spec
@@ -102,7 +103,20 @@ def step_diff(result: StepResult, baseline: StepResult | None) -> dict[str, Any]
             if json_type(then_out[key]) != json_type(now_out[key])
         },
         "error": {"validation": baseline.error, "now": result.error},
+        "recorded_calls": _recorded_calls(baseline),
     }
+
+
+def _recorded_calls(baseline: StepResult) -> list[dict[str, Any]]:
+    """The HTTP exchanges the validation run recorded for the step (masked when stored):
+    what it sent then, and what it got — beside this run's request and error."""
+    if baseline.pk is None:
+        return []
+    return [
+        {"method": c.method, "url": c.url, "status": c.status,
+         "error": (c.error or {}).get("type")}
+        for c in ToolCallRecording.objects.filter(step_result_id=baseline.pk).order_by("id")[:20]
+    ]  # fmt: skip
 
 
 def _redactor(run: Run) -> Redactor:

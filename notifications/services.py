@@ -33,8 +33,8 @@ Sleep = Callable[[float], None]
 
 def run_events(*, run: Run, wanted: list[str]) -> list[str]:
     """Which of the workflow's ``on`` events this finished run is."""
-    if run.trigger == RunTrigger.VALIDATION:
-        return []  # the design phase shows its own result on the review page
+    if run.trigger in (RunTrigger.VALIDATION, RunTrigger.REPLAY):
+        return []  # the review page and the replay report show their own results
     if run.status == RunStatus.FAILED:
         return [Event.FAILED] if Event.FAILED in wanted else []
     if run.status != RunStatus.SUCCEEDED:
@@ -52,7 +52,7 @@ def _previous_failed(run: Run) -> bool:
             status__in=[RunStatus.SUCCEEDED, RunStatus.FAILED],
             finished_at__lt=run.finished_at,
         )
-        .exclude(trigger=RunTrigger.VALIDATION)
+        .exclude(trigger__in=[RunTrigger.VALIDATION, RunTrigger.REPLAY])
         .order_by("-finished_at", "-id")
         .values_list("status", flat=True)
         .first()

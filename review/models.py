@@ -34,6 +34,12 @@ class Approval(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    tool_pins = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="A re-approval: the tool hashes its validation run proves, recorded on the "
+        "version when the run passes. Empty: a first approval.",
+    )
 
     class Meta:
         db_table = "runs_approval"

@@ -6,6 +6,14 @@ who approved which definition hash, and a validation run proves it. Green →
 ``active``; red → back to ``pending_review`` with the failed run attached to the
 approval, so the failure is shown where the review happens.
 
+The validation run goes through the same driver as every other run
+(``run_enqueue``): on the Celery workers when a broker is configured, so approval
+proves the workflow where it will run; in this process otherwise. The approval is
+settled by ``validation_settle`` when the run finishes: called by the run-finished
+hook (``review.hooks.run_finished``, through a task) and, when the run finished in
+this process, right away as well — whichever comes first settles it, the other
+finds nothing left to do.
+
 Approving creates and executes a run, so it sits above ``runs``; rejecting and
 editing as JSON need no run and live in ``workflows.revisions`` (with the
 approval errors, re-exported here for the callers of this module).
@@ -21,8 +29,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from review.models import Approval, ApprovalStatus
-from runs.models import Run, RunStatus, RunTrigger
-from runs.services import run_create, run_execute
+from runs.models import RUN_TERMINAL, Run, RunStatus, RunTrigger
+from runs.services import run_create, run_enqueue
+from runs.state import run_transition
 from tools.registry import ToolRegistry
 from workflows.models import Workflow, WorkflowStatus
 from workflows.pins import workflow_tool_pins
@@ -45,6 +54,7 @@ __all__ = [
     "DefinitionInvalid",
     "DefinitionUnchanged",
     "FeedbackRequired",
+    "validation_settle",
     "workflow_approve",
     "workflow_reapprove",
 ]
@@ -61,7 +71,7 @@ def workflow_approve(
     sample_inputs: Mapping[str, Any] | None,
     registry: ToolRegistry | None = None,
 ) -> Approval:
-    """Approve a pending version and prove it with a validation run (in this process).
+    """Approve a pending version and prove it with a validation run (through the driver).
 
     Refuses (``ApprovalForbidden``) a user without ``workflows.approve_workflow``
     and (``ApprovalStateError``) a version that is not ``pending_review``. The
@@ -70,9 +80,11 @@ def workflow_approve(
     Then: ``pending_review → validating``, an ``Approval`` pinned to the
     definition hash, the hash of every tool the version allows recorded
     (``Workflow.tool_pins``: a later run refuses a changed tool), the validation
-    run; green → ``active`` (approved_by/at set),
+    run, enqueued like any run; green → ``active`` (approved_by/at set),
     red → ``pending_review`` with ``Approval.status = failed`` and the run's
-    error summary. Returns the approval; its ``validation_run`` is the run.
+    error summary. Returns the approval; its ``validation_run`` is the run. On the
+    Celery workers the approval is still ``validating`` when this returns: the
+    version changes state when the run finishes (``validation_settle``).
     """
     permission_require(
         user=approved_by, permission=APPROVE_PERMISSION, action=f"approve {version}"
@@ -91,13 +103,9 @@ def workflow_approve(
         locked.save(update_fields=["tool_pins"])
         workflow_transition(workflow=locked, to=WorkflowStatus.VALIDATING, actor=approved_by)
     # Outside the transaction: the engine checkpoints every step as it goes.
-    try:
-        run = run_execute(run=run)
-    except BaseException:
-        _settle(approval, locked, passed=False, actor=approved_by)
-        raise
-    _settle(approval, locked, passed=run.status == RunStatus.SUCCEEDED, actor=approved_by)
+    _validation_drive(run)
     version.refresh_from_db()
+    approval.refresh_from_db()
     return approval
 
 
@@ -111,9 +119,10 @@ def workflow_reapprove(
     """Approve an active version again, on its tools' current definitions.
 
     For a version refused with ``tool_changed``: a validation run proves it with the
-    tools as they are now; green → the new tool hashes are recorded and it runs
-    again; red → nothing changes (it stays refused). The version stays ``active``
-    throughout (its definition did not change). Same permission as approving.
+    tools as they are now; green → the new tool hashes (kept on the approval until
+    then) are recorded and it runs again; red → nothing changes (it stays refused).
+    The version stays ``active`` throughout (its definition did not change). Same
+    permission as approving; the run goes through the driver, as for an approval.
     """
     permission_require(
         user=approved_by, permission=APPROVE_PERMISSION, action=f"re-approve {version}"
@@ -129,14 +138,60 @@ def workflow_reapprove(
         run, approval = _validation_start(
             locked, approved_by=approved_by, sample_inputs=sample_inputs, registry=registry
         )
-    passed = False
-    try:
-        passed = run_execute(run=run).status == RunStatus.SUCCEEDED
-    finally:
-        _settle_reapproval(approval, locked, passed=passed, pins=pins)
+        approval.tool_pins = pins
+        approval.save(update_fields=["tool_pins"])
+    _validation_drive(run)
     version.refresh_from_db()
+    approval.refresh_from_db()
     logger.info("re-approval %s of %s: %s", approval.pk, locked, approval.status)
     return approval
+
+
+def validation_settle(*, run_id: int) -> Approval | None:
+    """Settle the approval whose validation run ``run_id`` has finished.
+
+    Green: an approval makes its version ``active``; a re-approval records the tool
+    hashes it proved. Red: the version goes back to review (a re-approval changes
+    nothing). Idempotent, under the approval's row lock: an approval already settled,
+    a run not finished yet, or a run that is no validation run return None.
+    """
+    with transaction.atomic():
+        approval = (
+            Approval.objects.select_for_update()
+            .select_related("validation_run", "workflow")
+            .filter(validation_run_id=run_id, status=ApprovalStatus.VALIDATING)
+            .first()
+        )
+        run = approval.validation_run if approval is not None else None
+        if approval is None or run is None or run.status not in RUN_TERMINAL:
+            return None
+        passed = run.status == RunStatus.SUCCEEDED
+        if approval.tool_pins is not None:
+            _settle_reapproval(approval, approval.workflow, passed=passed, pins=approval.tool_pins)
+        else:
+            _settle(approval, approval.workflow, passed=passed, actor=approval.approved_by)
+    logger.info("approval %s of %s: %s", approval.pk, approval.workflow, approval.status)
+    return approval
+
+
+def _validation_drive(run: Run) -> None:
+    """Enqueue the validation run; settle now when it finished in this process.
+
+    When it cannot start (the run is left pending, or failed), it is failed and the
+    approval settled red before the error propagates; a run that started on the
+    workers but whose steps the broker refused stays with the sweeper, and the
+    approval waits for it.
+    """
+    try:
+        run = run_enqueue(run=run)
+    except BaseException:
+        run.refresh_from_db()
+        if run.status == RunStatus.PENDING:
+            run_transition(run, RunStatus.FAILED, finished_at=timezone.now(),
+                           error_summary="the validation run could not start")  # fmt: skip
+        validation_settle(run_id=run.pk)
+        raise
+    validation_settle(run_id=run.pk)
 
 
 def _validation_start(
@@ -180,4 +235,3 @@ def _settle(approval: Approval, workflow: Workflow, *, passed: bool, actor) -> N
         workflow.refresh_from_db()
         target = WorkflowStatus.ACTIVE if passed else WorkflowStatus.PENDING_REVIEW
         workflow_transition(workflow=workflow, to=target, actor=actor)
-    logger.info("approval %s of %s: %s", approval.pk, workflow, approval.status)

@@ -134,7 +134,14 @@ class WorkflowReviewViews:
         except WorkflowInvalid as exc:
             return self._page(request, workflow, title, issues=exc.report.errors, **page)
         run = approval.validation_run
-        if approval.status == ApprovalStatus.PASSED:
+        if approval.status == ApprovalStatus.VALIDATING:
+            self.message_user(
+                request,
+                f"Approved {workflow}: validation run {run.pk} is running on the workers; "
+                "the version becomes active when it succeeds.",
+                messages.INFO,
+            )
+        elif approval.status == ApprovalStatus.PASSED:
             self.message_user(
                 request,
                 f"Approved {workflow}: validation run {run.pk} succeeded; the version is active.",

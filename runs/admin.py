@@ -1,9 +1,12 @@
 """Run admin: status, inputs, outputs, errors and a per-step timeline."""
 
 from django.contrib import admin, messages
-from django.utils.html import format_html
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 from django.utils.translation import ngettext
 
+from runs.admin_views import RunOperationViews, run_change_url
 from runs.models import Run, RunTrigger, StepResult
 from runs.services import run_cancel, run_repeat, run_resume
 from tools.errors import FlowpilotError
@@ -35,6 +38,7 @@ class StepResultInline(admin.TabularInline):
         "step_output",
         "step_error",
         "output_truncated",
+        "reused",
     )
     readonly_fields = fields
     ordering = ("started_at", "step_id")
@@ -60,7 +64,7 @@ class StepResultInline(admin.TabularInline):
 
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(RunOperationViews, admin.ModelAdmin):
     list_display = ("id", "workflow", "trigger", "status", "created_at", "took")
     list_filter = ("status", "trigger", "workflow__name")
     search_fields = ("workflow__name", "error_summary")
@@ -78,8 +82,66 @@ class RunAdmin(admin.ModelAdmin):
         "started_at",
         "finished_at",
         "took",
+        "links",
     )
     fields = readonly_fields
+
+    def get_urls(self):
+        view = self.admin_site.admin_view
+        operations = [
+            path("<path:object_id>/restart/", view(self.restart_view), name="runs_run_restart"),
+            path("<path:object_id>/replay/", view(self.replay_view), name="runs_run_replay"),
+        ]
+        return operations + super().get_urls()
+
+    @admin.display(description="related runs")
+    def links(self, obj):
+        """Restarted from / restarts / replays, and the operation pages (restart, replay)."""
+        parts = []
+        if obj.restarted_from_id:
+            where = f"step {obj.restarted_from_step}" if obj.restarted_from_step else "the trigger"
+            parts.append(
+                format_html(
+                    'restarts <a href="{}">run {}</a> from {}',
+                    reverse("admin:runs_run_change", args=[obj.restarted_from_id]),
+                    obj.restarted_from_id,
+                    where,
+                )
+            )
+        restarts = list(obj.restarts.order_by("pk"))
+        if restarts:
+            parts.append(
+                format_html(
+                    "restarted as {}",
+                    format_html_join(
+                        ", ",
+                        '<a href="{}">run {}</a>',
+                        ((run_change_url(r), r.pk) for r in restarts),
+                    ),
+                )
+            )
+        if obj.replay_of_id:
+            parts.append(
+                format_html(
+                    'replays <a href="{}">validation run {}</a> (offline, recorded responses)',
+                    reverse("admin:runs_run_change", args=[obj.replay_of_id]),
+                    obj.replay_of_id,
+                )
+            )
+        parts.append(
+            format_html(
+                '<a class="button" id="fp-restart-link" href="{}">Restart from a step…</a>',
+                reverse("admin:runs_run_restart", args=[obj.pk]),
+            )
+        )
+        if obj.trigger == RunTrigger.VALIDATION:
+            parts.append(
+                format_html(
+                    '<a class="button" id="fp-replay-link" href="{}">Replay offline…</a>',
+                    reverse("admin:runs_run_replay", args=[obj.pk]),
+                )
+            )
+        return format_html_join(mark_safe("<br>"), "{}", ((p,) for p in parts))
 
     @admin.display(description="duration")
     def took(self, obj):

@@ -43,6 +43,31 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    restarted_from = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="restarts",
+        help_text="The finished run this one restarted (runs/restart.py): its checkpoint "
+        "outside the re-run steps was reused, never executed again.",
+    )
+    restarted_from_step = models.CharField(
+        max_length=64,
+        blank=True,
+        default="",
+        help_text="The step the restart re-ran from (with its descendants); empty: from the "
+        "trigger, every step again.",
+    )
+    replay_of = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="replays",
+        help_text="A replay: the validation run whose recorded tool calls this run was served "
+        "offline (runs/replay/).",
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -90,6 +115,11 @@ class StepResult(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
+    reused = models.BooleanField(
+        default=False,
+        help_text="Copied from the checkpoint of the run this one restarted from: not "
+        "executed in this run (its times and attempts are the original's).",
+    )
     # Distributed runs only (runs/engine/distributed.py); the in-process engine leaves these empty.
     lease_expires_at = models.DateTimeField(
         null=True,
@@ -139,6 +169,46 @@ class StepResult(models.Model):
             return self.finished_at - self.started_at
         return None
 
+
+class ToolCallRecording(models.Model):
+    """One HTTP exchange of a validation run's tool call: what was sent and received.
+
+    Written through the run's ``CallRecorder`` (``runs.replay.recorder``), which the
+    engine hands to every tool call in its ``ToolCallContext``; ``replayflow`` serves
+    these back instead of the network. Everything is masked by value with the run's
+    redactor (secrets read ``***``) and bodies are capped at
+    ``FLOWPILOT_MAX_STORED_OUTPUT_BYTES`` (``body_truncated``).
+    """
+
+    step_result = models.ForeignKey(
+        StepResult, on_delete=models.CASCADE, related_name="tool_calls"
+    )
+    item = models.IntegerField(
+        null=True, blank=True, help_text="The foreach item or llm tool-call index; empty: none."
+    )
+    tool = models.CharField(max_length=200)
+    method = models.CharField(max_length=16)
+    url = models.TextField(help_text="The full URL with its query, secrets masked.")
+    request_headers = models.JSONField(default=dict, blank=True)
+    request_body = models.TextField(blank=True, help_text="The body sent, as text, masked.")
+    status = models.IntegerField(null=True, blank=True, help_text="Empty: no answer (error).")
+    response_headers = models.JSONField(default=dict, blank=True)
+    response_body = models.TextField(blank=True, help_text="Decoded body (UTF-8), masked.")
+    response_encoding = models.CharField(max_length=40, blank=True, default="utf-8")
+    body_truncated = models.BooleanField(
+        default=False, help_text="The body was over the recording cap: only its start is kept."
+    )
+    error = models.JSONField(
+        null=True, blank=True, help_text="{type, message} when no answer came (timeout, refused)."
+    )
+    elapsed_ms = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["step_result", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.url} ({self.status or 'no answer'})"
 
 
 class RunIdempotencyKey(models.Model):

@@ -23,6 +23,7 @@ from runs.engine.finish import MAX_SUMMARY_CHARS, run_finish, run_finished_annou
 from runs.engine.local import Observer, drive_local
 from runs.engine.secrets import inputs_refuse_secrets, run_redactor
 from runs.models import Run, StepResult
+from runs.replay.recorder import call_recorder_for
 from runs.state import (
     RUN_TERMINAL,
     STEP_IN_FLIGHT,
@@ -66,8 +67,16 @@ def run_create(
     trigger: str,
     inputs: Mapping[str, Any] | None = None,
     registry: ToolRegistry | None = None,
+    restarted_from: Run | None = None,
+    restarted_from_step: str = "",
+    reuse: Mapping[str, StepResult] | None = None,
+    replay_of: Run | None = None,
 ) -> Run:
     """Validate the version and the inputs, then record a pending run and its steps.
+
+    A restart (``runs.restart``) links the new run to ``restarted_from`` and gives
+    ``reuse``: step id → the original's result, copied as this run's result (marked
+    ``reused``, never executed). A replay (``runs.replay``) links ``replay_of``.
 
     Raises ``WorkflowInvalid`` (with every problem; ``tool_changed`` when a tool of
     an approved version changed since approval — a validation run, which proves the
@@ -78,7 +87,7 @@ def run_create(
     spec = workflow_spec(workflow)
     registry = registry if registry is not None else ToolRegistry.from_db()
     validate_workflow(spec, registry=registry).raise_for_errors()
-    if trigger != RunTrigger.VALIDATION:
+    if trigger not in (RunTrigger.VALIDATION, RunTrigger.REPLAY):  # neither is a live run
         workflow_pins_check(workflow=workflow, registry=registry)
     resolved = resolve_inputs(spec.inputs, dict(inputs or {}))
     inputs_refuse_secrets(inputs=resolved, redactor=run_redactor(registry, os.environ))
@@ -88,10 +97,31 @@ def run_create(
             definition_hash=workflow.definition_hash,
             trigger=trigger,
             inputs=resolved,
+            restarted_from=restarted_from,
+            restarted_from_step=restarted_from_step,
+            replay_of=replay_of,
         )
-        StepResult.objects.bulk_create(StepResult(run=run, step_id=s.id) for s in spec.steps)
+        reuse = reuse or {}
+        StepResult.objects.bulk_create(
+            _reused_copy(run, reuse[s.id]) if s.id in reuse else StepResult(run=run, step_id=s.id)
+            for s in spec.steps
+        )
     logger.info("run %s created for %s (%s)", run.pk, workflow, trigger)
     return run
+
+
+_REUSED_FIELDS = (
+    "status", "attempts", "attempt_log", "inputs", "inputs_truncated", "output",
+    "output_truncated", "error", "started_at", "finished_at",
+)  # fmt: skip
+
+
+def _reused_copy(run: Run, source: StepResult) -> StepResult:
+    """A finished result of another run as ``run``'s own, flagged ``reused``: a new row
+    created in its final state, not a status change (the stored values are copied as
+    stored, already scrubbed and escaped)."""
+    copied = {name: getattr(source, name) for name in _REUSED_FIELDS}
+    return StepResult(run=run, step_id=source.step_id, reused=True, **copied)
 
 
 def run_execute(
@@ -109,7 +139,10 @@ def run_execute(
     try:  # from here on, any exception fails the run: it never stays running
         if ctx is None:
             ctx = build_run_context(
-                run_id=run.pk, run_uuid=str(run.uuid), spec=workflow_spec(run.workflow)
+                run_id=run.pk,
+                run_uuid=str(run.uuid),
+                spec=workflow_spec(run.workflow),
+                taps=call_recorder_for(run),
             )
         views = drive_local(ctx, run, observer=observer)
         if views is not None:
@@ -146,6 +179,8 @@ def run_prepare_resume(*, run: Run, force: bool = False) -> Run:
     if run.status not in allowed:
         stuck = run.status == RunStatus.RUNNING
         hint = " (use --force if the process running it died)" if stuck else ""
+        if run.status == RunStatus.SUCCEEDED:
+            hint = f"; to run it again from a step: manage.py restartflow {run.pk} --from STEP"
         raise RunStateError(
             f"run {run.pk} is {run.status}; only failed or cancelled runs resume{hint}"
         )

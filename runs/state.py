@@ -35,6 +35,7 @@ class RunTrigger(models.TextChoices):
     CLI = "cli", "Command line"
     SCHEDULE = "schedule", "Schedule"
     VALIDATION = "validation", "Validation run"
+    REPLAY = "replay", "Replay (offline, recorded responses)"
 
 
 class StepStatus(models.TextChoices):

@@ -8,16 +8,29 @@ module top.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
 from tools.breaker.core import CircuitBreakers
 from tools.mcp.session import McpSessions
 from tools.redaction import Redactor
+
+
+class HttpTap(Protocol):
+    """Stands between an HTTP tool and the network for one tool call.
+
+    ``exchange(prepared, send, redactor)`` returns what ``send()`` would (a
+    ``tools.http.transport.Received``) or raises as it would: a recorder calls
+    ``send`` and keeps a masked copy of the exchange; a replayer never calls it and
+    answers from recordings. Built by the caller per call (``runs.replay``) and handed
+    over in ``ToolCallContext.tap``; None (the default) is the network, untouched.
+    """
+
+    def exchange(self, prepared: Any, send: Callable[[], Any], redactor: Redactor) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -29,7 +42,8 @@ class ToolCallContext:
     client; ``timeout`` overrides the tool's own; ``idempotency_key`` is sent in
     the tool's ``idempotency_header``; ``output_dir``/``data_dirs`` bound where
     built-in tools may write and read; ``breakers`` (None: none) guards every HTTP
-    request by its host's circuit breaker; ``mcp`` holds the run's MCP sessions.
+    request by its host's circuit breaker; ``mcp`` holds the run's MCP sessions;
+    ``tap`` (None: none) sees every HTTP exchange of the call (``HttpTap``).
     """
 
     env: Mapping[str, str]
@@ -42,6 +56,7 @@ class ToolCallContext:
     data_dirs: tuple[Path, ...] = ()
     breakers: CircuitBreakers | None = None
     mcp: McpSessions | None = None  # the run's MCP sessions; None: one per call
+    tap: HttpTap | None = None  # records or replays this call's HTTP exchanges
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,9 @@ variables the workflow may read), the redactor (already holding the secret value
 of every registered tool), the HTTP client (which keeps no cookies), the LLM
 client (when the workflow has ``llm`` steps or LLM decisions), the circuit
 breakers (a handle on the state every worker shares), the MCP sessions (one
-per server, stopped with the context), the limits, and the injected
-clock/sleep/random so tests can pin them.
+per server, stopped with the context), the limits, the taps of its HTTP calls
+(a validation run records them, a replay serves them: ``runs.replay``), and the
+injected clock/sleep/random so tests can pin them.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 from django.conf import settings
@@ -31,6 +32,7 @@ from runs.engine.kinds import KINDS
 from runs.engine.secrets import run_redactor
 from tools.breaker.core import CircuitBreakers
 from tools.breaker.setup import breakers_from_settings
+from tools.calls import HttpTap
 from tools.llm import LLMClient
 from tools.mcp.session import McpSessions
 from tools.redaction import Redactor
@@ -59,6 +61,15 @@ class Limits:
         )
 
 
+class CallTaps(Protocol):
+    """The taps of a run's tool calls: one per call, by step, item (foreach item or
+    llm tool-call index) and tool; ``close()`` (with the context) stores what they kept."""
+
+    def tap_for(self, step_id: str, item: int | None, tool: str) -> HttpTap: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass
 class RunContext:
     run_id: int
@@ -80,11 +91,14 @@ class RunContext:
     owns_llm: bool = False  # built here (closed with the context), not passed in
     breakers: CircuitBreakers | None = None  # per-host circuit breakers; None: off
     mcp: McpSessions | None = None  # this run's MCP sessions, opened on first use
+    taps: CallTaps | None = None  # records (validation) or replays the HTTP exchanges
     now: Clock = DEFAULT_CLOCK
     sleep: Callable[[float], None] = time.sleep
     rand: random.Random = field(default_factory=random.Random)
 
     def close(self) -> None:
+        if self.taps is not None:
+            self.taps.close()
         self.http.close()
         if self.llm is not None and self.owns_llm:
             self.llm.close()
@@ -111,6 +125,7 @@ def build_run_context(
     sleep: Callable[[float], None] | None = None,
     rand: random.Random | None = None,
     llm: LLMClient | None = None,
+    taps: CallTaps | None = None,
 ) -> RunContext:
     """A fresh context for one run: its own registry view, clients and redactor.
 
@@ -149,6 +164,7 @@ def build_run_context(
         context.llm = llm
     elif any(s.needs_llm() for s in spec.steps):
         context.llm, context.owns_llm = LLMClient.from_settings(), True
+    context.taps = taps
     if sleep is not None:
         context.sleep = sleep
     if rand is not None:

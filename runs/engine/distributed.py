@@ -41,6 +41,7 @@ from runs.engine.context import RunContext, build_run_context
 from runs.engine.finish import run_finish
 from runs.engine.readiness import StepState, next_actions
 from runs.models import Run, StepResult
+from runs.replay.recorder import call_recorder_for
 from runs.state import (
     RunError,
     RunStateError,
@@ -97,7 +98,11 @@ def time_limit_of(step: AnyStep) -> float | None:
 def run_context(run: Run, *, tools_key: tuple | None = None) -> RunContext:
     """A fresh context for one task of ``run`` (its own redactor and HTTP client)."""
     return build_run_context(
-        run_id=run.pk, run_uuid=str(run.uuid), spec=_spec(run), registry=_registry(tools_key)
+        run_id=run.pk,
+        run_uuid=str(run.uuid),
+        spec=_spec(run),
+        registry=_registry(tools_key),
+        taps=call_recorder_for(run),  # a validation run records its HTTP exchanges
     )
 
 

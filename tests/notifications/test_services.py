@@ -58,6 +58,10 @@ def test_the_failure_email_names_the_step_its_request_and_the_diff(orders_api, s
     assert diff["validation_run"] == validation.pk
     assert diff["status"] == {"validation": "succeeded", "now": "failed"}
     assert diff["keys_missing"] == ["items", "region"]
+    [call] = diff["recorded_calls"]  # what the validation run sent and got for the step
+    assert call["method"] == "GET"
+    assert call["url"].endswith("/orders/eu?key=***")
+    assert call["status"] == 200
     assert SECRET not in message.as_string()
     assert orders_api.requests("orders")[-1].arg("key") == SECRET  # the tool did send it
 
@@ -109,6 +113,15 @@ def test_recovery_is_the_first_success_after_a_failure(orders_api, smtp):
     assert [d.event for d in notification_run_finished(run_id=first.pk)] == ["recovered"]
     assert notification_run_finished(run_id=second.pk) == []
     assert "recovered" in smtp.messages[0]["Subject"]
+
+
+def test_a_failed_replay_sends_no_report(orders_api, smtp):
+    workflow, _, _ = failed_run(orders_api, email=["ops@example.com"], on=["failed"])
+    replay = run_now(workflow, RunTrigger.REPLAY)  # a replay's report is its own page
+    assert replay.status == RunStatus.FAILED
+
+    assert notification_run_finished(run_id=replay.pk) == []
+    assert smtp.messages == []
 
 
 def test_a_finished_run_announces_itself_through_the_hook(

@@ -150,9 +150,12 @@ def test_an_engine_crash_during_the_validation_run_fails_the_approval(approver, 
     def crash(*, run, **kwargs):
         raise RuntimeError("worker lost")
 
-    monkeypatch.setattr("review.services.run_execute", crash)
+    monkeypatch.setattr("review.services.run_enqueue", crash)
     with pytest.raises(RuntimeError, match="worker lost"):
         workflow_approve(version=version, approved_by=approver, sample_inputs={})
 
-    assert Approval.objects.get().status == "failed"
+    approval = Approval.objects.get()
+    assert approval.status == "failed"
     assert fresh(version).status == "pending_review"
+    assert approval.validation_run.status == "failed"  # never left pending
+    assert approval.validation_run.error_summary == "the validation run could not start"

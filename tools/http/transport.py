@@ -93,7 +93,18 @@ class _Watchdog:
 def send(prepared: PreparedRequest, ctx: ToolCallContext, *, timeout: float) -> Received:
     """Send ``prepared`` and read at most ``ctx.max_response_bytes`` of the decoded body,
     all within ``timeout`` seconds. Raises ToolTimeout, ToolUnreachable (``not_sent``
-    when the request surely never left) or ToolResponseInvalid."""
+    when the request surely never left) or ToolResponseInvalid.
+
+    With ``ctx.tap`` the exchange goes through it: recorded, or replayed from a
+    recording without touching the network (``tools.calls.HttpTap``)."""
+    if ctx.tap is not None:
+        return ctx.tap.exchange(
+            prepared, lambda: _send(prepared, ctx, timeout=timeout), ctx.redactor
+        )  # type: ignore[no-any-return]
+    return _send(prepared, ctx, timeout=timeout)
+
+
+def _send(prepared: PreparedRequest, ctx: ToolCallContext, *, timeout: float) -> Received:
     where = f"{prepared.method} {ctx.redactor.scrub_text(prepared.url)}"
     started = time.monotonic()
     with _Watchdog(timeout) as watchdog:

@@ -107,5 +107,6 @@ def call_tool(
         data_dirs=ctx.data_dirs,
         breakers=ctx.breakers,
         mcp=ctx.mcp,
+        tap=None if ctx.taps is None else ctx.taps.tap_for(step.id, item, tool),
     )
     return ctx.registry.call(tool, args, call_ctx)

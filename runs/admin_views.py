@@ -1,0 +1,100 @@
+"""The run admin's operation pages, mixed into ``RunAdmin`` (wired by its ``get_urls``):
+restart a finished run from a step, and replay a validation run's version offline.
+
+Each parses a form, calls one service and reports; permissions are enforced by the
+services (``runs.operate_run``), so a forged POST is refused the same way.
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+
+from runs.forms import RestartForm
+from runs.models import Run
+from runs.replay.services import version_replay
+from runs.restart import run_restart
+from runs.state import RunTrigger
+from tools.errors import FlowpilotError
+from workflows.graph import build_graph
+from workflows.services import workflow_spec
+
+OPERATE_TEMPLATE = "runs/run/operate.html"
+
+
+def run_change_url(run: Run) -> str:
+    return reverse("admin:runs_run_change", args=[run.pk])
+
+
+class RunOperationViews:
+    """Restart and replay pages of ``RunAdmin``."""
+
+    admin_site: object
+    opts: object
+
+    def _run(self, request: HttpRequest, object_id: str) -> Run:
+        run = Run.objects.select_related("workflow").filter(pk=object_id).first()
+        if run is None or not self.has_view_permission(request, run):  # type: ignore[attr-defined]
+            raise Http404(f"no run {object_id}")
+        return run
+
+    def _operate_page(self, request, run: Run, title: str, **context) -> HttpResponse:
+        page = {**self.admin_site.each_context(request), "opts": self.opts}  # type: ignore[attr-defined]
+        page.update(original=run, title=title, **context)
+        return TemplateResponse(request, OPERATE_TEMPLATE, page)
+
+    def restart_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        run = self._run(request, object_id)
+        steps = build_graph(workflow_spec(run.workflow)).order
+        form = RestartForm(request.POST or None, steps=steps)
+        page = {
+            "form": form,
+            "action": "restart",
+            "submit_label": "Restart as a new run",
+            "intro": "A new run of the same version and inputs, linked to this one.",
+        }
+        title = f"Restart run {run.pk}"
+        if request.method != "POST" or not form.is_valid():
+            return self._operate_page(request, run, title, **page)
+        try:
+            again = run_restart(
+                run=run,
+                from_step=form.step(),
+                confirm_non_idempotent=form.cleaned_data["confirm_non_idempotent"],
+                trigger=RunTrigger.MANUAL,
+                actor=request.user,
+            )
+        except FlowpilotError as exc:
+            return self._operate_page(request, run, title, problem=exc.message, **page)
+        where = (
+            f"step `{again.restarted_from_step}`" if again.restarted_from_step else "the trigger"
+        )
+        self.message_user(  # type: ignore[attr-defined]
+            request,
+            f"Run {again.pk} restarts run {run.pk} from {where}: {again.status}.",
+            messages.SUCCESS,
+        )
+        return HttpResponseRedirect(run_change_url(again))
+
+    def replay_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """GET: what a replay does; POST: replay the run's version against this
+        validation run's recordings and show the report."""
+        run = self._run(request, object_id)
+        title = f"Replay {run.workflow} against run {run.pk}"
+        page = {
+            "form": forms.Form(),
+            "action": "replay",
+            "submit_label": "Replay offline",
+            "intro": "Runs this version again with every HTTP call answered from this "
+            "validation run's recordings (nothing is sent), then compares each step.",
+        }
+        if request.method != "POST":
+            return self._operate_page(request, run, title, **page)
+        try:
+            report = version_replay(version=run.workflow, validation_run=run, actor=request.user)
+        except FlowpilotError as exc:
+            return self._operate_page(request, run, title, problem=exc.message, **page)
+        return self._operate_page(request, run, title, report=report, replay_run=report.replay_run)

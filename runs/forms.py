@@ -1,0 +1,30 @@
+"""Forms of the run admin's operation pages (restart from a step)."""
+
+from __future__ import annotations
+
+from django import forms
+
+FROM_TRIGGER = ""  # the choice that restarts from the trigger (every step again)
+
+
+class RestartForm(forms.Form):
+    from_step = forms.ChoiceField(
+        label="Restart from",
+        required=False,
+        help_text="The step to run again, with every step downstream of it; every other "
+        "step's result is reused, not executed. From the trigger: every step runs again.",
+    )
+    confirm_non_idempotent = forms.BooleanField(
+        label="Run non-idempotent steps again",
+        required=False,
+        help_text="Needed when a step that runs again calls a tool that is not idempotent: "
+        "the target system may act a second time.",
+    )
+
+    def __init__(self, *args, steps: tuple[str, ...], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        choices = [(FROM_TRIGGER, "the trigger (every step again, same inputs)")]
+        self.fields["from_step"].choices = choices + [(s, f"step {s}") for s in steps]
+
+    def step(self) -> str | None:
+        return self.cleaned_data["from_step"] or None

@@ -1,0 +1,86 @@
+"""Operating runs on real Celery workers: restart from a step, and validation runs.
+
+Named after the feature: a restart and an approval's validation run go through the same
+driver as every run — with a broker, the Celery workers (two ``celery worker``
+subprocesses on Redis and the shared PostgreSQL database). The steps call a recording
+loopback server, so "reused, no call" is counted. Never on SQLite.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from review.models import Approval
+from review.services import workflow_approve
+from runs.models import Run, ToolCallRecording
+from runs.replay.services import version_replay
+from runs.restart import run_restart
+from runs.services import run_create, run_enqueue
+from tests.celery_support import fan_out_flow, import_flow, wait_until
+from tests.factories import WorkflowFactory
+from tests.runs.test_celery_workers import finished
+from workflows.models import Workflow, WorkflowStatus
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.postgres,
+    pytest.mark.celery,
+    pytest.mark.usefixtures("workers", "echo_tools", "fast_passwords"),
+]
+
+
+def sent(fake, tag: str) -> Counter[str]:
+    return Counter(r.segments[2] for r in fake.requests("echo") if r.segments[1] == tag)
+
+
+def test_a_restart_from_a_step_runs_on_the_workers_and_reuses_the_rest(workers, echo_tools):
+    workflow = import_flow(fan_out_flow("restart_wk", 3, delay=0.1))
+    first = run_enqueue(run=run_create(workflow=workflow, trigger="api", inputs={"tag": "rs"}))
+    first = finished(first, cluster=workers)
+    assert first.status == "succeeded", first.error_summary
+    echo_tools.clear()
+
+    again = run_restart(run=first, from_step="s02")
+
+    assert again.status in {"pending", "running"}  # queued, not run in this process
+    again = finished(again, cluster=workers)
+    assert again.status == "succeeded", again.error_summary
+    assert sent(echo_tools, "rs") == {"n02": 1}  # s01 and s03 reused: no call
+    rows = {r.step_id: r for r in again.step_results.all()}
+    assert {s for s, r in rows.items() if r.reused} == {"s01", "s03"}
+    assert rows["s02"].attempt_log[0]["worker"] in {workers.node("w1"), workers.node("w2")}
+    assert again.outputs == first.outputs
+    assert again.restarted_from_id == first.pk
+
+
+def test_a_validation_run_runs_on_the_workers_and_activates_the_version(
+    workers, echo_tools, approver
+):
+    version = WorkflowFactory(
+        data=fan_out_flow("validate_wk", 2, delay=0.2), status=WorkflowStatus.PENDING_REVIEW
+    )
+
+    approval = workflow_approve(version=version, approved_by=approver, sample_inputs={"tag": "v"})
+
+    assert approval.status == "validating"  # handed to the workers, not run here
+    run = approval.validation_run
+    run = finished(run, cluster=workers)
+    assert run.status == "succeeded", run.error_summary
+    workers_used = {r.attempt_log[0]["worker"] for r in run.step_results.exclude(step_id="join")}
+    assert workers_used <= {workers.node("w1"), workers.node("w2")}
+
+    def settled():
+        return Approval.objects.filter(pk=approval.pk, status="passed").exists()
+
+    wait_until(settled, timeout=30, what="the hook to settle the approval")
+    assert Workflow.objects.get(pk=version.pk).status == "active"
+    assert sent(echo_tools, "v") == {"n01": 1, "n02": 1}
+    assert Run.objects.filter(trigger="validation").count() == 1
+    recorded = ToolCallRecording.objects.filter(step_result__run=run).order_by("url")
+    assert [(r.step_result.step_id, r.status) for r in recorded] == [("s01", 200), ("s02", 200)]
+
+    report = version_replay(version=version)  # offline, against what the workers recorded
+
+    assert report.matched, report.as_dict()
