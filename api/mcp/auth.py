@@ -14,7 +14,7 @@ from types import SimpleNamespace
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 
-TOKEN_ENV = "FLOWPILOT_MCP_TOKEN"
+TOKEN_ENV = "FLOWPILOT_MCP_TOKEN"  # noqa: S105 - the name of the variable, not a token
 NO_TOKEN = (
     "an API token is needed: `Authorization: Token <key>` over HTTP, --token or "
     f"{TOKEN_ENV} over stdio (create one with `manage.py drf_create_token USER`)"

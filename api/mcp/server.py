@@ -76,7 +76,7 @@ def call(caller: Caller, ctx: Context, handler: Callable[..., dict], **arguments
     close_old_connections()
     try:
         return answer(handler(user=caller.user(ctx), **arguments))
-    except Exception as exc:  # noqa: BLE001 - every failure becomes an answer, never a crash
+    except Exception as exc:  # every failure becomes an answer (logged), never a crash
         response = api_exception_handler(exc, {})
         if response is None:
             logger.exception("MCP tool %s failed", handler.__name__)
