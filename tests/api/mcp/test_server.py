@@ -38,12 +38,12 @@ def test_on_loopback_the_sdk_guards_the_host_elsewhere_the_allowed_hosts(setting
     settings.ALLOWED_HOSTS = ["flow.example.com"]
 
     assert server.transport_security("127.0.0.1") is None
-    guarded = server.transport_security("0.0.0.0")  # noqa: S104 - the setting under test
+    guarded = server.transport_security("0.0.0.0")
     assert guarded.enable_dns_rebinding_protection
     assert guarded.allowed_hosts == ["flow.example.com", "flow.example.com:*"]
     assert "https://flow.example.com" in guarded.allowed_origins
     settings.ALLOWED_HOSTS = ["*"]
-    assert not server.transport_security("0.0.0.0").enable_dns_rebinding_protection  # noqa: S104
+    assert not server.transport_security("0.0.0.0").enable_dns_rebinding_protection
 
 
 def test_a_crash_is_answered_as_internal_error_without_its_text(mcp_http, monkeypatch, caplog):
