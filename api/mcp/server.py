@@ -157,11 +157,7 @@ def build_server(*, caller: Caller) -> MCPServer:
 def serve_stdio(*, token: str | None) -> None:
     """Serve on stdin/stdout as the owner of ``token`` (checked first: a bad token is an
     ``AuthenticationFailed`` / ``NotAuthenticated`` before anything is served)."""
-    close_old_connections()
-    try:
-        user_for_token(token)
-    finally:
-        connections.close_all()
+    user_for_token(token)
     build_server(caller=Caller(token=token or "")).run("stdio")
 
 
