@@ -128,3 +128,22 @@ def test_a_document_on_an_allowed_host_is_fetched(server, settings, tmp_path):
     server.handler = lambda req: Reply(body=text, headers={"Content-Type": "application/yaml"})
     document = openapi_read(f"{server.url}/openapi.yaml")
     assert document["info"]["title"] == "Swagger Petstore"
+
+
+def test_an_operation_is_chosen_by_method_and_path_too(cli, tmp_path):
+    result = _import(
+        cli, "petstore.yaml", tmp_path, "--prefix", "p", "--operation", "GET /pets/{petId}"
+    )
+
+    assert [p.name for p in tmp_path.iterdir()] == ["show_pet_by_id.yaml"]
+    assert "1 tool file(s)" in result.out
+
+
+def test_a_file_larger_than_the_limit_is_not_read(tmp_path):
+    from tools.openapi.document import MAX_DOCUMENT_BYTES
+
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"#" * (MAX_DOCUMENT_BYTES + 1))
+
+    with pytest.raises(OpenAPIError, match="larger than"):
+        openapi_read(str(big))
