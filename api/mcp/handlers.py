@@ -10,7 +10,6 @@ answer. Refusals are raised as the API raises them (DRF exceptions, the app's
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,9 +20,9 @@ from rest_framework import exceptions
 
 from api.exceptions import ApiError
 from api.filters import ToolFilter, WorkflowFilter
-from api.models import PlanKind, PlanRequestStatus
+from api.models import PlanKind
 from api.parsers import unstorable_text
-from api.selectors import plan_request_list, run_detail_list, tool_list, workflow_versions
+from api.selectors import plan_request_wait, run_detail_list, tool_list, workflow_versions
 from api.serializers.plans import PlanCreateSerializer, PlanRequestSerializer
 from api.serializers.runs import RunCreateSerializer, RunDetailSerializer
 from api.serializers.tools import ToolDetailSerializer
@@ -47,7 +46,6 @@ PERMISSIONS: dict[str, tuple[str, ...]] = {
     "get_run": tuple(RunViewSet.required_perms["retrieve"]),
 }
 MAX_LIST = 200  # rows one list call answers at most (the API pages by 50)
-PLAN_POLL_INTERVAL = 0.25
 
 
 def check_permission(*, user, tool: str) -> None:
@@ -129,16 +127,12 @@ def plan_workflow(
     without a broker the plan is finished before this returns.
     """
     check_permission(user=user, tool="plan_workflow")
-    deadline = time.monotonic() + _wait_bound(wait, "wait")
+    seconds = _wait_bound(wait, "wait")
     given = {"goal": goal, "sample_inputs": sample_inputs or {}}
     data = _checked(PlanCreateSerializer, given).validated_data
     plan = plan_request_create(kind=PlanKind.CREATE, user=user, **data)
-    while plan.status in (PlanRequestStatus.QUEUED, PlanRequestStatus.RUNNING):
-        if time.monotonic() >= deadline:
-            break
-        time.sleep(PLAN_POLL_INTERVAL)
-        plan = plan_request_list().get(pk=plan.pk)
-    return dict(PlanRequestSerializer(plan_request_list().get(pk=plan.pk)).data)
+    plan = plan_request_wait(request_id=plan.pk, timeout=seconds)
+    return dict(PlanRequestSerializer(plan).data)
 
 
 def run_workflow(
