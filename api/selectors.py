@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 from django.db.models import Prefetch, QuerySet
 
-from api.models import PlanRequest, WebhookTrigger
+from api.models import PlanRequest, PlanRequestStatus, WebhookTrigger
 from review.selectors import workflow_graph_data
 from runs.models import Run, StepResult
 from tools.models import Tool
@@ -50,3 +53,22 @@ def plan_request_list() -> QuerySet[PlanRequest]:
 
 def webhook_list() -> QuerySet[WebhookTrigger]:
     return WebhookTrigger.objects.order_by("workflow_name", "id")
+
+
+def plan_request_wait(
+    *,
+    request_id: int,
+    timeout: float,
+    interval: float = 0.25,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> PlanRequest:
+    """Read plan request ``request_id`` until it has finished or ``timeout`` seconds have
+    passed; the request as last read (its ``status`` says which)."""
+    deadline = clock() + max(0.0, timeout)
+    while True:
+        plan = plan_request_list().get(pk=request_id)
+        left = deadline - clock()
+        if plan.status not in (PlanRequestStatus.QUEUED, PlanRequestStatus.RUNNING) or left <= 0:
+            return plan
+        sleep(min(interval, left))

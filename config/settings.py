@@ -319,3 +319,7 @@ LOGGING = {
 
 # Hosts an OpenAPI document may be fetched from by URL (importopenapi); else files only.
 FLOWPILOT_OPENAPI_HOSTS = env.list("FLOWPILOT_OPENAPI_HOSTS", default=[])
+# Where the admin's OpenAPI import page writes tool files (one directory per prefix).
+FLOWPILOT_OPENAPI_IMPORT_DIR = Path(
+    env("FLOWPILOT_OPENAPI_IMPORT_DIR", default=str(BASE_DIR / "imported_tools"))
+)

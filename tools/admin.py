@@ -1,5 +1,6 @@
-"""Tool admin: browse, search, and enable/disable tools (through a service); the
-circuit breakers per host, with a reset."""
+"""Tool admin: browse, search, and enable/disable tools (through a service), import
+tools from an OpenAPI document (``tools/openapi/admin_views.py``); the circuit
+breakers per host, with a reset."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
+from django.urls import path
 from django.utils.html import format_html
 from django.utils.translation import ngettext
 
@@ -20,6 +22,8 @@ from tools.breaker.setup import (
     breaker_store_from_settings,
 )
 from tools.models import Breaker, Tool, ToolRevision
+from tools.openapi.admin_views import openapi_import_view
+from tools.openapi.services import IMPORT_PERMISSIONS
 from tools.permissions import PermissionRefused
 from tools.services import tools_set_enabled
 
@@ -44,10 +48,28 @@ class ToolAdmin(admin.ModelAdmin):
         "updated_at",
     )
     actions = ("enable_tools", "disable_tools")
+    change_list_template = "tools/tool/change_list.html"
 
     def has_add_permission(self, request) -> bool:
-        # Definitions come from files (`loadtools`) and providers; only `enabled` is edited here.
+        # Definitions come from files (`loadtools`, the OpenAPI import page) and providers;
+        # only `enabled` is edited here.
         return False
+
+    def get_urls(self):
+        view = self.admin_site.admin_view(self.import_openapi_view)
+        return [
+            path("import-openapi/", view, name="tools_tool_import_openapi"),
+            *super().get_urls(),
+        ]
+
+    def import_openapi_view(self, request):
+        return openapi_import_view(self, request)
+
+    def changelist_view(self, request, extra_context=None):
+        can_import = request.user.has_perms(IMPORT_PERMISSIONS)
+        return super().changelist_view(
+            request, {"can_import_openapi": can_import, **(extra_context or {})}
+        )
 
     def get_readonly_fields(self, request, obj=None):
         return (*self.readonly_fields, "name", "kind", "description", "outputs", "source")

@@ -24,13 +24,25 @@ class OpenAPIError(ToolConfigError):
 def openapi_read(source: str, *, http: httpx.Client | None = None) -> dict[str, Any]:
     """The document at ``source``: a file path, or an http(s) URL whose host is in
     ``FLOWPILOT_OPENAPI_HOSTS`` (nothing else is fetched). YAML or JSON."""
+    return openapi_parse(openapi_text(source, http=http), source=source)
+
+
+def openapi_text(source: str, *, http: httpx.Client | None = None) -> str:
+    """The text at ``source`` (a file, or a URL on the allowed hosts), at most
+    ``MAX_DOCUMENT_BYTES``."""
     if urlsplit(source).scheme in ("http", "https"):
-        text = _fetch(source, http=http)
-    else:
-        try:
-            text = Path(source).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise OpenAPIError(f"{source}: cannot read the file: {exc}") from exc
+        return _fetch(source, http=http)
+    try:
+        if Path(source).stat().st_size > MAX_DOCUMENT_BYTES:
+            raise OpenAPIError(f"{source}: the document is larger than {MAX_DOCUMENT_BYTES} bytes")
+        return Path(source).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise OpenAPIError(f"{source}: cannot read the file: {exc}") from exc
+
+
+def openapi_parse(text: str, *, source: str) -> dict[str, Any]:
+    """``text`` read as an OpenAPI 3.0/3.1 document (YAML or JSON); ``OpenAPIError`` naming
+    ``source`` when it is not one. Every path must be a string key with an object value."""
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -41,6 +53,9 @@ def openapi_read(source: str, *, http: httpx.Client | None = None) -> dict[str, 
         raise OpenAPIError(f"{source}: not an OpenAPI 3.0/3.1 document ({found})")
     if not isinstance(data.get("paths"), dict):
         raise OpenAPIError(f"{source}: the document has no 'paths'")
+    for path, item in data["paths"].items():
+        if not isinstance(path, str) or not isinstance(item, dict):
+            raise OpenAPIError(f"{source}: paths.{path} must be a string key with an object")
     return data
 
 

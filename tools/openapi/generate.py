@@ -36,6 +36,42 @@ def snake(text: str) -> str:
     return re.sub(r"[^a-zA-Z0-9]+", "_", text).strip("_").lower()
 
 
+@dataclass(frozen=True)
+class Operation:
+    """One operation of a document, as a person picks it: ``key`` is ``"GET /pets"``."""
+
+    key: str
+    operation_id: str
+    tags: tuple[str, ...]
+    summary: str
+    tool_name: str
+
+
+def operation_key(method: str, path: str) -> str:
+    return f"{method.upper()} {path}"
+
+
+def openapi_operations(document: dict[str, Any]) -> list[Operation]:
+    """Every operation of the document (supported methods), by path then method."""
+    found = []
+    for path, item in sorted(document["paths"].items()):
+        for method in METHODS:
+            op = item.get(method)
+            if not isinstance(op, dict):
+                continue
+            op_id = str(op.get("operationId") or "")
+            found.append(
+                Operation(
+                    key=operation_key(method, path),
+                    operation_id=op_id,
+                    tags=_tags(op),
+                    summary=str(op.get("summary") or op.get("description") or "").strip(),
+                    tool_name=snake(op_id or f"{method}_{path}")[:64],
+                )
+            )
+    return found
+
+
 def openapi_tools(
     document: dict[str, Any],
     *,
@@ -43,29 +79,40 @@ def openapi_tools(
     tags: list[str] | None = None,
     operations: list[str] | None = None,
 ) -> Generated:
-    """The tools of the operations chosen by tag or operationId (none given: all)."""
+    """The tools of the operations chosen by tag, operationId or ``"METHOD /path"`` key
+    (none given: all)."""
     out = Generated()
     env = snake(prefix).upper()
     for path, item in sorted(document["paths"].items()):
         item = resolve(document, item, out.unsupported, where=f"paths.{path}")
         for method in OTHER_METHODS:
-            if method in item and _chosen(item[method], tags, operations):
+            if method in item and _chosen(item[method], tags, operations, method, path):
                 out.unsupported.append(f"{method.upper()} {path}: method not supported")
         for method in METHODS:
             op = item.get(method)
-            if isinstance(op, dict) and _chosen(op, tags, operations):
+            if isinstance(op, dict) and _chosen(op, tags, operations, method, path):
                 tool = _tool(document, path, method, item, op, env, out.unsupported)
                 if tool is not None:
                     out.tools.append(tool)
     return out
 
 
-def _chosen(op: dict[str, Any], tags: list[str] | None, operations: list[str] | None) -> bool:
+def _chosen(op: Any, tags: list[str] | None, operations: list[str] | None, method, path) -> bool:
     if not tags and not operations:
         return True
-    return bool(set(op.get("tags") or []) & set(tags or [])) or (
-        op.get("operationId") in (operations or [])
+    if not isinstance(op, dict):
+        return False
+    named = set(operations or [])
+    return (
+        bool(set(_tags(op)) & set(tags or []))
+        or op.get("operationId") in named
+        or operation_key(method, path) in named
     )
+
+
+def _tags(op: dict[str, Any]) -> tuple[str, ...]:
+    tags = op.get("tags")
+    return tuple(str(t) for t in tags) if isinstance(tags, list) else ()
 
 
 def _tool(

@@ -1,24 +1,40 @@
-"""``openapi_import``: write the tool files of an OpenAPI document's operations."""
+"""Writing (and loading) the tool files of an OpenAPI document's operations.
+
+``openapi_import`` is the ``importopenapi`` command's service: read a file or URL,
+write the files. ``openapi_import_load`` is the admin page's: the document already
+read (an upload or a URL), the files written under ``FLOWPILOT_OPENAPI_IMPORT_DIR``
+and loaded into the registry, for a person holding the tool permissions. Both write
+through ``openapi_write``.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
+from django.conf import settings
 
 from tools.errors import ToolConfigError
 from tools.loader import load_tool_text
 from tools.openapi.document import OpenAPIError, openapi_read
-from tools.openapi.generate import openapi_tools
+from tools.openapi.generate import openapi_tools, snake
+from tools.permissions import permission_require
+from tools.services import LoadedTool, LoadError, tools_load_dir
+
+IMPORT_PERMISSIONS = ("tools.add_tool", "tools.change_tool")
 
 
 @dataclass
 class ImportReport:
-    """The files written and every construct that could not be expressed."""
+    """The files written, every construct that could not be expressed, and — when the
+    files were loaded — the tools stored and the files that did not load."""
 
     written: list[Path] = field(default_factory=list)
     unsupported: list[str] = field(default_factory=list)
+    loaded: list[LoadedTool] = field(default_factory=list)
+    errors: list[LoadError] = field(default_factory=list)
 
 
 def openapi_import(
@@ -30,15 +46,37 @@ def openapi_import(
     operations: list[str] | None = None,
     overwrite: bool = False,
 ) -> ImportReport:
-    """Read ``source`` and write one ``<tool>.yaml`` per selected operation.
+    """Read ``source`` (a file, or a URL on the allowed hosts) and write one
+    ``<tool>.yaml`` per selected operation into ``out_dir``."""
+    return openapi_write(
+        document=openapi_read(source),
+        source=source,
+        out_dir=out_dir,
+        prefix=prefix,
+        tags=tags,
+        operations=operations,
+        overwrite=overwrite,
+    )
+
+
+def openapi_write(
+    *,
+    document: dict[str, Any],
+    source: str,
+    out_dir: str | Path,
+    prefix: str,
+    tags: list[str] | None = None,
+    operations: list[str] | None = None,
+    overwrite: bool = False,
+) -> ImportReport:
+    """Write one ``<tool>.yaml`` per operation chosen by tag, operationId or
+    ``"METHOD /path"`` (none: all).
 
     Every file is checked by the tool loader before anything is written (a file
     the loader refuses is an ``OpenAPIError`` naming it); an existing file is kept
     unless ``overwrite``. Raises ``OpenAPIError`` when nothing matches the selection.
     """
-    generated = openapi_tools(
-        openapi_read(source), prefix=prefix, tags=tags, operations=operations
-    )
+    generated = openapi_tools(document, prefix=prefix, tags=tags, operations=operations)
     if not generated.tools:
         raise OpenAPIError(f"{source}: no operation matches tags {tags} / ids {operations}")
     out = Path(out_dir)
@@ -62,4 +100,38 @@ def openapi_import(
     for path, text in texts.items():
         path.write_text(text, encoding="utf-8")
         report.written.append(path)
+    return report
+
+
+def openapi_import_load(
+    *,
+    document: dict[str, Any],
+    source: str,
+    prefix: str,
+    operations: list[str],
+    overwrite: bool,
+    actor: Any,
+) -> ImportReport:
+    """Write the chosen operations' files under ``FLOWPILOT_OPENAPI_IMPORT_DIR/<prefix>/``
+    and load them into the registry, as ``loadtools`` would. Needs ``tools.add_tool``
+    and ``tools.change_tool`` (``PermissionRefused``); an empty selection is refused."""
+    for permission in IMPORT_PERMISSIONS:
+        permission_require(
+            actor=actor, permission=permission, action="import tools from an OpenAPI document"
+        )
+    if not operations:
+        raise OpenAPIError("choose at least one operation to import")
+    directory = snake(prefix) or "openapi"
+    report = openapi_write(
+        document=document,
+        source=source,
+        out_dir=Path(settings.FLOWPILOT_OPENAPI_IMPORT_DIR) / directory,
+        prefix=prefix,
+        operations=operations,
+        overwrite=overwrite,
+    )
+    for path in report.written:
+        loaded = tools_load_dir(directory=path, sync_builtin=False)
+        report.loaded.extend(loaded.tools)
+        report.errors.extend(loaded.errors)
     return report

@@ -128,3 +128,85 @@ def test_a_document_on_an_allowed_host_is_fetched(server, settings, tmp_path):
     server.handler = lambda req: Reply(body=text, headers={"Content-Type": "application/yaml"})
     document = openapi_read(f"{server.url}/openapi.yaml")
     assert document["info"]["title"] == "Swagger Petstore"
+
+
+def test_an_operation_is_chosen_by_method_and_path_too(cli, tmp_path):
+    result = _import(
+        cli, "petstore.yaml", tmp_path, "--prefix", "p", "--operation", "GET /pets/{petId}"
+    )
+
+    assert [p.name for p in tmp_path.iterdir()] == ["show_pet_by_id.yaml"]
+    assert "1 tool file(s)" in result.out
+
+
+def test_a_file_larger_than_the_limit_is_not_read(tmp_path):
+    from tools.openapi.document import MAX_DOCUMENT_BYTES
+
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"#" * (MAX_DOCUMENT_BYTES + 1))
+
+    with pytest.raises(OpenAPIError, match="larger than"):
+        openapi_read(str(big))
+
+
+def test_operations_are_listed_for_choosing_whatever_their_tags_say():
+    from tools.openapi.document import openapi_parse
+    from tools.openapi.generate import openapi_operations, openapi_tools
+
+    document = openapi_parse(
+        """
+openapi: 3.0.3
+paths:
+  /a:
+    get: {tags: notalist, description: " Only a description "}
+    head: {tags: [x]}
+  /b:
+    post: {operationId: makeB, tags: [x, {odd: tag}]}
+""",
+        source="inline",
+    )
+
+    listed = openapi_operations(document)
+
+    assert [(o.key, o.tags, o.summary, o.tool_name) for o in listed] == [
+        ("GET /a", (), "Only a description", "get_a"),
+        ("POST /b", ("x", "{'odd': 'tag'}"), "", "make_b"),
+    ]
+    chosen = openapi_tools(document, prefix="p", tags=["x"])
+    assert [t["name"] for t in chosen.tools] == ["make_b"]
+    assert chosen.unsupported == [
+        "HEAD /a: method not supported",
+        "POST /b: server URL '' is not absolute; set P_BASE_URL",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("openapi: 3.1.0\n", "the document has no 'paths'"),
+        ("openapi: 3.1.0\npaths: {/a: [1]}\n", "paths./a must be a string key with an object"),
+        ("- a list\n", "no 'openapi' field"),
+    ],
+)
+def test_a_document_that_is_not_usable_is_refused_naming_why(text, message):
+    from tools.openapi.document import openapi_parse
+
+    with pytest.raises(OpenAPIError, match=message):
+        openapi_parse(text, source="inline")
+
+
+def test_the_admin_service_checks_the_permissions_and_the_choice(tmp_path, settings):
+    from tests.factories import UserFactory
+    from tools.openapi.document import openapi_parse
+    from tools.openapi.services import openapi_import_load
+    from tools.permissions import PermissionRefused
+
+    settings.FLOWPILOT_OPENAPI_IMPORT_DIR = tmp_path
+    document = openapi_parse((SPECS / "petstore.yaml").read_text(), source="petstore.yaml")
+    args = {"document": document, "source": "petstore.yaml", "prefix": "p", "overwrite": False}
+
+    with pytest.raises(PermissionRefused, match=r"needs the `tools\.add_tool` permission"):
+        openapi_import_load(**args, operations=["GET /pets"], actor=UserFactory(username="x"))
+    with pytest.raises(OpenAPIError, match="choose at least one operation"):
+        openapi_import_load(**args, operations=[], actor=None)
+    assert list(tmp_path.iterdir()) == []

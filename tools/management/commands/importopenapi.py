@@ -24,7 +24,10 @@ class Command(FlowpilotCommand):
         )
         parser.add_argument("--tag", action="append", default=[], help="Operations by tag.")
         parser.add_argument(
-            "--operation", action="append", default=[], help="Operations by operationId."
+            "--operation",
+            action="append",
+            default=[],
+            help='Operations by operationId (or "METHOD /path").',
         )
         parser.add_argument("--overwrite", action="store_true", help="Replace existing files.")
 

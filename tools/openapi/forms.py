@@ -1,0 +1,69 @@
+"""The admin import page's two forms: where the document comes from, then which
+operations become tools."""
+
+from __future__ import annotations
+
+from django import forms
+from django.core.validators import RegexValidator
+
+from tools.openapi.document import MAX_DOCUMENT_BYTES, OpenAPIError, openapi_parse, openapi_text
+from tools.openapi.generate import Operation
+
+
+class SourceForm(forms.Form):
+    """An uploaded document or a URL on ``FLOWPILOT_OPENAPI_HOSTS`` (the command's rules)."""
+
+    document = forms.FileField(
+        required=False, help_text="An OpenAPI 3.0/3.1 document, YAML or JSON (at most 5 MiB)."
+    )
+    url = forms.URLField(
+        required=False,
+        max_length=2000,
+        assume_scheme="https",
+        help_text="Or its URL; the host must be listed in FLOWPILOT_OPENAPI_HOSTS.",
+    )
+    prefix = forms.CharField(
+        max_length=40,
+        validators=[RegexValidator(r"^[A-Za-z][A-Za-z0-9_]*$", "letters, digits and _")],
+        help_text="Names the env variables the tools read: <PREFIX>_BASE_URL, <PREFIX>_TOKEN…",
+    )
+
+    def clean(self):
+        data = super().clean()
+        upload, url = data.get("document"), data.get("url")
+        if bool(upload) == bool(url):
+            raise forms.ValidationError("give either a document or a URL, not both or neither")
+        try:
+            if upload:
+                data["source"], data["text"] = upload.name, _uploaded_text(upload)
+            else:
+                data["source"], data["text"] = url, openapi_text(url)
+            data["parsed"] = openapi_parse(data["text"], source=data["source"])
+        except OpenAPIError as exc:
+            raise forms.ValidationError(exc.message) from exc
+        return data
+
+
+def _uploaded_text(upload) -> str:
+    if upload.size > MAX_DOCUMENT_BYTES:
+        raise OpenAPIError(f"{upload.name}: the document is larger than {MAX_DOCUMENT_BYTES} bytes")
+    try:
+        return upload.read().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise OpenAPIError(f"{upload.name}: not UTF-8 text ({exc.reason})") from exc
+
+
+class SelectForm(forms.Form):
+    """The operations to import, among those the document has."""
+
+    operations = forms.MultipleChoiceField(
+        widget=forms.CheckboxSelectMultiple,
+        error_messages={"required": "choose at least one operation to import"},
+    )
+    overwrite = forms.BooleanField(
+        required=False, help_text="Replace tool files an earlier import wrote."
+    )
+
+    def __init__(self, *args, operations: list[Operation], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["operations"].choices = [(op.key, op.key) for op in operations]
