@@ -289,6 +289,12 @@ FLOWPILOT_BREAKER_FAILURES = env.int("FLOWPILOT_BREAKER_FAILURES", default=5)
 FLOWPILOT_BREAKER_COOLDOWN = env.float("FLOWPILOT_BREAKER_COOLDOWN", default=30.0)
 FLOWPILOT_BREAKER_WINDOW = env.float("FLOWPILOT_BREAKER_WINDOW", default=300.0)
 
+# Approval policy (review/policy.py): distinct approvers a version needs before its
+# validation run starts, and whether the plan's author counts as one. A workflow's
+# own policy (admin: Review → Approval policies) overrides both.
+FLOWPILOT_APPROVALS_REQUIRED = env.int("FLOWPILOT_APPROVALS_REQUIRED", default=1)
+FLOWPILOT_AUTHOR_MAY_APPROVE = env.bool("FLOWPILOT_AUTHOR_MAY_APPROVE", default=True)
+
 # LLM (planner and llm steps): any OpenAI-compatible endpoint, OpenRouter by default.
 OPENAI_BASE_URL = env("OPENAI_BASE_URL", default="https://openrouter.ai/api/v1")
 OPENAI_API_KEY = env("OPENAI_API_KEY", default="")

@@ -21,9 +21,17 @@ from django.db import transaction
 from django.utils import timezone
 
 from review.models import Approval, ApprovalStatus
+from review.policy import (
+    ApprovalPolicyRefused,
+    Tally,
+    approval_policy_check,
+    approval_policy_for,
+    approval_tally,
+)
 from runs.models import Run, RunStatus, RunTrigger
 from runs.services import run_create, run_execute
 from tools.registry import ToolRegistry
+from workflows.inputs import resolve_inputs
 from workflows.models import Workflow, WorkflowStatus
 from workflows.pins import workflow_tool_pins
 from workflows.revisions import (
@@ -36,11 +44,13 @@ from workflows.revisions import (
     permission_require,
 )
 from workflows.services import workflow_spec, workflow_transition
+from workflows.validator import validate_workflow
 
 __all__ = [
     "APPROVE_PERMISSION",
     "ApprovalError",
     "ApprovalForbidden",
+    "ApprovalPolicyRefused",
     "ApprovalStateError",
     "DefinitionInvalid",
     "DefinitionUnchanged",
@@ -61,29 +71,39 @@ def workflow_approve(
     sample_inputs: Mapping[str, Any] | None,
     registry: ToolRegistry | None = None,
 ) -> Approval:
-    """Approve a pending version and prove it with a validation run (in this process).
+    """Approve a pending version; the approval that meets its policy proves it with a
+    validation run (in this process).
 
-    Refuses (``ApprovalForbidden``) a user without ``workflows.approve_workflow``
-    and (``ApprovalStateError``) a version that is not ``pending_review``. The
+    Refuses (``ApprovalForbidden``) a user without ``workflows.approve_workflow``,
+    (``ApprovalStateError``) a version that is not ``pending_review``, and
+    (``ApprovalPolicyRefused``) what the approval policy forbids: the author where
+    authors may not approve, the same person twice (``review.policy``). The
     version is validated against the tool registry and the sample inputs are
     checked *before* anything changes (``WorkflowInvalid`` / ``InputsInvalid``).
-    Then: ``pending_review → validating``, an ``Approval`` pinned to the
+    While the policy still needs more approvers the approval is recorded
+    ``pending`` (approver, time, definition hash) and the version stays in
+    review. The approval that meets the policy goes on:
+    ``pending_review → validating``, an ``Approval`` pinned to the
     definition hash, the hash of every tool the version allows recorded
     (``Workflow.tool_pins``: a later run refuses a changed tool), the validation
     run; green → ``active`` (approved_by/at set),
     red → ``pending_review`` with ``Approval.status = failed`` and the run's
     error summary. Returns the approval; its ``validation_run`` is the run.
     """
-    permission_require(
-        user=approved_by, permission=APPROVE_PERMISSION, action=f"approve {version}"
-    )
+    permission_require(user=approved_by, permission=APPROVE_PERMISSION, action=f"approve {version}")
     with transaction.atomic():
         locked = Workflow.objects.select_for_update().get(pk=version.pk)
         if locked.status != WorkflowStatus.PENDING_REVIEW:
             raise ApprovalStateError(
                 f"`{locked}` is {locked.status}; only a version pending review can be approved"
             )
+        tally = approval_tally(version=locked)
+        approval_policy_check(version=locked, user=approved_by, tally=tally)
         registry = registry if registry is not None else ToolRegistry.from_db()
+        if tally.count + 1 < tally.policy.required:
+            return _approval_pending(
+                locked, approved_by=approved_by, sample_inputs=sample_inputs, registry=registry
+            )
         run, approval = _validation_start(
             locked, approved_by=approved_by, sample_inputs=sample_inputs, registry=registry
         )
@@ -125,6 +145,9 @@ def workflow_reapprove(
             raise ApprovalStateError(
                 f"`{locked}` is {locked.status}; only an active version is re-approved"
             )
+        # The definition was approved already; only the author rule applies again.
+        policy = approval_policy_for(name=locked.name)
+        approval_policy_check(version=locked, user=approved_by, tally=Tally(policy, ()))
         pins = workflow_tool_pins(spec=workflow_spec(locked), registry=registry)
         run, approval = _validation_start(
             locked, approved_by=approved_by, sample_inputs=sample_inputs, registry=registry
@@ -136,6 +159,29 @@ def workflow_reapprove(
         _settle_reapproval(approval, locked, passed=passed, pins=pins)
     version.refresh_from_db()
     logger.info("re-approval %s of %s: %s", approval.pk, locked, approval.status)
+    return approval
+
+
+def _approval_pending(
+    locked: Workflow, *, approved_by, sample_inputs: Mapping[str, Any] | None, registry
+) -> Approval:
+    """An approval that does not meet the policy yet: checked like the last one, then kept."""
+    spec = workflow_spec(locked)
+    validate_workflow(spec, registry=registry).raise_for_errors()
+    approval = Approval.objects.create(
+        workflow=locked,
+        definition_hash=locked.definition_hash,
+        approved_by=approved_by,
+        sample_inputs=resolve_inputs(spec.inputs, dict(sample_inputs or {})),
+        status=ApprovalStatus.PENDING,
+    )
+    logger.info(
+        "approval %s of %s by %s: %s",
+        approval.pk,
+        locked,
+        approved_by,
+        approval_tally(version=locked).text(),
+    )
     return approval
 
 
@@ -177,6 +223,12 @@ def _approval_finish(approval: Approval, *, passed: bool) -> None:
 def _settle(approval: Approval, workflow: Workflow, *, passed: bool, actor) -> None:
     with transaction.atomic():
         _approval_finish(approval, passed=passed)
+        if passed:  # the approvals that waited for this one are proven with it
+            Approval.objects.filter(
+                workflow=workflow,
+                definition_hash=approval.definition_hash,
+                status=ApprovalStatus.PENDING,
+            ).update(status=ApprovalStatus.PASSED, finished_at=approval.finished_at)
         workflow.refresh_from_db()
         target = WorkflowStatus.ACTIVE if passed else WorkflowStatus.PENDING_REVIEW
         workflow_transition(workflow=workflow, to=target, actor=actor)

@@ -45,13 +45,11 @@ def workflow_get_runnable(*, name: str, version: int | None = None) -> Workflow:
 
 def workflow_diff_base(*, version: Workflow) -> Workflow | None:
     """The version a revision is reviewed against: the active version of the same name
-    (when it is another one), else the newest lower version (the one it revises);
-    ``None`` for a first version."""
-    others = Workflow.objects.filter(name=version.name).exclude(pk=version.pk)
-    active = others.filter(status=WorkflowStatus.ACTIVE).order_by("-version").first()
-    if active is not None:
-        return active
-    return others.filter(version__lt=version.version).order_by("-version").first()
+    when it is an earlier one (what the revision would replace), else the newest
+    earlier version (the one it revises); ``None`` for a first version."""
+    earlier = Workflow.objects.filter(name=version.name, version__lt=version.version)
+    active = earlier.filter(status=WorkflowStatus.ACTIVE).order_by("-version").first()
+    return active or earlier.order_by("-version").first()
 
 
 def workflow_version_diff(*, old: Workflow, new: Workflow) -> WorkflowDiff:
