@@ -132,7 +132,7 @@ def graph_with_changes(graph: dict[str, Any], changes: ChangeSet) -> dict[str, A
     nodes += [_node(base_steps[c.step_id], "removed") for c in diff.steps if c.change == "removed"]
     status = {(e.source, e.target, e.when): e.change for e in diff.edges}
     edges = [
-        {**e, "change": status.get((e["from"], e["to"], e["when"]), "unchanged")}
+        {**e, "change": status.get((e["from"], e["to"], e["when"] or None), "unchanged")}
         for e in graph["edges"]
     ]
     edges += [
