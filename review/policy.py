@@ -59,10 +59,6 @@ class Tally:
     def count(self) -> int:
         return len(self.approvers)
 
-    @property
-    def met(self) -> bool:
-        return self.count >= self.policy.required
-
     def text(self) -> str:
         names = ", ".join(a.username for a in self.approvers)
         return f"{self.count} of {self.policy.required} approvals" + (

@@ -103,7 +103,7 @@ def test_a_revision_is_shown_as_a_diff_against_the_version_it_replaces(reviewer)
     page = response.content.decode()
     graph = graph_data(response)
 
-    assert f"What changed since <a href=\"{url('change', active)}\">sales_report v1</a>" in page
+    assert f'What changed since <a href="{url("change", active)}">sales_report v1</a>' in page
     changes = {n["id"]: n["change"] for n in graph["nodes"]}
     assert changes[revised["steps"][1]["id"]] == "changed"
     assert changes[removed["id"]] == "removed"
@@ -115,3 +115,27 @@ def test_a_revision_is_shown_as_a_diff_against_the_version_it_replaces(reviewer)
     first = login(reviewer).get(url("change", active)).content.decode()
     assert 'id="fp-changes"' not in first  # a first version has nothing to compare with
     assert Workflow.objects.count() == 2
+
+
+def test_the_policy_add_page_is_prefilled_from_the_review_page_link(admin_user, client):
+    client.force_login(admin_user)
+
+    page = client.get(reverse("admin:review_approvalpolicy_add") + "?workflow_name=sales_report")
+
+    html = page.content.decode()
+    assert 'value="sales_report"' in html
+    assert "—" in html  # nothing in effect before it is saved
+
+
+def test_a_stored_definition_that_no_longer_parses_shows_no_diff(reviewer):
+    data = sales_report_data()
+    old, _ = workflow_import(data=data, status=WorkflowStatus.ACTIVE)
+    revised = copy.deepcopy(data)
+    revised["description"] = "second"
+    revision = pending_version(revised)
+    Workflow.objects.filter(pk=old.pk).update(definition={"name": "sales_report"})
+
+    page = login(reviewer).get(url("change", revision)).content.decode()
+
+    assert 'id="fp-changes"' not in page
+    assert 'id="fp-graph"' in page

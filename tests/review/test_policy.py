@@ -188,3 +188,14 @@ def test_reapproval_applies_the_author_rule(settings, author, alice):
     again = workflow_reapprove(version=fresh(version), approved_by=alice, sample_inputs={})
 
     assert again.status == "passed"
+
+
+def test_a_deleted_approver_no_longer_counts(two_needed, alice, bob):
+    version = pending_version()
+    workflow_approve(version=version, approved_by=alice, sample_inputs={})
+    alice.delete()
+
+    assert approval_tally(version=version).count == 0
+    assert workflow_approve(version=version, approved_by=bob, sample_inputs={}).status == (
+        "pending"
+    )

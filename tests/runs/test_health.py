@@ -13,6 +13,7 @@ from datetime import timedelta
 
 import pytest
 from celery import current_app
+from django.core.management import call_command
 from django.utils import timezone
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
@@ -217,3 +218,16 @@ def test_the_staff_page_shows_reasons_to_staff_only(client, fast_passwords):
     assert 'data-component="breakers" data-status="failing"' in html
     assert "open: api.example.com:443" in html
     assert as_json.json()["components"][-1]["reason"] == "open: api.example.com:443"
+
+
+def test_unapplied_migrations_fail_the_database_check(cli):
+    call_command("migrate", "review", "0001", verbosity=0)
+    try:
+        result = cli("health", "database")
+    finally:
+        call_command("migrate", "review", verbosity=0)
+
+    assert result.code == 1
+    assert result.lines == [
+        "database  failing         1 migration(s) not applied; run `manage.py migrate`"
+    ]

@@ -10,6 +10,7 @@ import pytest
 from tests.conftest import EXAMPLES_DIR, write_flow
 from workflows.diff import FieldChange, diff_lines, field_text, value_changes, workflow_diff
 from workflows.files import read_workflow_file
+from workflows.models import Workflow
 from workflows.schema import WorkflowSpec
 
 
@@ -128,13 +129,20 @@ def test_explicit_edges_and_branch_labels_are_diffed():
     base = {
         "name": "branchy",
         "steps": [
-            {"id": "pick", "kind": "decision", "branches": ["a", "b"],
-             "conditions": {"a": "$input.x == `1`"}, "default": "b"},
+            {
+                "id": "pick",
+                "kind": "decision",
+                "branches": ["a", "b"],
+                "conditions": {"a": "$input.x == `1`"},
+                "default": "b",
+            },
             {"id": "left", "kind": "transform", "expression": "`1`"},
             {"id": "right", "kind": "transform", "expression": "`2`"},
         ],
-        "edges": [{"from": "pick", "to": "left", "when": "a"},
-                  {"from": "pick", "to": "right", "when": "b"}],
+        "edges": [
+            {"from": "pick", "to": "left", "when": "a"},
+            {"from": "pick", "to": "right", "when": "b"},
+        ],
     }
     new = copy.deepcopy(base)
     new["edges"][1]["when"] = "a"
@@ -167,7 +175,7 @@ def test_value_changes_walks_dicts_and_names_absent_sides():
     ]
     assert value_changes(1, 1.0) == [FieldChange("(value)", 1, 1.0)]
     long = field_text(FieldChange("x", "a" * 300, "b"))
-    assert long.endswith("→ \"b\"")
+    assert long.endswith('→ "b"')
     assert "…" in long
 
 
@@ -222,3 +230,15 @@ def test_exportflow_diff_refuses_what_is_missing_or_mistyped(cli, two_versions):
     assert "not yaml" in yaml_diff.err
     assert "--format text is for --diff" in text_export.err
     assert same.lines[-1] == "no changes"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_exportflow_diff_names_a_stored_definition_that_no_longer_parses(cli, two_versions):
+    Workflow.objects.filter(name="geo_weather", version=1).update(definition={"steps": []})
+
+    result = cli("exportflow", "geo_weather", "--diff", "1", "2")
+
+    assert result.code == 1
+    assert "the stored definition of `geo_weather v1` does not fit the workflow format" in (
+        result.err
+    )
