@@ -224,12 +224,16 @@ def test_exportflow_diff_refuses_what_is_missing_or_mistyped(cli, two_versions):
     yaml_diff = cli("exportflow", "geo_weather", "--diff", "1", "2", "--format", "yaml")
     text_export = cli("exportflow", "geo_weather", "--format", "text")
     same = cli("exportflow", "geo_weather", "--diff", "2", "2")
+    zero = cli("exportflow", "geo_weather", "--diff", "0", "2")
+    not_a_number = cli("exportflow", "geo_weather", "--diff", "one", "2")
 
     assert missing.code == 1
     assert "no stored workflow `geo_weather` v9" in missing.err
     assert "not yaml" in yaml_diff.err
     assert "--format text is for --diff" in text_export.err
     assert same.lines[-1] == "no changes"
+    assert "no stored workflow `geo_weather` v0" in zero.err
+    assert not_a_number.code != 0
 
 
 @pytest.mark.django_db(transaction=True)

@@ -73,7 +73,8 @@ class Command(FlowpilotCommand):
 
 def _version(name: str, number: int | None) -> Workflow:
     versions = Workflow.objects.filter(name=name).order_by("-version")
-    workflow = versions.filter(version=number).first() if number else versions.first()
+    given = number is not None
+    workflow = versions.filter(version=number).first() if given else versions.first()
     if workflow is None:
-        raise CommandError(f"no stored workflow `{name}`" + (f" v{number}" if number else ""))
+        raise CommandError(f"no stored workflow `{name}`" + (f" v{number}" if given else ""))
     return workflow
