@@ -14,6 +14,7 @@ approval errors, re-exported here for the callers of this module).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,6 +29,7 @@ from review.policy import (
     approval_policy_for,
     approval_tally,
 )
+from runs.engine.secrets import inputs_refuse_secrets, run_redactor
 from runs.models import Run, RunStatus, RunTrigger
 from runs.services import run_create, run_execute
 from tools.registry import ToolRegistry
@@ -90,7 +92,9 @@ def workflow_approve(
     red → ``pending_review`` with ``Approval.status = failed`` and the run's
     error summary. Returns the approval; its ``validation_run`` is the run.
     """
-    permission_require(user=approved_by, permission=APPROVE_PERMISSION, action=f"approve {version}")
+    permission_require(
+        user=approved_by, permission=APPROVE_PERMISSION, action=f"approve {version}"
+    )
     with transaction.atomic():
         locked = Workflow.objects.select_for_update().get(pk=version.pk)
         if locked.status != WorkflowStatus.PENDING_REVIEW:
@@ -165,14 +169,17 @@ def workflow_reapprove(
 def _approval_pending(
     locked: Workflow, *, approved_by, sample_inputs: Mapping[str, Any] | None, registry
 ) -> Approval:
-    """An approval that does not meet the policy yet: checked like the last one, then kept."""
+    """An approval that does not meet the policy yet: checked like the last one (the
+    version validates; the inputs fit and hold no secret value), then kept."""
     spec = workflow_spec(locked)
     validate_workflow(spec, registry=registry).raise_for_errors()
+    resolved = resolve_inputs(spec.inputs, dict(sample_inputs or {}))
+    inputs_refuse_secrets(inputs=resolved, redactor=run_redactor(registry, os.environ))
     approval = Approval.objects.create(
         workflow=locked,
         definition_hash=locked.definition_hash,
         approved_by=approved_by,
-        sample_inputs=resolve_inputs(spec.inputs, dict(sample_inputs or {})),
+        sample_inputs=resolved,
         status=ApprovalStatus.PENDING,
     )
     logger.info(

@@ -10,7 +10,9 @@ import pytest
 from review.models import Approval, ApprovalKind, ApprovalPolicy
 from review.policy import ApprovalPolicyRefused, approval_policy_for, approval_tally
 from review.services import workflow_approve, workflow_reapprove
+from tests.conftest import EXAMPLES_DIR
 from tests.factories import UserFactory, pending_version
+from workflows.files import read_workflow_file
 from workflows.inputs import InputsInvalid
 from workflows.models import Workflow
 
@@ -199,3 +201,18 @@ def test_a_deleted_approver_no_longer_counts(two_needed, alice, bob):
     assert workflow_approve(version=version, approved_by=bob, sample_inputs={}).status == (
         "pending"
     )
+
+
+@pytest.mark.usefixtures("example_tools")
+def test_a_pending_approval_never_stores_a_secret_value(two_needed, alice, monkeypatch):
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp-s3cr3t-4f5e6d")
+    version = pending_version(read_workflow_file(EXAMPLES_DIR / "github_intel.yaml"))
+
+    with pytest.raises(InputsInvalid, match="input `repo` holds the value of a secret"):
+        workflow_approve(
+            version=version,
+            approved_by=alice,
+            sample_inputs={"owner": "octo-org", "repo": "token ghp-s3cr3t-4f5e6d"},
+        )
+
+    assert not Approval.objects.exists()
