@@ -9,6 +9,7 @@ JSON). Both run the checks of ``runs.health`` at each request.
 
 from __future__ import annotations
 
+from django.contrib import admin
 from django.contrib.admin.views.decorators import staff_member_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.response import TemplateResponse
@@ -36,5 +37,5 @@ def health_details(request: HttpRequest) -> HttpResponse:
     report = health_report()
     if request.GET.get("format") == "json":
         return JsonResponse(report.as_dict(), status=_status(report))
-    context = {"report": report, "title": "Health", "site_header": "flowpilot"}
+    context = {**admin.site.each_context(request), "report": report, "title": "Health"}
     return TemplateResponse(request, "api/health.html", context, status=_status(report))
