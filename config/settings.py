@@ -203,6 +203,9 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": crontab(minute=0, hour=FLOWPILOT_RETENTION_HOUR),
     },
 }
+# Beat records each task it sends right away (django-celery-beat's last_run_at, one
+# row write per tick), so `manage.py health` reads beat's last tick from the database.
+CELERY_BEAT_SYNC_EVERY = env.int("CELERY_BEAT_SYNC_EVERY", default=1)
 # The workflow schedules are rows of django-celery-beat's PeriodicTask, one per
 # schedules.Schedule; beat reads them from the database (CELERY_BEAT_SCHEDULER).
 # Celery runs: a running step's claim lasts this many seconds unless its worker's
@@ -289,6 +292,19 @@ FLOWPILOT_BREAKER_FAILURES = env.int("FLOWPILOT_BREAKER_FAILURES", default=5)
 # Seconds an open breaker refuses calls before one half-open trial call.
 FLOWPILOT_BREAKER_COOLDOWN = env.float("FLOWPILOT_BREAKER_COOLDOWN", default=30.0)
 FLOWPILOT_BREAKER_WINDOW = env.float("FLOWPILOT_BREAKER_WINDOW", default=300.0)
+
+# Approval policy (review/policy.py): distinct approvers a version needs before its
+# validation run starts, and whether the plan's author counts as one. A workflow's
+# own policy (admin: Review → Approval policies) overrides both.
+FLOWPILOT_APPROVALS_REQUIRED = env.int("FLOWPILOT_APPROVALS_REQUIRED", default=1)
+FLOWPILOT_AUTHOR_MAY_APPROVE = env.bool("FLOWPILOT_AUTHOR_MAY_APPROVE", default=True)
+
+# Health checks (runs/health.py): seconds each network check may take; how old beat's
+# last tick may be (0: three sweeper intervals, at least 90 s); whether a missing LLM
+# key is a failure.
+FLOWPILOT_HEALTH_TIMEOUT = env.float("FLOWPILOT_HEALTH_TIMEOUT", default=2.0)
+FLOWPILOT_HEALTH_BEAT_MAX_AGE = env.float("FLOWPILOT_HEALTH_BEAT_MAX_AGE", default=0.0)
+FLOWPILOT_HEALTH_REQUIRE_LLM = env.bool("FLOWPILOT_HEALTH_REQUIRE_LLM", default=False)
 
 # LLM (planner and llm steps): any OpenAI-compatible endpoint, OpenRouter by default.
 OPENAI_BASE_URL = env("OPENAI_BASE_URL", default="https://openrouter.ai/api/v1")

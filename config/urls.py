@@ -1,7 +1,11 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from api.views.health import health_details, healthz
+
 urlpatterns = [
+    path("healthz", healthz, name="healthz"),
+    path("healthz/details/", health_details, name="health-details"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("api.urls")),
 ]

@@ -20,6 +20,8 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import ngettext
 
 from review.forms import RejectForm
+from review.models import ApprovalPolicy
+from review.policy import approval_policy_for, approval_tally
 from review.selectors import workflow_review
 from review.services import APPROVE_PERMISSION
 from review.views import WorkflowReviewViews
@@ -41,7 +43,15 @@ def pretty_json(value) -> str:
 class WorkflowAdmin(WorkflowReviewViews, admin.ModelAdmin):
     change_form_template = "review/workflow/change_form.html"
     change_list_template = "review/workflow/change_list.html"
-    list_display = ("name", "version", "status", "step_count", "approved_by", "created_at")
+    list_display = (
+        "name",
+        "version",
+        "status",
+        "step_count",
+        "approvals",
+        "approved_by",
+        "created_at",
+    )
     list_filter = ("status",)
     search_fields = ("name", "description", "goal")
     ordering = ("name", "-version")
@@ -137,11 +147,30 @@ class WorkflowAdmin(WorkflowReviewViews, admin.ModelAdmin):
             "is_draft": status == WorkflowStatus.DRAFT,
             "can_archive": WorkflowStatus.ARCHIVED in WORKFLOW_TRANSITIONS[WorkflowStatus(status)],
         }
+        context.update(self._policy_links(request, workflow))
         if status in {WorkflowStatus.PENDING_REVIEW, WorkflowStatus.ACTIVE}:
             context["inputs_form"] = self._inputs_form(workflow)
         if status == WorkflowStatus.PENDING_REVIEW:
             context["reject_form"] = RejectForm()
         return context
+
+    def _policy_links(self, request, workflow: Workflow) -> dict:
+        """Where a user with the permission edits this workflow's approval policy."""
+        own = ApprovalPolicy.objects.filter(workflow_name=workflow.name).first()
+        if own is not None:
+            allowed = request.user.has_perm("review.change_approvalpolicy")
+            url = reverse("admin:review_approvalpolicy_change", args=[own.pk])
+        else:
+            allowed = request.user.has_perm("review.add_approvalpolicy")
+            url = reverse("admin:review_approvalpolicy_add") + f"?workflow_name={workflow.name}"
+        return {"can_edit_policy": allowed, "policy_url": url}
+
+    @admin.display(description="approvals")
+    def approvals(self, obj):
+        """ "1 of 2 approvals (alice)" for a version in review; blank otherwise."""
+        if obj.status != WorkflowStatus.PENDING_REVIEW:
+            return ""
+        return approval_tally(version=obj).text()
 
     @admin.action(description="Archive selected versions", permissions=["change"])
     def archive(self, request, queryset):
@@ -216,3 +245,39 @@ class PlanAttemptAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False  # the audit trail is a record
+
+
+@admin.register(ApprovalPolicy)
+class ApprovalPolicyAdmin(admin.ModelAdmin):
+    """A workflow's own approval policy; editing it needs ``review.change_approvalpolicy``
+    (creating one ``review.add_approvalpolicy``). Blank fields follow the settings."""
+
+    list_display = (
+        "workflow_name",
+        "approvals_required",
+        "author_may_approve",
+        "effective",
+        "updated_by",
+        "updated_at",
+    )
+    search_fields = ("workflow_name",)
+    fields = (
+        "workflow_name",
+        "approvals_required",
+        "author_may_approve",
+        "effective",
+        "updated_by",
+        "updated_at",
+    )
+    readonly_fields = ("effective", "updated_by", "updated_at")
+
+    @admin.display(description="in effect")
+    def effective(self, obj):
+        return approval_policy_for(name=obj.workflow_name).describe() if obj.pk else "—"
+
+    def get_changeform_initial_data(self, request):
+        return {"workflow_name": request.GET.get("workflow_name", "")}
+
+    def save_model(self, request, obj, form, change):
+        obj.updated_by = request.user
+        super().save_model(request, obj, form, change)

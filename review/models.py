@@ -12,13 +12,24 @@ from workflows.models import Workflow
 
 
 class ApprovalStatus(models.TextChoices):
+    PENDING = "pending", "Waiting for more approvals"
     VALIDATING = "validating", "Validation run in progress"
     PASSED = "passed", "Validation run succeeded"
     FAILED = "failed", "Validation run failed"
 
 
+class ApprovalKind(models.TextChoices):
+    REVIEW = "review", "Reviewer approval"
+    IMPORT_SUPERUSER = "import_superuser", "Import by superuser (no review, no validation run)"
+
+
 class Approval(models.Model):
-    """Who approved which frozen version (by hash), and the validation run that proved it."""
+    """Who approved which frozen version (by hash), and the validation run that proved it.
+
+    One row per approver. Under a policy needing several approvers the first rows
+    wait (``pending``); the approval that meets the policy starts the validation
+    run and carries it. Rows count only for the definition hash they name.
+    """
 
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="approvals")
     definition_hash = models.CharField(max_length=64, help_text="Hash of the version approved.")
@@ -30,7 +41,13 @@ class Approval(models.Model):
         Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="approval"
     )
     status = models.CharField(
-        max_length=12, choices=ApprovalStatus.choices, default=ApprovalStatus.VALIDATING
+        max_length=16, choices=ApprovalStatus.choices, default=ApprovalStatus.VALIDATING
+    )
+    kind = models.CharField(
+        max_length=20,
+        choices=ApprovalKind.choices,
+        default=ApprovalKind.REVIEW,
+        help_text="A reviewer's approval, or an activation by a superuser's import.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -49,7 +66,59 @@ class Approval(models.Model):
                 condition=models.Q(status__in=[s.value for s in ApprovalStatus]),
                 name="approval_status_valid",
             ),
+            models.CheckConstraint(
+                condition=models.Q(kind__in=[k.value for k in ApprovalKind]),
+                name="approval_kind_valid",
+            ),
         ]
+        indexes = [models.Index(fields=["workflow", "definition_hash"], name="approval_hash_idx")]
 
     def __str__(self) -> str:
         return f"approval of {self.workflow} by {self.approved_by}"
+
+
+class ApprovalPolicy(models.Model):
+    """A workflow's own approval policy (by name: every version), overriding the settings.
+
+    A blank field falls back to the global setting (``FLOWPILOT_APPROVALS_REQUIRED``,
+    ``FLOWPILOT_AUTHOR_MAY_APPROVE``).
+    """
+
+    workflow_name = models.CharField(
+        max_length=100, unique=True, help_text="The workflow (all its versions) this applies to."
+    )
+    approvals_required = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        help_text="Distinct approvers a version needs; blank: FLOWPILOT_APPROVALS_REQUIRED.",
+    )
+    author_may_approve = models.BooleanField(
+        null=True,
+        blank=True,
+        help_text="Whether the plan's author counts as an approver; blank: "
+        "FLOWPILOT_AUTHOR_MAY_APPROVE.",
+    )
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Who last changed this policy.",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "approval policy"
+        verbose_name_plural = "approval policies"
+        ordering = ["workflow_name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(approvals_required__isnull=True)
+                | models.Q(approvals_required__gte=1, approvals_required__lte=10),
+                name="approval_policy_required_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"approval policy of {self.workflow_name}"

@@ -16,11 +16,16 @@ from django.db.models import QuerySet
 from pydantic import ValidationError
 
 from review.models import Approval
+from review.policy import Tally, approval_tally
 from tools.registry import ToolRegistry
+from workflows.diff import WorkflowDiff, field_text
+from workflows.errors import WorkflowError
 from workflows.models import PlanAttemptStatus, Step, Workflow
 from workflows.planner import MAX_REVISION_ROUNDS
 from workflows.planner.selectors import plan_attempts_for_lineage
 from workflows.schema import InputSpec, WorkflowSpec
+from workflows.selectors import workflow_diff_base, workflow_version_diff
+from workflows.services import workflow_spec
 from workflows.validation.report import ValidationIssue
 from workflows.validator import validate_workflow
 
@@ -47,6 +52,25 @@ class ApprovalRow:
 
 
 @dataclass(frozen=True)
+class StepChangeRow:
+    step_id: str
+    change: str  # added | removed | changed
+    kind: str
+    tool: str
+    changes: list[str]  # "path: old → new" per changed field
+
+
+@dataclass(frozen=True)
+class ChangeSet:
+    """What this version changes relative to ``base`` (the version it would replace)."""
+
+    base: Workflow
+    diff: WorkflowDiff
+    steps: list[StepChangeRow]
+    workflow_fields: list[str]
+
+
+@dataclass(frozen=True)
 class Review:
     graph: dict[str, Any]
     steps: list[StepRow]
@@ -56,6 +80,8 @@ class Review:
     plan_attempts: QuerySet
     revisions_used: int = 0  # reviewer-feedback revisions of this lineage so far
     revisions_max: int = 0
+    changes: ChangeSet | None = None  # None for a first version
+    tally: Tally | None = None
 
 
 def _pretty(value: Any) -> str:
@@ -82,6 +108,62 @@ def workflow_graph_data(workflow: Workflow) -> dict[str, Any]:
         for e in workflow.edges.order_by("from_step", "to_step", "when")
     ]
     return {"name": workflow.name, "version": workflow.version, "nodes": nodes, "edges": edges}
+
+
+def _node(step: Any, change: str) -> dict[str, Any]:
+    """A graph node of a pydantic step (a removed step of the base version)."""
+    return {
+        "id": step.id,
+        "kind": step.kind,
+        "tool": getattr(step, "tool", "") or "",
+        "name": step.name,
+        "description": step.description,
+        "branches": list(getattr(step, "branches", [])),
+        "change": change,
+    }
+
+
+def graph_with_changes(graph: dict[str, Any], changes: ChangeSet) -> dict[str, Any]:
+    """The picture's data marked with the diff: every node and edge gets ``change``
+    (added, removed, changed or unchanged); removed steps and edges are drawn too."""
+    diff = changes.diff
+    base_steps = {s.id: s for s in workflow_spec(changes.base).steps}
+    nodes = [{**n, "change": diff.step_status(n["id"])} for n in graph["nodes"]]
+    nodes += [_node(base_steps[c.step_id], "removed") for c in diff.steps if c.change == "removed"]
+    status = {(e.source, e.target, e.when): e.change for e in diff.edges}
+    edges = [
+        {**e, "change": status.get((e["from"], e["to"], e["when"] or None), "unchanged")}
+        for e in graph["edges"]
+    ]
+    edges += [
+        {
+            "from": e.source,
+            "to": e.target,
+            "when": e.when,
+            "inferred": e.inferred,
+            "change": "removed",
+        }
+        for e in diff.edges
+        if e.change == "removed"
+    ]
+    return {**graph, "nodes": nodes, "edges": edges, "base_version": changes.base.version}
+
+
+def workflow_changes(*, workflow: Workflow) -> ChangeSet | None:
+    """The diff against the version this one would replace (``None`` when there is none,
+    or when either stored definition no longer fits the format)."""
+    base = workflow_diff_base(version=workflow)
+    if base is None:
+        return None
+    try:
+        diff = workflow_version_diff(old=base, new=workflow)
+    except WorkflowError:
+        return None
+    rows = [
+        StepChangeRow(c.step_id, c.change, c.kind, c.tool, [field_text(f) for f in c.fields])
+        for c in diff.steps
+    ]
+    return ChangeSet(base, diff, rows, [field_text(f) for f in diff.fields])
 
 
 def _step_row(step: Step) -> StepRow:
@@ -111,8 +193,10 @@ def workflow_review(*, workflow: Workflow, registry: ToolRegistry | None = None)
         if a.status != PlanAttemptStatus.ERROR
         and workflow.name in {getattr(a.workflow, "name", None), getattr(a.based_on, "name", None)}
     ]
+    changes = workflow_changes(workflow=workflow)
+    graph = workflow_graph_data(workflow)
     return Review(
-        graph=workflow_graph_data(workflow),
+        graph=graph_with_changes(graph, changes) if changes else graph,
         steps=[_step_row(s) for s in workflow.steps.order_by("position")],
         errors=report.errors,
         warnings=report.warnings,
@@ -125,6 +209,8 @@ def workflow_review(*, workflow: Workflow, registry: ToolRegistry | None = None)
         plan_attempts=history,
         revisions_used=max(answered, default=1) - 1,
         revisions_max=MAX_REVISION_ROUNDS,
+        changes=changes,
+        tally=approval_tally(version=workflow),
     )
 
 

@@ -22,6 +22,7 @@ approval errors, re-exported here for the callers of this module).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,10 +30,19 @@ from django.db import transaction
 from django.utils import timezone
 
 from review.models import Approval, ApprovalStatus
+from review.policy import (
+    ApprovalPolicyRefused,
+    Tally,
+    approval_policy_check,
+    approval_policy_for,
+    approval_tally,
+)
+from runs.engine.secrets import inputs_refuse_secrets, run_redactor
 from runs.models import RUN_TERMINAL, Run, RunStatus, RunTrigger
 from runs.services import run_create, run_enqueue
 from runs.state import run_transition
 from tools.registry import ToolRegistry
+from workflows.inputs import resolve_inputs
 from workflows.models import Workflow, WorkflowStatus
 from workflows.pins import workflow_tool_pins
 from workflows.revisions import (
@@ -45,11 +55,13 @@ from workflows.revisions import (
     permission_require,
 )
 from workflows.services import workflow_spec, workflow_transition
+from workflows.validator import validate_workflow
 
 __all__ = [
     "APPROVE_PERMISSION",
     "ApprovalError",
     "ApprovalForbidden",
+    "ApprovalPolicyRefused",
     "ApprovalStateError",
     "DefinitionInvalid",
     "DefinitionUnchanged",
@@ -71,13 +83,19 @@ def workflow_approve(
     sample_inputs: Mapping[str, Any] | None,
     registry: ToolRegistry | None = None,
 ) -> Approval:
-    """Approve a pending version and prove it with a validation run (through the driver).
+    """Approve a pending version; the approval that meets its policy proves it with a
+    validation run (through the driver).
 
-    Refuses (``ApprovalForbidden``) a user without ``workflows.approve_workflow``
-    and (``ApprovalStateError``) a version that is not ``pending_review``. The
+    Refuses (``ApprovalForbidden``) a user without ``workflows.approve_workflow``,
+    (``ApprovalStateError``) a version that is not ``pending_review``, and
+    (``ApprovalPolicyRefused``) what the approval policy forbids: the author where
+    authors may not approve, the same person twice (``review.policy``). The
     version is validated against the tool registry and the sample inputs are
     checked *before* anything changes (``WorkflowInvalid`` / ``InputsInvalid``).
-    Then: ``pending_review → validating``, an ``Approval`` pinned to the
+    While the policy still needs more approvers the approval is recorded
+    ``pending`` (approver, time, definition hash) and the version stays in
+    review. The approval that meets the policy goes on:
+    ``pending_review → validating``, an ``Approval`` pinned to the
     definition hash, the hash of every tool the version allows recorded
     (``Workflow.tool_pins``: a later run refuses a changed tool), the validation
     run, enqueued like any run; green → ``active`` (approved_by/at set),
@@ -95,7 +113,13 @@ def workflow_approve(
             raise ApprovalStateError(
                 f"`{locked}` is {locked.status}; only a version pending review can be approved"
             )
+        tally = approval_tally(version=locked)
+        approval_policy_check(version=locked, user=approved_by, tally=tally)
         registry = registry if registry is not None else ToolRegistry.from_db()
+        if tally.count + 1 < tally.policy.required:
+            return _approval_pending(
+                locked, approved_by=approved_by, sample_inputs=sample_inputs, registry=registry
+            )
         run, approval = _validation_start(
             locked, approved_by=approved_by, sample_inputs=sample_inputs, registry=registry
         )
@@ -134,6 +158,9 @@ def workflow_reapprove(
             raise ApprovalStateError(
                 f"`{locked}` is {locked.status}; only an active version is re-approved"
             )
+        # The definition was approved already; only the author rule applies again.
+        policy = approval_policy_for(name=locked.name)
+        approval_policy_check(version=locked, user=approved_by, tally=Tally(policy, ()))
         pins = workflow_tool_pins(spec=workflow_spec(locked), registry=registry)
         run, approval = _validation_start(
             locked, approved_by=approved_by, sample_inputs=sample_inputs, registry=registry
@@ -194,6 +221,32 @@ def _validation_drive(run: Run) -> None:
     validation_settle(run_id=run.pk)
 
 
+def _approval_pending(
+    locked: Workflow, *, approved_by, sample_inputs: Mapping[str, Any] | None, registry
+) -> Approval:
+    """An approval that does not meet the policy yet: checked like the last one (the
+    version validates; the inputs fit and hold no secret value), then kept."""
+    spec = workflow_spec(locked)
+    validate_workflow(spec, registry=registry).raise_for_errors()
+    resolved = resolve_inputs(spec.inputs, dict(sample_inputs or {}))
+    inputs_refuse_secrets(inputs=resolved, redactor=run_redactor(registry, os.environ))
+    approval = Approval.objects.create(
+        workflow=locked,
+        definition_hash=locked.definition_hash,
+        approved_by=approved_by,
+        sample_inputs=resolved,
+        status=ApprovalStatus.PENDING,
+    )
+    logger.info(
+        "approval %s of %s by %s: %s",
+        approval.pk,
+        locked,
+        approved_by,
+        approval_tally(version=locked).text(),
+    )
+    return approval
+
+
 def _validation_start(
     locked: Workflow, *, approved_by, sample_inputs: Mapping[str, Any] | None, registry
 ) -> tuple[Run, Approval]:
@@ -232,6 +285,12 @@ def _approval_finish(approval: Approval, *, passed: bool) -> None:
 def _settle(approval: Approval, workflow: Workflow, *, passed: bool, actor) -> None:
     with transaction.atomic():
         _approval_finish(approval, passed=passed)
+        if passed:  # the approvals that waited for this one are proven with it
+            Approval.objects.filter(
+                workflow=workflow,
+                definition_hash=approval.definition_hash,
+                status=ApprovalStatus.PENDING,
+            ).update(status=ApprovalStatus.PASSED, finished_at=approval.finished_at)
         workflow.refresh_from_db()
         target = WorkflowStatus.ACTIVE if passed else WorkflowStatus.PENDING_REVIEW
         workflow_transition(workflow=workflow, to=target, actor=actor)

@@ -29,6 +29,7 @@ from django.urls import reverse
 
 from review.forms import EditJSONForm, InputsForm, NewPlanForm, RejectForm
 from review.models import ApprovalStatus
+from review.policy import approval_tally
 from review.selectors import declared_inputs, sample_input_defaults
 from review.services import APPROVE_PERMISSION, workflow_approve
 from runs.models import RUN_TERMINAL, Run, RunStatus, RunTrigger
@@ -134,7 +135,14 @@ class WorkflowReviewViews:
         except WorkflowInvalid as exc:
             return self._page(request, workflow, title, issues=exc.report.errors, **page)
         run = approval.validation_run
-        if approval.status == ApprovalStatus.VALIDATING:
+        if approval.status == ApprovalStatus.PENDING:
+            self.message_user(
+                request,
+                f"Approval of {workflow} recorded: {approval_tally(version=workflow).text()}. "
+                "The validation run starts when the approval policy is met.",
+                messages.INFO,
+            )
+        elif approval.status == ApprovalStatus.VALIDATING:
             self.message_user(
                 request,
                 f"Approved {workflow}: validation run {run.pk} is running on the workers; "

@@ -80,10 +80,14 @@ def sales_report_data(**changes: Any) -> dict[str, Any]:
     return data
 
 
-def pending_version(data: dict[str, Any] | None = None, **changes: Any) -> Workflow:
+def pending_version(
+    data: dict[str, Any] | None = None, *, owner=None, **changes: Any
+) -> Workflow:
     """The offline example (with top-level changes), stored as a version pending review."""
     return WorkflowFactory(
-        data=data or sales_report_data(**changes), status=WorkflowStatus.PENDING_REVIEW
+        data=data or sales_report_data(**changes),
+        status=WorkflowStatus.PENDING_REVIEW,
+        owner=owner,
     )
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
+from workflows.diff import WorkflowDiff, workflow_diff
 from workflows.errors import WorkflowNotFound
 from workflows.models import Workflow, WorkflowStatus
+from workflows.services import workflow_spec
 
 
 def workflow_list() -> QuerySet[Workflow]:
@@ -39,3 +41,17 @@ def workflow_get_runnable(*, name: str, version: int | None = None) -> Workflow:
             f"{latest.status}); approve it, or run the file directly"
         )
     return active
+
+
+def workflow_diff_base(*, version: Workflow) -> Workflow | None:
+    """The version a revision is reviewed against: the active version of the same name
+    when it is an earlier one (what the revision would replace), else the newest
+    earlier version (the one it revises); ``None`` for a first version."""
+    earlier = Workflow.objects.filter(name=version.name, version__lt=version.version)
+    active = earlier.filter(status=WorkflowStatus.ACTIVE).order_by("-version").first()
+    return active or earlier.order_by("-version").first()
+
+
+def workflow_version_diff(*, old: Workflow, new: Workflow) -> WorkflowDiff:
+    """The diff of two stored versions (their frozen definitions)."""
+    return workflow_diff(workflow_spec(old), workflow_spec(new))

@@ -187,7 +187,8 @@ def _archive_other_active(workflow: Workflow) -> int:
 
 
 def workflow_activate_trusted(*, workflow: Workflow, actor=None) -> Workflow:
-    """Operator shortcut (``importflow --activate``): draft → active without review.
+    """Operator shortcut (``importflow --activate --as SUPERUSER``): draft → active
+    without review.
 
     For flows written and checked by an operator with shell access; the version is
     frozen exactly as an approved one is, and ``approved_by`` records who did it.

@@ -118,9 +118,20 @@ class RunLinkSerializer(serializers.Serializer):
 
 class ApprovalSerializer(serializers.Serializer):
     id = serializers.IntegerField()
-    status = serializers.ChoiceField(choices=["validating", "passed", "failed"])
+    status = serializers.ChoiceField(
+        choices=["pending", "validating", "passed", "failed"],
+        help_text="`pending`: recorded, the approval policy needs more approvers before "
+        "the validation run starts.",
+    )
     workflow = WorkflowSerializer()
     validation_run = RunLinkSerializer(allow_null=True)
+    approvals_given = serializers.IntegerField(
+        help_text="Distinct approvals that count for this definition hash."
+    )
+    approvals_required = serializers.IntegerField(
+        help_text="Distinct approvals the policy needs."
+    )
+    approvers = serializers.ListField(child=serializers.CharField())
 
 
 class FeedbackSerializer(serializers.Serializer):

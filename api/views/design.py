@@ -16,6 +16,7 @@ from api.serializers.plans import PlanCreateSerializer, PlanRequestSerializer
 from api.serializers.workflows import ApprovalSerializer, ApproveSerializer, FeedbackSerializer
 from api.services.plans import plan_request_create
 from api.views.workflows import VIEW, WorkflowViewSet
+from review.policy import approval_tally
 from review.services import workflow_approve
 
 
@@ -50,8 +51,11 @@ class VersionDesignViewSet(WorkflowViewSet):
 
     @extend_schema(request=ApproveSerializer, responses={200: ApprovalSerializer})
     def approve(self, request, name, version):
-        """Approve a version pending review: its validation run runs with the sample inputs;
-        green makes it active, red sends it back to review (the run says why)."""
+        """Approve a version pending review. While its approval policy needs more distinct
+        approvers the approval is recorded `pending`; the one that meets the policy runs
+        the validation run with its sample inputs: green makes the version active, red
+        sends it back to review (the run says why). The author where the policy refuses
+        authors, and the same person twice, are refused (403 `approval_policy_refused`)."""
         params = ApproveSerializer(data=request.data)
         params.is_valid(raise_exception=True)
         approval = workflow_approve(
@@ -83,9 +87,13 @@ class VersionDesignViewSet(WorkflowViewSet):
 def approval_body(approval) -> dict:
     run = approval.validation_run
     link = {"id": run.pk, "status": run.status, "url": f"/api/v1/runs/{run.pk}/"} if run else None
+    tally = approval_tally(version=approval.workflow)
     return {
         "id": approval.pk,
         "status": approval.status,
         "workflow": approval.workflow,
         "validation_run": link,
+        "approvals_given": tally.count,
+        "approvals_required": tally.policy.required,
+        "approvers": [a.username for a in tally.approvers],
     }

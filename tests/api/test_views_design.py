@@ -173,3 +173,23 @@ def test_approve_twice_is_a_conflict_and_unknown_version_404(make_client, output
         client.post("/api/v1/workflows/sales_report/versions/7/approve/", {}), 404, "not_found"
     )
     assert PlanRequest.objects.count() == 0
+
+
+def test_approve_goes_through_the_approval_policy(make_client, output_dir, settings):
+    settings.FLOWPILOT_APPROVALS_REQUIRED = 2
+    settings.FLOWPILOT_AUTHOR_MAY_APPROVE = False
+    author, first, second = (make_client(VIEW, APPROVE) for _ in range(3))
+    pending_version(owner=author.user)
+
+    body = assert_error(author.post(PENDING + "approve/", {}), 403, "approval_policy_refused")
+    assert "author of `sales_report v1`" in body["message"]
+    waiting = first.post(PENDING + "approve/", {}, format="json").json()
+    assert (waiting["status"], waiting["validation_run"]) == ("pending", None)
+    assert (waiting["approvals_given"], waiting["approvals_required"]) == (1, 2)
+    assert waiting["workflow"]["status"] == "pending_review"
+    assert_error(first.post(PENDING + "approve/", {}), 403, "approval_policy_refused")
+    done = second.post(PENDING + "approve/", {}, format="json").json()
+
+    assert done["status"] == "passed"
+    assert done["workflow"]["status"] == "active"
+    assert done["approvers"] == [first.user.username, second.user.username]

@@ -104,6 +104,8 @@ class FakeLLM(LoopbackServer):
         self._lock = threading.Lock()
         self._queue: deque[Scripted] = deque()
         self._requests: list[ChatRequest] = []
+        self.model_listings: list[ChatRequest] = []  # GET /v1/models (health checks)
+        self.models_status = 200  # what GET /v1/models answers
 
     @property
     def base_url(self) -> str:
@@ -195,6 +197,19 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(Scripted(404, b'{"error": {"message": "not found"}}', _JSON), request)
             return
         self._send(self.server.fake._next(request), request)  # type: ignore[attr-defined]
+
+    def do_GET(self) -> None:
+        """``GET /v1/models``: the model list (``fake.models_status`` decides the status)."""
+        fake = self.server.fake  # type: ignore[attr-defined]
+        request = ChatRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, b"")
+        if self.path.rstrip("/") != "/v1/models":
+            self._send(Scripted(404, b'{"error": {"message": "not found"}}', _JSON), request)
+            return
+        fake.model_listings.append(request)
+        body = {"object": "list", "data": [{"id": "fake-planner", "object": "model"}]}
+        if fake.models_status != 200:
+            body = {"error": {"message": "fake failure", "code": fake.models_status}}
+        self._send(Scripted(fake.models_status, json.dumps(body).encode(), _JSON), request)
 
     def _send(self, item: Scripted, request: ChatRequest) -> None:
         request.status = item.status

@@ -17,6 +17,7 @@ from django.db import connection
 
 from runs.models import Run, StepResult
 from tests.conftest import EXAMPLE_TOOLS_DIR, EXAMPLES_DIR, statuses
+from tests.factories import UserFactory
 from workflows.files import read_workflow_file
 from workflows.models import Workflow
 
@@ -143,11 +144,12 @@ def test_importflow_stores_once_and_a_changed_file_makes_a_new_version(cli, tmp_
 
 
 def test_importflow_activate_refuses_an_invalid_workflow(cli, tmp_path, example_tools):
+    UserFactory(username="root", superuser=True)
     flow = read_workflow_file(example("geo_weather"))
     flow["steps"][1]["input_mapping"]["latitude"] = "$input.lat"
     path = write(tmp_path, "bad.yaml", flow)
 
-    result = cli("importflow", "--activate", path, example("travel_briefing"))
+    result = cli("importflow", "--activate", "--as", "root", path, example("travel_briefing"))
 
     assert result.code == 1
     assert "[unknown_input]" in result.out
@@ -219,7 +221,8 @@ def test_listflows_shows_versions_status_steps_and_last_run(cli, fake_api):
 
 
 def test_runflow_name_runs_the_active_version(cli, fake_api, example_tools, tmp_path):
-    assert cli("importflow", "--activate", example("geo_weather")).lines == [
+    UserFactory(username="root", superuser=True)
+    assert cli("importflow", "--activate", "--as", "root", example("geo_weather")).lines == [
         "stored geo_weather v1 (active)"
     ]
     flow = read_workflow_file(example("geo_weather"))

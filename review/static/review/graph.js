@@ -8,7 +8,8 @@
  *
  * Each node is <g class="fp-node" data-step-id="…" data-kind="…" data-tool="…">,
  * each edge <g class="fp-edge" data-from="…" data-to="…" data-when="…">; the
- * container gets data-drawn="true" (or data-error) when done.
+ * container gets data-drawn="true" (or data-error) when done. On a review diff
+ * both carry data-change and the class fp-change-<added|removed|changed|unchanged>.
  */
 (function () {
   "use strict";
@@ -48,6 +49,11 @@
     return node.kind;
   }
 
+  // A review diff marks nodes and edges added, removed, changed or unchanged.
+  function changeClass(item) {
+    return item.change ? " fp-change-" + item.change : "";
+  }
+
   function width(textNode) {
     try {
       return textNode.getComputedTextLength();
@@ -61,8 +67,9 @@
     var groups = {};
     data.nodes.forEach(function (node) {
       var g = el("g", {
-        "class": "fp-node fp-kind-" + node.kind,
+        "class": "fp-node fp-kind-" + node.kind + changeClass(node),
         "data-step-id": node.id,
+        "data-change": node.change || "",
         "data-kind": node.kind,
         "data-tool": node.tool || "",
         tabindex: 0,
@@ -70,6 +77,7 @@
       }, layer);
       var title = el("title", {}, g);
       title.textContent = node.id + (node.name ? " — " + node.name : "") +
+        (node.change && node.change !== "unchanged" ? " (" + node.change + ")" : "") +
         (node.description ? "\n" + node.description : "");
       var rect = el("rect", { rx: 6, ry: 6 }, g);
       var lines = [
@@ -157,8 +165,9 @@
     data.edges.forEach(function (edge, i) {
       var laid = graph.edge(edge.from, edge.to, "e" + i);
       var g = el("g", {
-        "class": "fp-edge" + (edge.inferred ? " fp-edge-inferred" : ""),
+        "class": "fp-edge" + (edge.inferred ? " fp-edge-inferred" : "") + changeClass(edge),
         "data-from": edge.from,
+        "data-change": edge.change || "",
         "data-to": edge.to,
         "data-when": edge.when || "",
       }, edgeLayer);
