@@ -5,11 +5,11 @@ from __future__ import annotations
 from django.db.models import Prefetch, QuerySet
 
 from api.models import PlanRequest, WebhookTrigger
-from review.selectors import workflow_graph_data
 from runs.models import Run, StepResult
 from tools.models import Tool
 from tools.registry import ToolRegistry
 from workflows.models import Workflow
+from workflows.selectors import workflow_graph_data
 from workflows.validator import validate_workflow
 
 
