@@ -41,7 +41,10 @@ def _items(value: list[Any]) -> str:
     if value and all(isinstance(item, dict) for item in value):
         keys = sorted({key for item in value for key in item})
         shown = ", ".join(keys[:SUMMARY_KEYS]) + (", …" if len(keys) > SUMMARY_KEYS else "")
-        return f"list of {len(value)} objects ({shown})" if keys else f"list of {len(value)} {noun}"
+        objects = "object" if len(value) == 1 else "objects"
+        return (
+            f"list of {len(value)} {objects} ({shown})" if keys else f"list of {len(value)} {noun}"
+        )
     return f"list of {len(value)} {noun}"
 
 

@@ -77,19 +77,23 @@ def test_a_failed_run_reads_at_a_glance(live_server, page, fake_api, monkeypatch
     # The timeline: two tries of `repo` with the wait between them, one failed try of `langs`.
     repo = bars(page, "repo")
     assert [b["kind"] for b in repo] == ["attempt", "wait", "attempt"]
-    assert "fp-bar-failed" in repo[0]["cls"] and "fp-bar-succeeded" in repo[2]["cls"]
+    assert "fp-bar-failed" in repo[0]["cls"]
+    assert "fp-bar-succeeded" in repo[2]["cls"]
     assert repo[0]["left"] < repo[1]["left"] < repo[2]["left"]
     assert repo[1]["width"] > 40  # the 0.2 s backoff is most of this short run
     assert "waited" in repo[1]["title"]
     langs = bars(page, "langs")
-    assert len(langs) == 1 and "fp-bar-failed" in langs[0]["cls"]
+    assert len(langs) == 1
+    assert "fp-bar-failed" in langs[0]["cls"]
     assert langs[0]["left"] >= repo[2]["left"]  # it ran after `repo`
     assert bars(page, "summary") == []
     assert "2 tries" in page.inner_text("#fp-run-timeline .fp-gantt-row[data-step-id=repo]")
 
     # Outputs collapsed to a summary with the size; the full record behind "show full".
     issues = page.locator("#fp-run-steps article[data-step-id=issues]")
-    assert issues.locator(".fp-output-summary").inner_text().startswith("object with 7 keys: issues")
+    assert (
+        issues.locator(".fp-output-summary").inner_text().startswith("object with 7 keys: issues")
+    )
     assert issues.locator(".fp-size").inner_text().endswith("B")
     full = issues.locator("details.fp-full-output pre")
     assert not full.is_visible()
@@ -105,8 +109,10 @@ def test_a_failed_run_reads_at_a_glance(live_server, page, fake_api, monkeypatch
     assert "returned HTTP 404" in langs_card.locator(".fp-error-message").inner_text()
 
     # The version link; no approval for a version run from a file.
-    assert page.locator("#fp-run-links li[data-label=version] a").inner_text().startswith(
-        "repo_report v1"
+    assert (
+        page.locator("#fp-run-links li[data-label=version] a")
+        .inner_text()
+        .startswith("repo_report v1")
     )
     assert SECRET_TOKEN not in page.content()
     page.screenshot(path=str(artifacts / "run_page_failed.png"), full_page=True)
@@ -145,7 +151,9 @@ def test_the_page_follows_a_running_run_without_a_reload(
     fake_api.fail("github_languages", status=404, body={"message": "Not Found"})
     workflow, _ = workflow_import(data=failed_flow())
     run = run_create(
-        workflow=workflow, trigger=RunTrigger.MANUAL, inputs={"owner": "octo-org", "repo": "widgets"}
+        workflow=workflow,
+        trigger=RunTrigger.MANUAL,
+        inputs={"owner": "octo-org", "repo": "widgets"},
     )
 
     def execute() -> None:
@@ -176,7 +184,8 @@ def test_the_page_follows_a_running_run_without_a_reload(
     assert page.evaluate("window.fpNotReloaded") is True  # refreshed in place
     page.wait_for_selector("#fp-run[data-live=stopped]")
     nodes = graph_nodes(page)
-    assert nodes["repo"]["status"] == "succeeded" and nodes["langs"]["status"] == "failed"
+    assert nodes["repo"]["status"] == "succeeded"
+    assert nodes["langs"]["status"] == "failed"
     assert nodes["repo"]["label"] == "succeeded"
     assert page.locator("#fp-live").count() == 0
     assert "Failed" in page.inner_text("#run_form .field-status")  # the record below, too
