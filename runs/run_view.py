@@ -11,7 +11,7 @@ Nothing here writes; every value shown is the stored one, already masked.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.utils import timezone
@@ -25,6 +25,7 @@ from runs.summaries import (
     truncation_note,
     value_summary,
 )
+from tools.jsondata import store_unescape
 from workflows.selectors import workflow_graph_data
 
 
@@ -80,7 +81,7 @@ def _parse(value: Any) -> datetime | None:
         parsed = datetime.fromisoformat(value)
     except ValueError:
         return None
-    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, timezone.utc)
+    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
 
 
 class _Span:
@@ -220,7 +221,11 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def run_record(view: RunView) -> dict[str, Any]:
-    """Everything stored about the run, with the summaries: ``showrun --json``."""
+    """Everything stored about the run, with the summaries: ``showrun --json``.
+
+    Stored values are unescaped (``tools.jsondata``), so they read as the run saw them;
+    secrets stay masked.
+    """
     run = view.run
     steps = []
     for s in view.steps:
@@ -232,11 +237,12 @@ def run_record(view: RunView) -> dict[str, Any]:
         entry.update(
             started_at=_iso(s.started_at),
             finished_at=_iso(s.finished_at),
-            inputs=result.inputs,
+            error=store_unescape(s.error),
+            inputs=store_unescape(result.inputs),
             inputs_truncated=result.inputs_truncated,
-            output=result.output,
+            output=store_unescape(result.output),
             output_truncated=result.output_truncated,
-            attempt_log=result.attempt_log,
+            attempt_log=store_unescape(result.attempt_log),
             worker=result.worker,
         )
         steps.append(entry)
@@ -248,8 +254,8 @@ def run_record(view: RunView) -> dict[str, Any]:
         "definition_hash": run.definition_hash,
         "trigger": run.trigger,
         "status": run.status,
-        "inputs": run.inputs,
-        "outputs": run.outputs,
+        "inputs": store_unescape(run.inputs),
+        "outputs": store_unescape(run.outputs),
         "error_summary": run.error_summary,
         "created_at": _iso(run.created_at),
         "started_at": _iso(run.started_at),
