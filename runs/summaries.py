@@ -39,7 +39,7 @@ def _quoted(text: str) -> str:
 def _items(value: list[Any]) -> str:
     noun = "item" if len(value) == 1 else "items"
     if value and all(isinstance(item, dict) for item in value):
-        keys = sorted({key for item in value for key in item})
+        keys = sorted({str(key) for item in value for key in item})
         shown = ", ".join(keys[:SUMMARY_KEYS]) + (", …" if len(keys) > SUMMARY_KEYS else "")
         objects = "object" if len(value) == 1 else "objects"
         return (
@@ -49,10 +49,10 @@ def _items(value: list[Any]) -> str:
 
 
 def _keys(value: dict[str, Any]) -> str:
-    keys = list(value)
+    keys = sorted(str(key) for key in value)  # sorted: PostgreSQL's jsonb reorders keys
     if not keys:
         return "empty object"
-    shown = ", ".join(str(key) for key in keys[:SUMMARY_KEYS])
+    shown = ", ".join(keys[:SUMMARY_KEYS])
     more = f" (+{len(keys) - SUMMARY_KEYS} more)" if len(keys) > SUMMARY_KEYS else ""
     return f"object with {len(keys)} key{'s' if len(keys) != 1 else ''}: {shown}{more}"
 

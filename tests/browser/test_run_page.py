@@ -92,7 +92,9 @@ def test_a_failed_run_reads_at_a_glance(live_server, page, fake_api, monkeypatch
     # Outputs collapsed to a summary with the size; the full record behind "show full".
     issues = page.locator("#fp-run-steps article[data-step-id=issues]")
     assert (
-        issues.locator(".fp-output-summary").inner_text().startswith("object with 7 keys: issues")
+        issues.locator(".fp-output-summary")
+        .inner_text()
+        .startswith("object with 7 keys: count, issues")
     )
     assert issues.locator(".fp-size").inner_text().endswith("B")
     full = issues.locator("details.fp-full-output pre")

@@ -16,6 +16,7 @@ import pytest
 from django.utils import timezone
 
 from runs.cli_runs import SinceInvalid, parse_since
+from runs.engine.kinds.llm import prompt_lines
 from runs.models import Run
 from tests.conftest import EXAMPLE_TOOLS_DIR, write_flow
 from tests.runs.samples import SECRET_TOKEN, failed_flow, make_failed_run, make_succeeded_run
@@ -40,7 +41,7 @@ def test_showrun_of_a_failed_run(cli, fake_api, monkeypatch):
     assert re.search(r"  succeeded  repo +tool github_repo  2 tries  started .+  took \d+ ms", text)
     assert re.search(r"      try 1: failed in \d+ ms \(http_error\), retry in 0\.2 s\n", text)
     assert re.search(r"      try 2: succeeded in \d+ ms\n", text)
-    assert "      output: object with 9 keys: full_name, description, stars" in text
+    assert "      output: object with 9 keys: default_branch, description, forks, full_name" in text
     assert re.search(r"  failed     langs +tool github_languages  1 try", text)
     assert (
         "      error from step `langs` (tool `github_languages`), try 1: "
@@ -174,7 +175,7 @@ def test_debug_logs_of_a_failed_and_a_resumed_run(
     assert re.search(
         rf'run {run.pk} step repo: tool github_repo request \{{"method": "GET", "url": '
         r'"http://127\.0\.0\.1:\d+/repos/octo-org/widgets", "status": 200, .*\} -> '
-        r"response object with 9 keys: full_name, .* \(\d+ B\)",
+        r"response object with 9 keys: default_branch, .* \(\d+ B\)",
         log,
     )
     assert re.search(rf"run {run.pk} step langs: tool github_languages failed: .*HTTP 404", log)
@@ -246,10 +247,14 @@ def test_debug_logs_carry_an_llm_steps_prompt_and_reply(
 
 
 def test_dry_run_shows_llm_models_rendered_prompts_tools_and_labels(cli, tmp_path):
-    path = write_flow(tmp_path, {**LLM_FLOW, "steps": [
-        {**LLM_FLOW["steps"][0], "tools": ["github_repo"], "output_schema": {"type": "object"}},
-        *LLM_FLOW["steps"][1:],
-    ]})  # fmt: skip
+    ask = {
+        **LLM_FLOW["steps"][0],
+        "prompt": LLM_FLOW["steps"][0]["prompt"] + "\nExtra: {{extra}}",
+        "tools": ["github_repo"],
+        "output_schema": {"type": "object"},
+    }
+    ask["input_mapping"] = {**ask["input_mapping"], "extra": {"k": ["$input.city", "lit"]}}
+    path = write_flow(tmp_path, {**LLM_FLOW, "steps": [ask, *LLM_FLOW["steps"][1:]]})
 
     result = cli("runflow", path, "--dry-run", "--input", "city=Oslo", "--input", "notes=dry")
 
@@ -264,4 +269,19 @@ def test_dry_run_shows_llm_models_rendered_prompts_tools_and_labels(cli, tmp_pat
     assert "        model: router-model" in text
     assert "          | Is this answer short or long? <ask.result>" in text
     assert "        labels: short | long" in text
+    assert '          | Extra: {"k":["Oslo","lit"]}' in text
     assert Run.objects.count() == 0
+
+
+class _Known:
+    def __call__(self, value):
+        return str(value)
+
+    def known(self, value):
+        return value
+
+
+def test_a_prompt_that_cannot_be_rendered_is_shown_as_written():
+    lines = prompt_lines("prompt", "Hi {{a", {"a": "x"}, _Known())
+    assert lines[0].startswith("        prompt (not rendered: unbalanced '{{' or '}}'")
+    assert lines[1:] == ["          | Hi {{a"]
