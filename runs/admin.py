@@ -106,7 +106,7 @@ class RunAdmin(admin.ModelAdmin):
         ),
     )
 
-    @admin.display(description="duration", ordering="finished_at")
+    @admin.display(description="duration")
     def took(self, obj):
         return _ms(obj.duration)
 

@@ -192,3 +192,19 @@ def test_the_runs_list_has_a_status_strip_per_workflow(
     )
     assert filtered.status_code == 200
     assert filtered.context["cl"].result_count == 1
+
+
+def test_the_runs_of_a_version_link_filters_the_list(admin_client):
+    run = RunFactory()
+    RunFactory(workflow=run.workflow)
+    RunFactory(workflow__data={"name": "other", "steps": run.workflow.definition["steps"]})
+    html = admin_client.get(page_url(run)).content.decode()
+    link = reverse("admin:runs_run_changelist") + f"?workflow__id__exact={run.workflow.pk}"
+    assert link in html
+
+    listing = admin_client.get(link)
+
+    assert listing.status_code == 200
+    assert listing.context["cl"].result_count == 2
+    review = admin_client.get(reverse("admin:workflows_workflow_change", args=[run.workflow.pk]))
+    assert f'id="fp-version-runs" href="{link}"' in review.content.decode()
