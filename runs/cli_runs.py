@@ -16,6 +16,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 
 from runs.models import Run
 from runs.run_view import RunView, StepView
+from runs.summaries import as_number
 from tools.errors import FlowpilotError
 
 ERROR_CHARS = 600  # of an error message on a showrun line
@@ -71,7 +72,7 @@ def _attempt_lines(entries: Iterable[Any]) -> list[str]:
         if not isinstance(entry, dict):
             continue
         line = f"      try {entry.get('attempt', '?')}: {entry.get('status', '?')}"
-        line += f" in {float(entry.get('duration_ms') or 0):.0f} ms"
+        line += f" in {as_number(entry.get('duration_ms')):.0f} ms"
         error = entry.get("error")
         if isinstance(error, dict):
             line += f" ({error.get('type', 'error')})"

@@ -19,6 +19,7 @@ from django.utils import timezone
 from runs.models import Run, StepResult
 from runs.state import RUN_TERMINAL, StepStatus
 from runs.summaries import (
+    as_number,
     error_origin,
     human_size,
     json_size,
@@ -97,27 +98,36 @@ class _Span:
         return round(left, 3), round(width, 3)
 
 
+def _try_bars(entry: dict[str, Any], following: dict[str, Any] | None, span: _Span) -> list[Bar]:
+    """The bar of one try, and of the wait after it when a retry was planned."""
+    start = _parse(entry.get("started_at"))
+    if start is None:
+        return []
+    number = int(as_number(entry.get("attempt"), 1))
+    took = as_number(entry.get("duration_ms"))
+    status = str(entry.get("status", ""))
+    error = entry.get("error")
+    label = f"try {number}: {status} in {took:.0f} ms"
+    if isinstance(error, dict):
+        label += f" ({error.get('type', 'error')})"
+    bars = [Bar("attempt", *span.share(start, took), label, status)]
+    if entry.get("retry_in") is not None:
+        wait_start = start + timedelta(milliseconds=took)
+        next_start = _parse(following.get("started_at")) if following else None
+        planned = as_number(entry.get("retry_in")) * 1000
+        waited = _ms(next_start - wait_start) if next_start else planned
+        text = f"waited {waited / 1000:.2f} s before try {number + 1}"
+        bars.append(Bar("wait", *span.share(wait_start, max(waited, 0.0)), text))
+    return bars
+
+
 def _attempt_bars(result: StepResult, span: _Span) -> list[Bar]:
-    bars: list[Bar] = []
+    """Every try and wait of a step, then a "running" bar up to now while it is in flight."""
     entries = [e for e in (result.attempt_log or []) if isinstance(e, dict)]
+    bars: list[Bar] = []
     for index, entry in enumerate(entries):
-        start = _parse(entry.get("started_at"))
-        if start is None:
-            continue
-        took = float(entry.get("duration_ms") or 0)
-        status = str(entry.get("status", ""))
-        error = entry.get("error") or {}
-        label = f"try {entry.get('attempt', index + 1)}: {status} in {took:.0f} ms"
-        if error:
-            label += f" ({error.get('type', 'error')})"
-        bars.append(Bar("attempt", *span.share(start, took), label, status))
-        if entry.get("retry_in") is not None:
-            wait_start = start + timedelta(milliseconds=took)
-            following = entries[index + 1] if index + 1 < len(entries) else None
-            next_start = _parse(following.get("started_at")) if following else None
-            waited = _ms(next_start - wait_start) if next_start else float(entry["retry_in"]) * 1000
-            text = f"waited {waited / 1000:.2f} s before try {entry.get('attempt', index + 1) + 1}"
-            bars.append(Bar("wait", *span.share(wait_start, max(waited, 0.0)), text))
+        following = entries[index + 1] if index + 1 < len(entries) else None
+        bars += _try_bars(entry, following, span)
     if result.status in {StepStatus.RUNNING, StepStatus.QUEUED} and result.started_at:
         now = timezone.now()
         last_end = max((_bar_end(b, span) for b in bars), default=result.started_at)
@@ -132,13 +142,13 @@ def _bar_end(bar: Bar, span: _Span) -> datetime:
 
 
 def _axis(run: Run, results: list[StepResult], terminal: bool) -> _Span:
-    starts = [r.started_at for r in results if r.started_at]
-    ends = [r.finished_at for r in results if r.finished_at]
-    origin = min([run.started_at, *starts] if run.started_at else starts or [run.created_at])
-    end_candidates = [*ends, *([run.finished_at] if run.finished_at else [])]
+    """From the run's start (or its first step's, or its creation) to its end, or now."""
+    starts = [t for t in [run.started_at, *(r.started_at for r in results)] if t]
+    origin = min(starts, default=run.created_at)
+    ends = [t for t in [run.finished_at, *(r.finished_at for r in results)] if t]
     if not terminal:
-        end_candidates.append(timezone.now())
-    return _Span(origin, max(end_candidates, default=origin))
+        ends.append(timezone.now())
+    return _Span(origin, max(ends, default=origin))
 
 
 def _step_view(result: StepResult, step, span: _Span) -> StepView:

@@ -13,6 +13,13 @@ SUMMARY_CHARS = 80  # a string output is quoted up to this many characters
 SUMMARY_KEYS = 6  # an object's keys named in its summary
 
 
+def as_number(value: Any, default: float = 0.0) -> float:
+    """A number read from a stored record (anything else reads as ``default``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return default
+    return float(value)
+
+
 def is_stored_preview(value: Any) -> bool:
     """Whether a stored record is the flagged preview of an over-limit value."""
     return isinstance(value, dict) and value.get("_truncated") is True and "preview" in value

@@ -151,6 +151,13 @@ def test_a_running_run_is_followed_live(admin_client):
         started_at=timezone.now() - timedelta(seconds=1),
         attempt_log=[
             {"attempt": 1, "started_at": "not a time", "duration_ms": 3},  # ignored
+            {  # numbers that are not numbers read as none, never a 500
+                "attempt": "one",
+                "started_at": (timezone.now() - timedelta(seconds=2)).isoformat(),
+                "duration_ms": "slow",
+                "error": "text",
+                "retry_in": "soon",
+            },
             {
                 "attempt": 1,
                 "started_at": (timezone.now() - timedelta(seconds=1)).isoformat(),
@@ -170,6 +177,7 @@ def test_a_running_run_is_followed_live(admin_client):
     assert 'data-kind="wait"' in html
     assert 'data-kind="running"' in html
     assert "(tool_timeout)" in html
+    assert "try 1:  in 0 ms" in html
 
 
 # --- the runs list ---------------------------------------------------------------------

@@ -19,6 +19,7 @@ from runs.cli_runs import SinceInvalid, parse_since
 from runs.engine.kinds.llm import prompt_lines
 from runs.models import Run
 from tests.conftest import EXAMPLE_TOOLS_DIR, write_flow
+from tests.factories import RunFactory, StepResultFactory
 from tests.runs.samples import SECRET_TOKEN, failed_flow, make_failed_run, make_succeeded_run
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("example_tools")]
@@ -88,6 +89,24 @@ def test_showrun_json_of_a_failed_run_has_the_error_and_every_try(cli, fake_api,
     assert [a["status"] for a in steps["repo"]["attempt_log"]] == ["failed", "succeeded"]
     assert steps["summary"]["status"] == "pending"
     assert record["step_counts"] == {"failed": 1, "pending": 1, "succeeded": 2}
+
+
+def test_showrun_reads_a_hostile_attempt_log(cli):
+    run = RunFactory(status="failed")
+    StepResultFactory(
+        run=run,
+        step_id="odd",
+        status="failed",
+        attempts=2,
+        error={"type": "x", "message": "<b>boom</b>"},
+        attempt_log=["not an entry", {"duration_ms": "slow", "error": "text", "worker": "w1"}],
+    )
+
+    result = cli("showrun", str(run.pk))
+
+    assert result.code == 0, result.err
+    assert "      try ?: ? in 0 ms on w1" in result.lines
+    assert "      <b>boom</b>" in result.lines
 
 
 def test_showrun_of_an_unknown_run_says_so(cli):
