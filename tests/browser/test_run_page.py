@@ -118,6 +118,15 @@ def test_a_failed_run_reads_at_a_glance(live_server, page, fake_api, monkeypatch
     )
     assert SECRET_TOKEN not in page.content()
     page.screenshot(path=str(artifacts / "run_page_failed.png"), full_page=True)
+    page.emulate_media(color_scheme="dark")  # the admin's dark theme: text stays readable
+    dark = graph_nodes(page)
+    assert dark["langs"]["fill"] == "rgb(253, 226, 225)"
+    text_fill = page.eval_on_selector(
+        "#fp-graph g.fp-node[data-step-id=langs] .fp-node-id", "t => getComputedStyle(t).fill"
+    )
+    assert text_fill == "rgb(31, 45, 61)"
+    page.screenshot(path=str(artifacts / "run_page_failed_dark.png"), full_page=True)
+    page.emulate_media(color_scheme="light")
 
     # The runs list: duration, trigger, and a strip per workflow of its recent runs.
     page.goto(f"{live_server.url}/admin/runs/run/")
