@@ -258,6 +258,8 @@ FLOWPILOT_RUN_FINISHED_HOOKS = [
     "review.hooks.run_finished",  # settles the approval of a validation run
 ]
 FLOWPILOT_WORKFLOW_ACTIVATED_HOOKS = ["schedules.hooks.workflow_activated"]
+# Links an upper layer adds to the run page (runs/links.py): its approval, its validation run.
+FLOWPILOT_RUN_LINK_PROVIDERS = ["review.links.run_links"]
 
 # --- Notifications (docs/notifications.md) ----------------------------------
 # Email goes through Django's email backend: EMAIL_URL such as

@@ -24,7 +24,7 @@ from workflows.models import PlanAttemptStatus, Step, Workflow
 from workflows.planner import MAX_REVISION_ROUNDS
 from workflows.planner.selectors import plan_attempts_for_lineage
 from workflows.schema import InputSpec, WorkflowSpec
-from workflows.selectors import workflow_diff_base, workflow_version_diff
+from workflows.selectors import workflow_diff_base, workflow_graph_data, workflow_version_diff
 from workflows.services import workflow_spec
 from workflows.validation.report import ValidationIssue
 from workflows.validator import validate_workflow
@@ -86,28 +86,6 @@ class Review:
 
 def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
-
-
-def workflow_graph_data(workflow: Workflow) -> dict[str, Any]:
-    """Nodes and edges for the picture (embedded with ``json_script``, drawn by graph.js)."""
-    nodes = []
-    for step in workflow.steps.order_by("position"):
-        config = step.config or {}
-        nodes.append(
-            {
-                "id": step.step_id,
-                "kind": step.kind,
-                "tool": step.tool,
-                "name": config.get("name", ""),
-                "description": config.get("description", ""),
-                "branches": list(config.get("branches", [])),
-            }
-        )
-    edges = [
-        {"from": e.from_step, "to": e.to_step, "when": e.when, "inferred": e.inferred}
-        for e in workflow.edges.order_by("from_step", "to_step", "when")
-    ]
-    return {"name": workflow.name, "version": workflow.version, "nodes": nodes, "edges": edges}
 
 
 def _node(step: Any, change: str) -> dict[str, Any]:

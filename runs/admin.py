@@ -1,13 +1,26 @@
-"""Run admin: status, inputs, outputs, errors and a per-step timeline."""
+"""Run admin: the runs list with recent-run strips, and the run page.
+
+The run page (``runs/templates/runs/run/change_form.html``) shows the workflow graph
+with each step coloured by its status (the shared ``workflows/graph.js``), a timeline
+of the steps' tries and waits, each step's output as a one-line summary with its
+size (the stored preview behind "show full"), errors at their step, and links to the
+version, its approval and validation run (``runs.links``). While the run is active
+the page polls ``<id>/status.json`` and refreshes itself in place.
+"""
 
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, JsonResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 from django.utils.translation import ngettext
 
 from runs.admin_views import RunOperationViews, run_change_url
-from runs.models import Run, RunTrigger, StepResult
+from runs.links import run_links
+from runs.models import Run, RunStatus, RunTrigger
+from runs.run_view import run_status_data, run_view
+from runs.selectors import run_status_strips
 from runs.services import run_cancel, run_repeat, run_resume
 from tools.errors import FlowpilotError
 from tools.jsondata import json_preview
@@ -24,52 +37,49 @@ def _ms(delta) -> str:
     return f"{delta.total_seconds() * 1000:.0f} ms" if delta is not None else "-"
 
 
-class StepResultInline(admin.TabularInline):
-    model = StepResult
-    extra = 0
-    can_delete = False
-    fields = (
-        "step_id",
-        "status",
-        "attempts",
-        "started_at",
-        "took",
-        "resolved_inputs",
-        "step_output",
-        "step_error",
-        "output_truncated",
-        "reused",
-    )
-    readonly_fields = fields
-    ordering = ("started_at", "step_id")
+def _step_row(step) -> dict:
+    """A step of the run page with its stored records as capped previews ("show full")."""
+    result = step.result
+    return {
+        "step": step,
+        "inputs": json_preview(result.inputs) if result.inputs is not None else "",
+        "output": json_preview(result.output) if result.output is not None else "",
+        "error": json_preview(step.error) if step.error else "",
+        "message": _message(step.error),
+    }
 
-    @admin.display(description="duration")
-    def took(self, obj):
-        return _ms(obj.duration)
 
-    @admin.display(description="inputs")
-    def resolved_inputs(self, obj):
-        return pretty_json(obj.inputs)
+def _message(error) -> str:
+    message = error.get("message") if isinstance(error, dict) else None
+    if isinstance(message, str):
+        return message if len(message) <= 2000 else message[:1999] + "…"
+    return ""
 
-    @admin.display(description="output")
-    def step_output(self, obj):
-        return pretty_json(obj.output)
 
-    @admin.display(description="error")
-    def step_error(self, obj):
-        return pretty_json(obj.error)
+class WorkflowNameFilter(admin.SimpleListFilter):
+    """Runs of one workflow, every version (the status strips link here)."""
 
-    def has_add_permission(self, request, obj=None):
-        return False
+    title = "workflow"
+    parameter_name = "workflow__name"
+
+    def lookups(self, request, model_admin):
+        names = Run.objects.order_by("workflow__name").values_list("workflow__name", flat=True)
+        return [(name, name) for name in names.distinct()]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(workflow__name=self.value()) if self.value() else queryset
 
 
 @admin.register(Run)
 class RunAdmin(RunOperationViews, admin.ModelAdmin):
-    list_display = ("id", "workflow", "trigger", "status", "created_at", "took")
-    list_filter = ("status", "trigger", "workflow__name")
+    change_form_template = "runs/run/change_form.html"
+    change_list_template = "runs/run/change_list.html"
+    list_display = ("id", "workflow", "trigger", "status_badge", "created_at", "took")
+    list_display_links = ("id", "workflow")
+    list_filter = ("status", "trigger", WorkflowNameFilter)
+    list_select_related = ("workflow",)
     search_fields = ("workflow__name", "error_summary")
     date_hierarchy = "created_at"
-    inlines = [StepResultInline]
     readonly_fields = (
         "workflow",
         "definition_hash",
@@ -84,15 +94,20 @@ class RunAdmin(RunOperationViews, admin.ModelAdmin):
         "took",
         "links",
     )
-    fields = readonly_fields
-
-    def get_urls(self):
-        view = self.admin_site.admin_view
-        operations = [
-            path("<path:object_id>/restart/", view(self.restart_view), name="runs_run_restart"),
-            path("<path:object_id>/replay/", view(self.replay_view), name="runs_run_replay"),
-        ]
-        return operations + super().get_urls()
+    fieldsets = (
+        (None, {"fields": ("workflow", "trigger", "status", "error_summary", "links")}),
+        (
+            "Inputs and outputs",
+            {"classes": ("collapse",), "fields": ("pretty_inputs", "pretty_outputs")},
+        ),
+        (
+            "Record",
+            {
+                "classes": ("collapse",),
+                "fields": ("definition_hash", "created_at", "started_at", "finished_at", "took"),
+            },
+        ),
+    )
 
     @admin.display(description="related runs")
     def links(self, obj):
@@ -147,6 +162,58 @@ class RunAdmin(RunOperationViews, admin.ModelAdmin):
     def took(self, obj):
         return _ms(obj.duration)
 
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, obj):
+        return format_html(
+            "<span class='fp-run-status fp-run-{}' data-status='{}'>{}</span>",
+            obj.status,
+            obj.status,
+            obj.get_status_display(),
+        )
+
+    # --- the run page and its status JSON -----------------------------------------
+
+    def get_urls(self):
+        view = self.admin_site.admin_view
+        name = f"{self.opts.app_label}_{self.opts.model_name}"
+        own = [
+            path("<path:object_id>/status.json", view(self.status_view), name=f"{name}_status"),
+            path("<path:object_id>/restart/", view(self.restart_view), name=f"{name}_restart"),
+            path("<path:object_id>/replay/", view(self.replay_view), name=f"{name}_replay"),
+        ]
+        return own + super().get_urls()
+
+    def status_view(self, request, object_id):
+        """The run's status and its steps', polled by the run page while it is active."""
+        run = self.get_object(request, object_id)
+        if run is None:
+            raise Http404(f"no run {object_id}")
+        if not self.has_view_permission(request, run):
+            raise PermissionDenied
+        return JsonResponse(run_status_data(run_view(run=run)))
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        run = self.get_object(request, object_id)
+        extra = dict(extra_context or {})
+        if run is not None and self.has_view_permission(request, run):
+            view = run_view(run=run)
+            extra.update(
+                run_page=view,
+                run_state=run_status_data(view),
+                step_rows=[_step_row(step) for step in view.steps],
+                run_links=run_links(run=run),
+                title=f"Run {run.pk} of {run.workflow.name} v{run.workflow.version}",
+            )
+        return super().change_view(request, object_id, form_url, extra)
+
+    def changelist_view(self, request, extra_context=None):
+        extra = {
+            "status_strips": run_status_strips(),
+            "strip_legend": [s.value for s in RunStatus],
+            **(extra_context or {}),
+        }
+        return super().changelist_view(request, extra)
+
     @admin.display(description="inputs")
     def pretty_inputs(self, obj):
         return pretty_json(obj.inputs)
@@ -176,9 +243,7 @@ class RunAdmin(RunOperationViews, admin.ModelAdmin):
         started, refused = [], []
         for run in queryset.select_related("workflow").order_by("pk"):
             try:
-                started.append(
-                    run_repeat(run=run, trigger=RunTrigger.MANUAL, actor=request.user)
-                )
+                started.append(run_repeat(run=run, trigger=RunTrigger.MANUAL, actor=request.user))
             except FlowpilotError as exc:
                 refused.append(f"run {run.pk}: {exc.message}")
         self._report(

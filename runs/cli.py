@@ -80,6 +80,22 @@ def report_end(out, run: Run) -> None:
     raise CommandError(f"run {run.pk} {run.status}", returncode=1)
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def add_log_level_argument(parser) -> None:
+    """``--log-level LEVEL`` in any case (``debug``, ``Debug``, ``DEBUG``)."""
+    parser.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        metavar="LEVEL",
+        help="Log to stderr at this level: debug, info, warning or error (any case). Debug "
+        "adds a line per step start and end, per tool call (request and response summary, "
+        "secrets masked) and per llm prompt and reply (masked, cut).",
+    )
+
+
 def configure_logging(level: str | None) -> None:
     """Debug logs go to stderr; user-facing progress stays on stdout.
 

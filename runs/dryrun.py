@@ -42,6 +42,35 @@ def _describe(parsed: Any, inputs: Mapping[str, Any]) -> str:
     return repr(parsed)
 
 
+def _known(parsed: Any, inputs: Mapping[str, Any]) -> Any:
+    """A value known before the run, or a placeholder naming what it will read."""
+    if isinstance(parsed, Literal):
+        return parsed.value
+    if isinstance(parsed, InputRef):
+        return get(inputs.get(parsed.name), parsed.path)
+    if isinstance(parsed, EnvRef | StepRef | ItemRef):
+        return f"<{parsed}>"  # an env value is never shown
+    if isinstance(parsed, dict):
+        return {k: _known(v, inputs) for k, v in parsed.items()}
+    if isinstance(parsed, list):
+        return [_known(v, inputs) for v in parsed]
+    return repr(parsed)
+
+
+class _Describer:
+    """The dry run's ``Describe`` (``runs.engine.kinds.base``) over the run's inputs."""
+
+    def __init__(self, inputs: Mapping[str, Any], step_ids: frozenset[str]) -> None:
+        self.inputs = inputs
+        self.step_ids = step_ids
+
+    def __call__(self, value: Any) -> str:
+        return _describe(parse_value(value, self.step_ids), self.inputs)
+
+    def known(self, value: Any) -> Any:
+        return _known(parse_value(value, self.step_ids), self.inputs)
+
+
 def _kind_line(step, graph) -> str:
     line = f"    {step.id:<22} {step.kind}"
     for tool in step.direct_tools():
@@ -58,9 +87,7 @@ def _step_lines(step, graph, inputs, step_ids) -> list[str]:
     lines = [_kind_line(step, graph)]
     for name, value in step.input_mapping.items():
         lines.append(f"        {name} = {_describe(parse_value(value, step_ids), inputs)}")
-    lines += KINDS[step.kind].plan(
-        step, graph, lambda value: _describe(parse_value(value, step_ids), inputs)
-    )
+    lines += KINDS[step.kind].plan(step, graph, _Describer(inputs, step_ids))
     return lines
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Count, IntegerField, Max, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 
 from runs.models import Run
@@ -31,3 +34,51 @@ def run_latest_by_workflow(*, include_archived: bool = False) -> QuerySet[Workfl
     if not include_archived:
         rows = rows.exclude(status=WorkflowStatus.ARCHIVED)
     return rows
+
+
+def run_list(
+    *,
+    workflow: str | None = None,
+    status: str | None = None,
+    trigger: str | None = None,
+    since: datetime | None = None,
+    limit: int | None = None,
+) -> QuerySet[Run]:
+    """Runs, newest first, filtered by workflow name, status, trigger and creation time."""
+    runs = Run.objects.select_related("workflow").order_by("-created_at", "-id")
+    if workflow:
+        runs = runs.filter(workflow__name=workflow)
+    if status:
+        runs = runs.filter(status=status)
+    if trigger:
+        runs = runs.filter(trigger=trigger)
+    if since is not None:
+        runs = runs.filter(created_at__gte=since)
+    return runs[:limit] if limit else runs
+
+
+@dataclass(frozen=True)
+class StatusStrip:
+    """A workflow's recent runs, oldest first (the newest at the right end of the strip)."""
+
+    workflow: str
+    runs: list[Run]
+
+
+def run_status_strips(*, workflows: int = 12, runs_each: int = 20) -> list[StatusStrip]:
+    """The most recently run workflows (by name), each with its last ``runs_each`` runs."""
+    newest = (
+        Run.objects.values("workflow__name")
+        .annotate(last=Max("created_at"))
+        .order_by("-last", "workflow__name")[:workflows]
+    )
+    strips = []
+    for row in newest:
+        name = row["workflow__name"]
+        recent = list(
+            Run.objects.filter(workflow__name=name)
+            .select_related("workflow")
+            .order_by("-created_at", "-id")[:runs_each]
+        )
+        strips.append(StatusStrip(name, recent[::-1]))
+    return strips

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db.models import QuerySet
 
 from workflows.diff import WorkflowDiff, workflow_diff
@@ -55,3 +57,27 @@ def workflow_diff_base(*, version: Workflow) -> Workflow | None:
 def workflow_version_diff(*, old: Workflow, new: Workflow) -> WorkflowDiff:
     """The diff of two stored versions (their frozen definitions)."""
     return workflow_diff(workflow_spec(old), workflow_spec(new))
+def workflow_graph_data(workflow: Workflow) -> dict[str, Any]:
+    """Nodes and edges for the picture of a version's graph.
+
+    Embedded with ``json_script`` and drawn by ``workflows/static/workflows/graph.js``
+    on the review page and, with each node's status added, on the run page.
+    """
+    nodes = []
+    for step in workflow.steps.order_by("position"):
+        config = step.config or {}
+        nodes.append(
+            {
+                "id": step.step_id,
+                "kind": step.kind,
+                "tool": step.tool,
+                "name": config.get("name", ""),
+                "description": config.get("description", ""),
+                "branches": list(config.get("branches", [])),
+            }
+        )
+    edges = [
+        {"from": e.from_step, "to": e.to_step, "when": e.when, "inferred": e.inferred}
+        for e in workflow.edges.order_by("from_step", "to_step", "when")
+    ]
+    return {"name": workflow.name, "version": workflow.version, "nodes": nodes, "edges": edges}

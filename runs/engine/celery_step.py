@@ -183,9 +183,14 @@ def step_execute(
         if failure is not None:
             return settle_failed_before_call(ctx, result, token, failure, publish=publish)
         with heartbeat(result.pk, token, now=ctx.now):
+            logger.debug("run %s: step %s started (try %s)", run.pk, step.id, result.attempts + 1)
             entry, attempt, error = _attempt(
                 ctx, step, args, number=result.attempts + 1, worker=worker
             )
+            logger.debug(
+                "run %s: step %s try %s %s in %.0f ms",
+                run.pk, step.id, entry["attempt"], entry["status"], entry["duration_ms"],
+            )  # fmt: skip
             return with_db_retries(
                 lambda: settle(ctx, result, token, entry, attempt, error, publish=publish),
                 what=f"recording step `{step.id}` of run {run.pk}",

@@ -63,6 +63,7 @@ def drive_local(
                 checkpoint.mark_skipped(skipped, ctx.now())
                 for result in skipped:
                     states[result.step_id] = StepState(StepStatus.SKIPPED)
+                    logger.debug("run %s: step %s skipped", run.pk, result.step_id)
                     notify(StepStatus.SKIPPED, result)
             for step_id in actions.start:
                 future = _start(ctx, run, results[step_id], views, states, pool, notify, previews)
@@ -82,6 +83,7 @@ def drive_local(
                     what=f"recording step `{step_id}` of run {run.pk}",
                 )
                 states[step_id] = checkpoint.state_of(result, spec.step(step_id))
+                _log_finished(run, result)
                 succeeded = outcome.status == StepStatus.SUCCEEDED
                 views[step_id] = outcome.output if succeeded else {"error": outcome.error}
                 notify(outcome.status, result)
@@ -121,6 +123,7 @@ def _start(
         args, record = resolve_step_call(ctx, step, inputs=run.inputs, step_value=views.get)
     except FlowpilotError as exc:
         checkpoint.mark_failed_before_call(ctx, result, exc.as_dict())
+        _log_finished(run, result)
         states[step.id] = checkpoint.state_of(result, step)
         views[step.id] = checkpoint.view_of(result)
         notify(StepStatus.FAILED, result)
@@ -134,6 +137,22 @@ def _start(
     notify("started", result)
     logger.debug("run %s: step %s started", run.pk, step.id)
     return pool.submit(run_with_retries, ctx, step, args, first_attempt=(result.attempts or 0) + 1)
+
+
+def _log_finished(run: Run, result: StepResult) -> None:
+    """The debug line of a step's end: its status, duration and tries, and its error."""
+    took = result.duration.total_seconds() * 1000 if result.duration is not None else 0.0
+    error = result.error or {}
+    logger.debug(
+        "run %s: step %s %s in %.0f ms (%s tr%s)%s",
+        run.pk,
+        result.step_id,
+        result.status,
+        took,
+        result.attempts,
+        "y" if result.attempts == 1 else "ies",
+        f": {error.get('type')}: {str(error.get('message', ''))[:300]}" if error else "",
+    )
 
 
 class CheckpointTruncated(FlowpilotError):

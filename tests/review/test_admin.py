@@ -105,8 +105,8 @@ def test_the_review_page_shows_graph_steps_goal_warnings_and_plan_history(planne
         ("size", "report", "large", False),
         ("size", "note", "small", False),
     }
-    assert 'src="/static/review/vendor/dagre-3.1.3/dagre.min.js"' in body
-    assert 'src="/static/review/graph.js"' in body
+    assert 'src="/static/workflows/vendor/dagre-3.1.3/dagre.min.js"' in body
+    assert 'src="/static/workflows/graph.js"' in body
     assert DIGEST_GOAL in body
     steps = re.findall(r'<tr data-step-id="([a-z_]+)">', body)
     assert steps == ["load", "by_region", "size", "report", "note"]

@@ -28,7 +28,8 @@ def test_offline_run_shows_in_admin_with_per_step_results(cli, output_dir, staff
     html = page.content.decode()
     for step_id in ("load", "by_region", "top_products", "report"):
         assert step_id in html
-    assert html.count("Succeeded") >= 5  # the run and its four steps
+    assert 'id="fp-run-status" data-status="succeeded"' in html
+    assert html.count('class="fp-step fp-step-card-succeeded"') == 4  # its four steps
     assert "total_revenue" in html  # run outputs are shown
     assert 'name="_save"' not in html  # history is read-only
 

@@ -8,12 +8,15 @@ module here, as one ``StepKind`` registered in ``runs.engine.kinds.KINDS``.
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
+from runs.summaries import human_size, json_size, value_summary
 from tools.calls import ToolCallContext, ToolResult
 from tools.errors import FlowpilotError, ToolNotAllowed
 from workflows.graph import FlowGraph
@@ -21,6 +24,9 @@ from workflows.schema import AnyStep
 
 if TYPE_CHECKING:  # the context module builds on the kinds (it compiles per kind)
     from runs.engine.context import RunContext
+
+# ``--log-level debug``: one line per tool call, its request and a summary of the response.
+logger = logging.getLogger("flowpilot.engine.tool")
 
 
 class StepKindUnsupported(FlowpilotError):
@@ -34,8 +40,17 @@ class Attempt:
     branch: str | None = None  # set by decision steps
 
 
-# A mapping value as the dry run shows it: the known value, or the reference it reads.
-Describe = Callable[[Any], str]
+class Describe(Protocol):
+    """How the dry run shows a mapping value (``runs.dryrun``).
+
+    Called, it gives the known value as JSON text or the reference it will read;
+    ``known(value)`` gives the value itself when known before the run (run inputs,
+    literals), else a placeholder text such as ``<geo.lat>`` (for rendering a prompt).
+    """
+
+    def __call__(self, value: Any) -> str: ...
+
+    def known(self, value: Any) -> Any: ...
 
 
 def _nothing_compiled(step: Any) -> dict[str, Any]:
@@ -109,4 +124,37 @@ def call_tool(
         mcp=ctx.mcp,
         tap=None if ctx.taps is None else ctx.taps.tap_for(step.id, item, tool),
     )
-    return ctx.registry.call(tool, args, call_ctx)
+    if not logger.isEnabledFor(logging.DEBUG):
+        return ctx.registry.call(tool, args, call_ctx)
+    where = f"run {ctx.run_id} step {step.id}" + ("" if item is None else f" item {item}")
+    try:
+        result = ctx.registry.call(tool, args, call_ctx)
+    except FlowpilotError as exc:
+        logger.debug("%s: tool %s failed: %s", where, tool, _scrubbed(ctx, exc.as_dict()))
+        raise
+    request = _scrubbed(ctx, result.request) if result.request else "(no HTTP request)"
+    output = ctx.redactor.scrub(result.output)
+    logger.debug(
+        "%s: tool %s request %s -> response %s (%s)%s",
+        where,
+        tool,
+        request,
+        value_summary(output),
+        human_size(json_size(output)),
+        " [truncated]" if result.truncated else "",
+    )
+    return result
+
+
+DEBUG_TEXT_CHARS = 500  # what one debug line quotes of a prompt, a reply or a record
+
+
+def debug_text(text: str) -> str:
+    """``text`` cut for a debug line (after scrubbing, so a cut never exposes a secret)."""
+    if len(text) <= DEBUG_TEXT_CHARS:
+        return text
+    return f"{text[:DEBUG_TEXT_CHARS]}… [{len(text)} characters]"
+
+
+def _scrubbed(ctx: RunContext, value: Any) -> str:
+    return debug_text(json.dumps(ctx.redactor.scrub(value), ensure_ascii=False, default=str))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from runs.engine.kinds.base import Attempt, Describe, StepKind
-from runs.engine.kinds.llm import execute_llm_decision
+from runs.engine.kinds.llm import execute_llm_decision, model_line, prompt_lines
 from tools.errors import FlowpilotError
 from workflows.expressions import compile_condition
 from workflows.graph import FlowGraph
@@ -46,8 +46,13 @@ def compile_decision_step(step: DecisionStep) -> dict[str, Any]:
 
 
 def plan_decision_step(step: DecisionStep, graph: FlowGraph, describe: Describe) -> list[str]:
-    """Each branch: its condition and the steps it leads to."""
+    """Each branch: its condition and the steps it leads to; for the LLM form, the
+    model, the rendered question and the labels it must choose from."""
     lines = []
+    if step.decision_prompt:
+        lines.append(model_line(step))
+        lines += prompt_lines("prompt", step.decision_prompt, step.input_mapping, describe)
+        lines.append(f"        labels: {' | '.join(step.branches)}")
     for label in step.branches:
         targets = [e.target for e in graph.outgoing(step.id) if e.when == label]
         condition = step.conditions.get(label) or (

@@ -20,16 +20,26 @@ branches (an enum in a json_schema response): ``{"branch", "reason", "usage"}``.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from jsonschema import Draft202012Validator
 
-from runs.engine.kinds.base import Attempt, StepKind, StepKindUnsupported, call_tool
+from runs.engine.kinds.base import (
+    Attempt,
+    Describe,
+    StepKind,
+    StepKindUnsupported,
+    call_tool,
+    debug_text,
+)
 from tools.errors import FlowpilotError
 from tools.llm import LLMClient, LLMReply, LLMReplyInvalid, ToolCall, Usage, parse_json_reply
 from tools.templating import render_text
+from workflows.graph import FlowGraph
 from workflows.schema import DecisionStep, LLMStep
 
 if TYPE_CHECKING:  # the context module builds on the kinds, which use this one
@@ -45,6 +55,30 @@ DECISION_SYSTEM = (
 )
 MAX_TOOL_RESULT_CHARS = 20_000
 MAX_VALUES_CHARS = 20_000
+
+# ``--log-level debug``: an llm step's prompt and each reply, scrubbed and cut.
+logger = logging.getLogger("flowpilot.engine.llm")
+
+
+def _log_prompt(ctx: RunContext, step_id: str, messages: list[dict[str, Any]]) -> None:
+    prompt = messages[-1].get("content") or ""  # already scrubbed
+    logger.debug("run %s step %s: llm prompt %s", ctx.run_id, step_id, debug_text(str(prompt)))
+
+
+def _log_reply(ctx: RunContext, step_id: str, reply: LLMReply) -> None:
+    if not logger.isEnabledFor(logging.DEBUG):
+        return
+    said = ctx.redactor.scrub_text(reply.content or "")
+    calls = ", ".join(call.name for call in reply.tool_calls)
+    logger.debug(
+        "run %s step %s: llm reply (%s, %s tokens)%s %s",
+        ctx.run_id,
+        step_id,
+        reply.model,
+        reply.usage.total_tokens,
+        f" calls {calls};" if calls else "",
+        debug_text(said),
+    )
 
 
 class BudgetExceeded(FlowpilotError):
@@ -126,9 +160,11 @@ def execute_llm_step(ctx: RunContext, step: LLMStep, args: dict[str, Any]) -> At
     )
     tools = _tool_definitions(ctx, step)
     fmt = _output_format(step)
+    _log_prompt(ctx, step.id, conversation)
     for _turn in range(step.max_turns):
         meter.before_call()
         reply = llm.chat(conversation, tools=tools, response_format=fmt, model=step.model)
+        _log_reply(ctx, step.id, reply)
         meter.after_call(reply)
         conversation.append(ctx.redactor.scrub(reply.message()))
         if not reply.tool_calls:
@@ -168,7 +204,9 @@ def execute_llm_decision(ctx: RunContext, step: DecisionStep, args: dict[str, An
         "json_schema": {"name": "decision", "schema": schema, "strict": True},
     }
     meter = Meter(step.id)
+    _log_prompt(ctx, step.id, messages)
     reply = llm.chat(messages, response_format=fmt, model=step.model)
+    _log_reply(ctx, step.id, reply)
     meter.after_call(reply)
     answer = _parsed(step, reply.content)
     branch = answer.get("branch") if isinstance(answer, dict) else None
@@ -287,4 +325,40 @@ def _where(path: Iterable[Any]) -> str:
     return text
 
 
-KIND = StepKind(model=LLMStep, execute=execute_llm_step)
+# --- the dry run --------------------------------------------------------------------
+
+DRY_RUN_PROMPT_CHARS = 1200
+
+
+def model_line(step: LLMStep | DecisionStep) -> str:
+    if step.model:
+        return f"        model: {step.model}"
+    return f"        model: {settings.PLANNER_MODEL} (PLANNER_MODEL, the endpoint's default)"
+
+
+def prompt_lines(
+    label: str, template: str, mapping: dict[str, Any], describe: Describe
+) -> list[str]:
+    """The prompt rendered over the values known before the run; the rest as ``<ref>``."""
+    values = {name: describe.known(value) for name, value in mapping.items()}
+    try:
+        text = _render(template, values)
+    except FlowpilotError as exc:
+        return [f"        {label} (not rendered: {exc.message}):", *_indented(template)]
+    return [f"        {label}:", *_indented(_capped(text, DRY_RUN_PROMPT_CHARS))]
+
+
+def _indented(text: str) -> list[str]:
+    return [f"          | {line}" for line in text.splitlines() or [""]]
+
+
+def plan_llm_step(step: LLMStep, graph: FlowGraph, describe: Describe) -> list[str]:
+    """An llm step in the dry run: model, tools, output schema, the rendered prompt."""
+    lines = [model_line(step), f"        tools: {', '.join(step.tools) or 'none'}"]
+    if step.output_schema is not None:
+        lines.append("        output: structured (output_schema)")
+    lines.append(f"        max_turns: {step.max_turns}")
+    return lines + prompt_lines("prompt", step.prompt, step.input_mapping, describe)
+
+
+KIND = StepKind(model=LLMStep, execute=execute_llm_step, plan=plan_llm_step)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any
 
 from runs.engine.http import tool_session
@@ -12,14 +11,10 @@ from workflows.schema import ToolStep
 if TYPE_CHECKING:
     from runs.engine.context import RunContext
 
-logger = logging.getLogger("flowpilot.engine.tool")
-
 
 def execute_tool_step(ctx: RunContext, step: ToolStep, args: dict[str, Any]) -> Attempt:
     with tool_session(ctx.http, ctx.registry, step.tool) as http:  # cookies: one attempt
-        result = call_tool(ctx, step, step.tool, args, http=http)
-    if result.request:  # already redacted by the HTTP client
-        logger.debug("run %s step %s: %s", ctx.run_id, step.id, result.request)
+        result = call_tool(ctx, step, step.tool, args, http=http)  # logs the call at debug
     return Attempt(output=result.output, truncated=result.truncated)
 
 

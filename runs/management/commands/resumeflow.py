@@ -2,7 +2,7 @@
 
 from django.core.management.base import CommandError
 
-from runs.cli import configure_logging, execute_and_report
+from runs.cli import add_log_level_argument, configure_logging, execute_and_report
 from runs.models import Run
 from runs.services import run_prepare_resume
 from runs.state import StepStatus
@@ -26,7 +26,7 @@ class Command(FlowpilotCommand):
             dest="enqueue",
             help="Queue the resumed run on the Celery workers and return at once.",
         )
-        parser.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+        add_log_level_argument(parser)
 
     def handle(self, run_id, force=False, **options):
         configure_logging(options["log_level"])

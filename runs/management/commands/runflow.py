@@ -2,7 +2,7 @@
 
 from django.core.management.base import CommandError
 
-from runs.cli import configure_logging, execute_and_report
+from runs.cli import add_log_level_argument, configure_logging, execute_and_report
 from runs.dryrun import plan_lines
 from runs.models import RunTrigger
 from runs.services import run_create
@@ -63,11 +63,7 @@ class Command(FlowpilotCommand):
             help="Queue the run on the Celery workers and return at once (without a broker "
             "configured it runs here, as without --async).",
         )
-        parser.add_argument(
-            "--log-level",
-            choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-            help="Log to stderr at this level.",
-        )
+        add_log_level_argument(parser)
 
     def handle(self, target, **options):
         configure_logging(options["log_level"])

@@ -7,9 +7,12 @@
  * tool names and branch labels are always text, never markup.
  *
  * Each node is <g class="fp-node" data-step-id="…" data-kind="…" data-tool="…">,
- * each edge <g class="fp-edge" data-from="…" data-to="…" data-when="…">; the
- * container gets data-drawn="true" (or data-error) when done. On a review diff
- * both carry data-change and the class fp-change-<added|removed|changed|unchanged>.
+ * plus, when the data gives the node a status (a run's graph), the class
+ * fp-step-<status>, data-status and a status line under its id (class
+ * fp-node-status); each edge <g class="fp-edge" data-from="…" data-to="…"
+ * data-when="…">; the container gets data-drawn="true" (or data-error) when done.
+ * On a review diff nodes and edges carry data-change and the class
+ * fp-change-<added|removed|changed|unchanged>.
  */
 (function () {
   "use strict";
@@ -66,18 +69,22 @@
   function drawNodes(layer, graph, data) {
     var groups = {};
     data.nodes.forEach(function (node) {
-      var g = el("g", {
-        "class": "fp-node fp-kind-" + node.kind + changeClass(node),
+      var attrs = {
+        "class": "fp-node fp-kind-" + node.kind + changeClass(node) +
+          (node.status ? " fp-step-" + node.status : ""),
         "data-step-id": node.id,
         "data-change": node.change || "",
         "data-kind": node.kind,
         "data-tool": node.tool || "",
         tabindex: 0,
         role: "listitem",
-      }, layer);
+      };
+      if (node.status) attrs["data-status"] = node.status;
+      var g = el("g", attrs, layer);
       var title = el("title", {}, g);
       title.textContent = node.id + (node.name ? " — " + node.name : "") +
         (node.change && node.change !== "unchanged" ? " (" + node.change + ")" : "") +
+        (node.status ? " (" + node.status + ")" : "") +
         (node.description ? "\n" + node.description : "");
       var rect = el("rect", { rx: 6, ry: 6 }, g);
       var lines = [
@@ -85,6 +92,7 @@
         text(g, "fp-node-tool", clip(subtitle(node)), 0, 0),
       ];
       if (node.name) lines.push(text(g, "fp-node-name", clip(node.name), 0, 0));
+      if (node.status) lines.push(text(g, "fp-node-status", clip(node.status_text || node.status), 0, 0));
       var w = Math.max.apply(null, lines.map(width)) + 2 * PAD_X;
       var h = lines.length * LINE + 14;
       lines.forEach(function (line, i) {

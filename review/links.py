@@ -1,0 +1,52 @@
+"""The run page's links to approvals: a ``FLOWPILOT_RUN_LINK_PROVIDERS`` provider.
+
+A validation run links to the approval it proved; any other run links to the
+approval of the definition it ran (same version, same hash) and that approval's
+validation run. Approvals are listed on the version's review page, each row
+anchored ``#fp-approval-<id>``.
+"""
+
+from __future__ import annotations
+
+from django.urls import reverse
+
+from review.models import Approval, ApprovalStatus
+from runs.links import RunLink
+from runs.models import Run
+
+
+def _approval_link(approval: Approval) -> RunLink:
+    url = reverse("admin:workflows_workflow_change", args=[approval.workflow_id])
+    who = approval.approved_by or "(deleted user)"
+    when = approval.created_at.strftime("%Y-%m-%d %H:%M")
+    return RunLink(
+        "approval",
+        f"{url}#fp-approval-{approval.pk}",
+        f"by {who} on {when} ({approval.get_status_display().lower()})",
+    )
+
+
+def run_links(*, run: Run) -> list[RunLink]:
+    proved = Approval.objects.filter(validation_run=run).select_related("approved_by").first()
+    if proved is not None:
+        return [_approval_link(proved)]
+    approvals = Approval.objects.filter(
+        workflow_id=run.workflow_id, definition_hash=run.definition_hash
+    ).select_related("approved_by", "validation_run")
+    approval = (
+        approvals.filter(status=ApprovalStatus.PASSED).order_by("-created_at", "-id").first()
+        or approvals.order_by("-created_at", "-id").first()
+    )
+    if approval is None:
+        return []
+    links = [_approval_link(approval)]
+    validation = approval.validation_run
+    if validation is not None:
+        links.append(
+            RunLink(
+                "validation run",
+                reverse("admin:runs_run_change", args=[validation.pk]),
+                f"run {validation.pk} ({validation.status})",
+            )
+        )
+    return links
