@@ -19,7 +19,7 @@ from review.models import Approval
 from tools.registry import ToolRegistry
 from workflows.models import PlanAttemptStatus, Step, Workflow
 from workflows.planner import MAX_REVISION_ROUNDS
-from workflows.planner.selectors import plan_attempts_for_lineage
+from workflows.planner.selectors import plan_attempts_for_lineage, plan_attempts_for_version
 from workflows.schema import InputSpec, WorkflowSpec
 from workflows.validation.report import ValidationIssue
 from workflows.validator import validate_workflow
@@ -56,6 +56,10 @@ class Review:
     plan_attempts: QuerySet
     revisions_used: int = 0  # reviewer-feedback revisions of this lineage so far
     revisions_max: int = 0
+    # What the planner drew on for this version: templates shown ({name, version, score,
+    # reused}), and the clarifying questions it asked with their answers.
+    templates: tuple[dict[str, Any], ...] = ()
+    clarifications: tuple[dict[str, Any], ...] = ()
 
 
 def _pretty(value: Any) -> str:
@@ -125,7 +129,21 @@ def workflow_review(*, workflow: Workflow, registry: ToolRegistry | None = None)
         plan_attempts=history,
         revisions_used=max(answered, default=1) - 1,
         revisions_max=MAX_REVISION_ROUNDS,
+        **_planner_sources(workflow),
     )
+
+
+def _planner_sources(workflow: Workflow) -> dict[str, Any]:
+    """The templates and the answered questions of the attempt that produced ``workflow``."""
+    produced = plan_attempts_for_version(workflow=workflow).last()
+    if produced is None:
+        return {}
+    answered = [
+        {"question": q["question"], "answer": r.get("answers", {}).get(q["id"], "")}
+        for r in produced.clarifications or []
+        for q in r.get("questions") or []
+    ]
+    return {"templates": tuple(produced.templates or []), "clarifications": tuple(answered)}
 
 
 def declared_inputs(workflow: Workflow) -> dict[str, InputSpec]:

@@ -338,4 +338,3 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-
