@@ -163,12 +163,12 @@ class QuestionsForm(forms.Form):
                 widget=forms.RadioSelect(attrs={"class": "fp-question"}),
             )
             self.fields[f"other__{qid}"] = forms.CharField(
-                label="Something else",
+                label=f"Your own answer to {number}",
                 required=False,
                 max_length=1000,
                 widget=forms.TextInput(attrs={"class": "vTextField fp-other"}),
                 help_text="Used when “Something else” is chosen. Leave the question "
-                "unanswered to let the planner choose.",
+                "open to let the planner choose.",
             )
 
     def clean(self) -> dict[str, Any]:
