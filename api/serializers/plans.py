@@ -42,9 +42,9 @@ class PlanRequestSerializer(serializers.ModelSerializer):
     attempts = serializers.ListField(child=serializers.IntegerField())
     questions = QuestionSerializer(many=True, help_text="The planner's questions, if it asked.")
     question_attempt = serializers.PrimaryKeyRelatedField(
-        read_only=True, help_text="Send this as `answers_to` with your `answers`."
+        read_only=True, allow_null=True, help_text="Send this as `answers_to` with your `answers`."
     )
-    answers_to = serializers.PrimaryKeyRelatedField(read_only=True)
+    answers_to = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
     url = serializers.SerializerMethodField()
 
     class Meta:

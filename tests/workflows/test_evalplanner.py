@@ -25,7 +25,7 @@ def planner(settings):
         settings.OPENAI_API_KEY = "sk-eval"
         settings.PLANNER_MODEL = "eval-model"
         settings.LLM_MAX_RETRIES = 0
-        tools_load_dir(directory=str(DEFAULT_GOALS.parent / "tools"))
+        tools_load_dir(directory=str(DEFAULT_GOALS.parents[1] / "tools"))
         server.always(ScriptedPlanner(CASES))
         yield server
 

@@ -35,7 +35,7 @@ from workflows.models import PlanAttempt, Workflow
 from workflows.planner.errors import PlanError, PlanQuestions
 from workflows.planner.services import plan_answer, plan_create
 
-DEFAULT_GOALS = Path(__file__).resolve().parents[2] / "examples" / "planner_goals.yaml"
+DEFAULT_GOALS = Path(__file__).resolve().parents[2] / "examples" / "goals" / "planner_goals.yaml"
 MAX_GOALS = 1_000
 
 

@@ -172,9 +172,7 @@ def _decision(step: DecisionStep, path: str, ctx: FlowContext) -> list[Validatio
 
 def _llm(step: LLMStep, path: str, ctx: FlowContext) -> list[ValidationIssue]:
     return (
-        _prompt_template(step, "prompt", path)
-        + _output_schema(step, path)
-        + _endpoint(step, path)
+        _prompt_template(step, "prompt", path) + _output_schema(step, path) + _endpoint(step, path)
     )
 
 

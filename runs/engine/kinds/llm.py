@@ -192,9 +192,7 @@ def execute_llm_decision(ctx: RunContext, step: DecisionStep, args: dict[str, An
         "json_schema": {"name": "decision", "schema": schema, "strict": True},
     }
     meter = Meter(step.id)
-    reply = llm.chat(
-        messages, response_format=fmt, deadline=_deadline(step), **step.call_options()
-    )
+    reply = llm.chat(messages, response_format=fmt, deadline=_deadline(step), **step.call_options())
     meter.after_call(reply, llm.endpoint)
     answer = _parsed(step, reply.content)
     branch = answer.get("branch") if isinstance(answer, dict) else None

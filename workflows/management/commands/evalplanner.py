@@ -1,5 +1,5 @@
 """evalplanner [GOALS_FILE] [--json] [--store] [--endpoint NAME] [--model M]: measure the
-planner over a set of goals (the shipped examples/planner_goals.yaml by default)."""
+planner over a set of goals (the shipped examples/goals/planner_goals.yaml by default)."""
 
 import json
 
@@ -21,7 +21,7 @@ from workflows.planner.evaluation import (
 class Command(FlowpilotCommand):
     help = (
         "Plan every goal of GOALS_FILE (YAML or JSON; default: the shipped "
-        "examples/planner_goals.yaml) with the configured LLM endpoint and print, per goal "
+        "examples/goals/planner_goals.yaml) with the configured LLM endpoint and print, per goal "
         "and in total: valid plan, repair rounds, questions asked, tokens, time. Nothing is "
         "stored unless --store (then the plans wait for review like any other). Exit status "
         "1 when the share of valid plans is below --min-valid."
