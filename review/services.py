@@ -74,7 +74,9 @@ def workflow_approve(
     red → ``pending_review`` with ``Approval.status = failed`` and the run's
     error summary. Returns the approval; its ``validation_run`` is the run.
     """
-    permission_require(user=approved_by, permission=APPROVE_PERMISSION, action=f"approve {version}")
+    permission_require(
+        user=approved_by, permission=APPROVE_PERMISSION, action=f"approve {version}"
+    )
     with transaction.atomic():
         locked = Workflow.objects.select_for_update().get(pk=version.pk)
         if locked.status != WorkflowStatus.PENDING_REVIEW:

@@ -96,9 +96,8 @@ def test_what_changed_names_url_auth_and_outputs(fake_api, tmp_path, approver):
     version = WorkflowFactory(data=FLOW, status=WorkflowStatus.PENDING_REVIEW)
     workflow_approve(version=version, approved_by=approver, sample_inputs={})
     changed = (
-        RATES_TOOL.replace("url: /latest", "url: /v1/latest").replace(
-            "response_extract: {rates: rates, base: base}", "response_extract: {base: base}"
-        )
+        RATES_TOOL.replace("url: /latest", "url: /v1/latest")
+        .replace("response_extract: {rates: rates, base: base}", "response_extract: {base: base}")
         + 'auth: {type: bearer, token: "{{env.RATES_TOKEN}}"}\n'
     ) % ("", "")
     (tmp_path / "rates.yaml").write_text(changed, encoding="utf-8")

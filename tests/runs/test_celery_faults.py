@@ -86,7 +86,9 @@ def test_connections_cut_while_a_post_is_in_flight_its_outcome_is_recorded_once(
     assert [e["status"] for e in post.attempt_log] == ["succeeded"], post.attempt_log
 
 
-def test_connections_cut_again_and_again_no_idempotent_step_runs_twice(workers, echo_tools, beat):
+def test_connections_cut_again_and_again_no_idempotent_step_runs_twice(
+    workers, echo_tools, beat
+):
     width = 10
     run = enqueue(fan_out_flow("blips", width, delay=1.0), tag="blips")
     for _ in range(3):

@@ -69,11 +69,9 @@ def test_schedules_fire_on_real_beat_and_workers(workers, echo_tools):
     workers.start_beat("beat2")
     try:
         wait_until(
-            lambda: (
-                fires(buffer, FireOutcome.BUFFERED).filter(run__status="succeeded").exists()
-                and Schedule.objects.get(pk=broken.pk).paused
-                and fires(leader, FireOutcome.STARTED).count() >= 6
-            ),
+            lambda: fires(buffer, FireOutcome.BUFFERED).filter(run__status="succeeded").exists()
+            and Schedule.objects.get(pk=broken.pk).paused
+            and fires(leader, FireOutcome.STARTED).count() >= 6,
             timeout=90,
             what="buffered run, pause and six leader fires",
         )
@@ -91,7 +89,9 @@ def test_schedules_fire_on_real_beat_and_workers(workers, echo_tools):
         log = (workers.log_dir / f"{beat}.log").read_text()
         assert f"Sending due task flowpilot-schedule-{leader.pk}" in log
     assert leader.duplicates_suppressed > 0
-    per_time = Counter(fires(leader).filter(run__isnull=False).values_list("fire_time", flat=True))
+    per_time = Counter(
+        fires(leader).filter(run__isnull=False).values_list("fire_time", flat=True)
+    )
     assert per_time
     assert set(per_time.values()) == {1}
     assert runs_of("leader").count() == fires(leader, FireOutcome.STARTED).count()
@@ -128,9 +128,6 @@ def test_schedules_fire_on_real_beat_and_workers(workers, echo_tools):
     missed = fires(quick, FireOutcome.MISSED).filter(fire_time__gt=down_since)
     assert missed.count() >= 2
     assert all(m.fire_time < first_back.fire_time for m in missed)
-    assert (
-        not fires(quick)
-        .filter(fire_time__gt=down_since, fire_time__lt=first_back.fire_time)
-        .exclude(outcome=FireOutcome.MISSED)
-        .exists()
-    )
+    assert not fires(quick).filter(
+        fire_time__gt=down_since, fire_time__lt=first_back.fire_time
+    ).exclude(outcome=FireOutcome.MISSED).exists()

@@ -26,6 +26,8 @@ from tools.spec import ToolSpec
 SECRET = "sk-live-0123456789abcdef"
 
 
+
+
 @pytest.mark.parametrize(
     ("owner", "expected_path"),
     [
@@ -286,7 +288,9 @@ def test_error_body_is_capped(server, ctx_for):
     assert "e" * 501 not in info.value.message
 
 
-def test_echoed_secret_reaches_the_output_intact_and_is_masked_only_when_stored(server, ctx_for):
+def test_echoed_secret_reaches_the_output_intact_and_is_masked_only_when_stored(
+    server, ctx_for
+):
     server.handler = lambda req: Reply.json({"seen": req.header("x-api-key"), "user": "u"})
     spec = make_spec(auth={"type": "api_key", "name": "X-API-Key", "value": "{{env.KEY}}"})
     ctx = ctx_for(KEY=SECRET)

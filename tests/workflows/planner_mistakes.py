@@ -338,3 +338,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+

@@ -65,7 +65,9 @@ def test_a_celery_step_records_its_outcome_after_a_database_error(echo_api, monk
     assert [e["status"] for e in results_of(run)["post"].attempt_log] == ["succeeded"]
 
 
-def test_the_in_process_driver_records_its_outcome_after_a_database_error(echo_api, monkeypatch):
+def test_the_in_process_driver_records_its_outcome_after_a_database_error(
+    echo_api, monkeypatch
+):
     calls = failing_once(monkeypatch, checkpoint, "mark_finished")
     run = run_create(workflow=import_flow(post_flow()), trigger="api", inputs={})
 

@@ -122,7 +122,9 @@ def test_nul_characters_reach_the_next_step_intact_and_are_stored_escaped():
 
     assert run.status == RunStatus.SUCCEEDED, run.error_summary
     rows = results_of(run)
-    assert rows["src"].output["data"] == {"text": "a␀0b", "key␀0name": ["␀0", "␀␀0"], "plain": "␀␀"}
+    assert rows["src"].output["data"] == {
+        "text": "a␀0b", "key␀0name": ["␀0", "␀␀0"], "plain": "␀␀"
+    }
     assert store_unescape(rows["copy"].output) == {"value": NUL_VALUE}
     assert store_unescape(rows["copy"].inputs) == {"value": NUL_VALUE}
     assert store_unescape(run.outputs) == {"text": "a\x00b", "copy": NUL_VALUE}

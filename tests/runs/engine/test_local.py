@@ -25,6 +25,7 @@ def wait_for(predicate, timeout: float = 5.0) -> None:
         time.sleep(0.01)
 
 
+
 def execute_in_thread(run: Run) -> threading.Thread:
     """Start ``run_execute`` on a thread of its own (its own database connection)."""
 
@@ -37,7 +38,6 @@ def execute_in_thread(run: Run) -> threading.Thread:
     worker = threading.Thread(target=execute)
     worker.start()
     return worker
-
 
 def test_cancel_records_every_step_in_flight_not_only_the_first_to_finish(fake_api):
     """Two parallel steps in flight at cancel: both finish, and both outcomes are recorded."""

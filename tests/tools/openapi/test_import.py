@@ -64,7 +64,9 @@ def test_the_petstore_imports_loads_and_calls_a_loopback_server(cli, tmp_path, s
     assert server.requests[-1].method == "POST"
 
 
-def test_the_github_subset_by_tag_with_bearer_auth_and_a_json_body(cli, tmp_path, server, make_ctx):
+def test_the_github_subset_by_tag_with_bearer_auth_and_a_json_body(
+    cli, tmp_path, server, make_ctx
+):
     _import(cli, "github_subset.yaml", tmp_path, "--prefix", "github", "--tag", "issues")
     names = sorted(p.stem for p in tmp_path.iterdir())
     assert names == ["issues_create", "issues_list_for_repo", "issues_lock"]
