@@ -292,7 +292,7 @@ class WorkflowReviewViews:
         raw = request.POST.get("attempt", "")
         attempt = (
             PlanAttempt.objects.filter(pk=int(raw), status=PlanAttemptStatus.QUESTIONS).first()
-            if raw.isdigit()
+            if raw.isdigit() and len(raw) <= 18  # past that, no row has it (and no int64)
             else None
         )
         if attempt is None:

@@ -11,6 +11,8 @@ class PlanCreateSerializer(serializers.Serializer):
     goal = serializers.CharField(max_length=20_000, required=False, default="")  # or answers_to
     sample_inputs = serializers.DictField(required=False, default=dict)
     answers_to = serializers.IntegerField(
+        min_value=1,
+        max_value=2**63 - 1,
         required=False,
         allow_null=True,
         default=None,

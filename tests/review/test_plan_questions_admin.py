@@ -61,6 +61,7 @@ def test_an_unknown_attempt_is_404_and_a_failing_plan_is_shown(planner_llm, revi
     client = login(reviewer)
     assert client.post(url("plan"), {"attempt": "x"}).status_code == 404
     assert client.post(url("plan"), {"attempt": "99999"}).status_code == 404
+    assert client.post(url("plan"), {"attempt": "9" * 40}).status_code == 404
     _, attempt = ask(planner_llm, client)
 
     planner_llm.fail(400, message="model gone")

@@ -210,6 +210,7 @@ def test_planflow_without_answers_prints_the_questions_and_exits_2(llm, llm_sett
 def test_planflow_refuses_bad_arguments(llm, llm_settings, cli):  # noqa: F811
     assert "say the GOAL" in cli("planflow").err
     assert "asked no questions" in cli("planflow", "--reply-to", "999").err
+    assert "asked no questions" in cli("planflow", "--reply-to", str(10**30)).err
     result = cli("planflow", GOAL, "--endpoint", "nowhere")
     assert "`nowhere` is not configured" in result.err
     assert llm.requests == []

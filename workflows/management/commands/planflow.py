@@ -146,7 +146,8 @@ class Command(FlowpilotCommand):
                 self.stdout.write(f"       {index}) {option}")
 
     def _attempt(self, pk: int) -> PlanAttempt:
-        attempt = PlanAttempt.objects.filter(pk=pk).first()
+        in_range = 1 <= pk < 2**63
+        attempt = PlanAttempt.objects.filter(pk=pk).first() if in_range else None
         if attempt is None or attempt.status != PlanAttemptStatus.QUESTIONS:
             raise CommandError(f"plan attempt {pk} does not exist or asked no questions")
         return attempt
