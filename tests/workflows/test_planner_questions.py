@@ -244,3 +244,26 @@ def test_planflow_asks_on_a_terminal(llm, llm_settings, cli, monkeypatch):  # no
     text = llm.requests[1].messages[1]["content"]
     assert "- Which city? -> Bergen" in text
     assert "- How many days ahead? -> ten days" in text
+
+
+def test_a_plan_marked_answer_plan_is_accepted(llm, client):  # noqa: F811
+    llm.reply_json({"answer": "plan", **VALID_PLAN})
+    workflow = plan_create(goal=GOAL, registry=make_registry(), client=client)
+    assert "answer" not in workflow.definition
+
+
+def test_planflow_a_second_round_without_answers_exits_2_naming_it(llm, llm_settings, cli):  # noqa: F811
+    second = {
+        "answer": "questions",
+        "questions": [{"question": "Which region?", "options": ["North"]}],
+    }
+    llm.reply_json(QUESTIONS).reply_json(second)
+
+    result = cli("planflow", GOAL, "--answer", "Bergen")
+
+    assert result.code == 2
+    _first, asked_again = attempts()
+    assert asked_again.questions[0]["question"] == "Which region?"
+    assert f"--reply-to {asked_again.pk}" in result.err
+    assert '--answer "q1=…"' in result.err
+    assert asked_again.clarifications[0]["answers"] == {"city": "Bergen", "days": ""}
