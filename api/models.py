@@ -21,6 +21,7 @@ class PlanRequestStatus(models.TextChoices):
     QUEUED = "queued", "Queued"
     RUNNING = "running", "Running"
     SUCCEEDED = "succeeded", "Succeeded"
+    QUESTIONS = "questions", "The planner asks; answer to go on"
     FAILED = "failed", "Failed"
 
 
@@ -29,7 +30,9 @@ class PlanRequest(models.Model):
 
     ``workflow`` is the version the planner stored (pending review); ``error`` is
     ``{code, message, details}`` when it failed; ``attempts`` the ids of the
-    ``PlanAttempt`` rows of the session.
+    ``PlanAttempt`` rows of the session. When the planner asked instead of planning,
+    the status is ``questions``, ``questions`` holds them and ``question_attempt`` the
+    attempt a new request answers (``answers_to`` + ``answers``).
     """
 
     kind = models.CharField(max_length=8, choices=PlanKind.choices)
@@ -46,6 +49,28 @@ class PlanRequest(models.Model):
         Workflow, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     attempts = models.JSONField(default=list, blank=True)
+    questions = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The planner's clarifying questions, when it asked: [{id, question, options}].",
+    )
+    question_attempt = models.ForeignKey(
+        "workflows.PlanAttempt",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The plan attempt that asked the questions (answer it with answers_to).",
+    )
+    answers_to = models.ForeignKey(
+        "workflows.PlanAttempt",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The plan attempt whose questions this request answers.",
+    )
+    answers = models.JSONField(default=dict, blank=True, help_text="Question id -> answer.")
     error = models.JSONField(null=True, blank=True)
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"

@@ -11,6 +11,8 @@ from pathlib import Path
 import environ
 from celery.schedules import crontab
 
+from config.llm_endpoints import read_llm_endpoints
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
@@ -312,6 +314,18 @@ FLOWPILOT_HEALTH_REQUIRE_LLM = env.bool("FLOWPILOT_HEALTH_REQUIRE_LLM", default=
 OPENAI_BASE_URL = env("OPENAI_BASE_URL", default="https://openrouter.ai/api/v1")
 OPENAI_API_KEY = env("OPENAI_API_KEY", default="")
 PLANNER_MODEL = env("PLANNER_MODEL", default="openai/gpt-4o-mini")
+# More OpenAI-compatible endpoints by name (docs/planner.md): FLOWPILOT_LLM_ENDPOINTS=local,hosted
+# and FLOWPILOT_LLM_<NAME>_BASE_URL / _API_KEY / _MODEL each. `default` is the one above.
+FLOWPILOT_LLM_ENDPOINTS = read_llm_endpoints(env)
+# The endpoint the planner (planflow, the admin, the API, evalplanner) uses; empty: default.
+FLOWPILOT_PLANNER_ENDPOINT = env("FLOWPILOT_PLANNER_ENDPOINT", default="")
+# Characters of conversation an llm step sends per model call when it declares no
+# context_budget_chars; older tool results are truncated, then dropped, to fit.
+FLOWPILOT_LLM_CONTEXT_BUDGET_CHARS = env.int("FLOWPILOT_LLM_CONTEXT_BUDGET_CHARS", default=200_000)
+# Question rounds a goal may take before the planner must plan (0: it never asks).
+FLOWPILOT_PLANNER_QUESTION_ROUNDS = env.int("FLOWPILOT_PLANNER_QUESTION_ROUNDS", default=2)
+# Approved workflows shown to the planner as templates (0: none).
+FLOWPILOT_PLANNER_TEMPLATES = env.int("FLOWPILOT_PLANNER_TEMPLATES", default=3)
 
 LOGGING = {
     "version": 1,

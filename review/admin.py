@@ -28,8 +28,20 @@ from review.views import WorkflowReviewViews
 from schedules.selectors import schedule_list
 from tools.jsondata import PREVIEW_CHARS, json_preview
 from tools.permissions import PermissionRefused
-from workflows.models import WORKFLOW_TRANSITIONS, PlanAttempt, Workflow, WorkflowStatus
-from workflows.services import WorkflowTransitionError, workflow_archive, workflow_export
+from workflows.models import (
+    WORKFLOW_TRANSITIONS,
+    PlanAttempt,
+    TemplateUse,
+    Workflow,
+    WorkflowStatus,
+)
+from workflows.services import (
+    CURATE_TEMPLATES_PERMISSION,
+    WorkflowTransitionError,
+    workflow_archive,
+    workflow_export,
+    workflow_set_template_use,
+)
 
 
 def pretty_json(value) -> str:
@@ -47,16 +59,17 @@ class WorkflowAdmin(WorkflowReviewViews, admin.ModelAdmin):
         "name",
         "version",
         "status",
+        "template_use",
         "step_count",
         "approvals",
         "approved_by",
         "created_at",
     )
-    list_filter = ("status",)
+    list_filter = ("status", "template_use")
     search_fields = ("name", "description", "goal")
     ordering = ("name", "-version")
     fieldsets = (
-        (None, {"fields": ("name", "version", "status", "owner")}),
+        (None, {"fields": ("name", "version", "status", "owner", "template_use")}),
         ("Schedules", {"fields": ("schedules",)}),
         (
             "Frozen definition",
@@ -71,6 +84,7 @@ class WorkflowAdmin(WorkflowReviewViews, admin.ModelAdmin):
         "name",
         "version",
         "status",
+        "template_use",
         "definition_hash",
         "pretty_definition",
         "schedules",
@@ -79,7 +93,7 @@ class WorkflowAdmin(WorkflowReviewViews, admin.ModelAdmin):
         "created_at",
         "updated_at",
     )
-    actions = ["archive"]
+    actions = ["archive", "mark_template", "exclude_template", "reset_template"]
 
     @admin.display(description="steps")
     def step_count(self, obj):
@@ -190,6 +204,33 @@ class WorkflowAdmin(WorkflowReviewViews, admin.ModelAdmin):
         for message in refused:
             self.message_user(request, message, messages.WARNING)
 
+    def has_curate_templates_permission(self, request):
+        return request.user.has_perm(CURATE_TEMPLATES_PERMISSION)
+
+    @admin.action(
+        description="Mark as planner template (preferred)", permissions=["curate_templates"]
+    )
+    def mark_template(self, request, queryset):
+        self._template_use(request, queryset, TemplateUse.PREFERRED, "marked as template")
+
+    @admin.action(description="Exclude from planner templates", permissions=["curate_templates"])
+    def exclude_template(self, request, queryset):
+        self._template_use(request, queryset, TemplateUse.EXCLUDED, "excluded from templates")
+
+    @admin.action(
+        description="Planner templates: when similar (default)", permissions=["curate_templates"]
+    )
+    def reset_template(self, request, queryset):
+        self._template_use(request, queryset, TemplateUse.AUTO, "left to similarity")
+
+    def _template_use(self, request, queryset, use: str, done_words: str) -> None:
+        done = 0
+        for workflow in queryset.order_by("name", "version"):
+            workflow_set_template_use(workflow=workflow, use=use, actor=request.user)
+            done += 1
+        message = ngettext("%d version %s.", "%d versions %s.", done) % (done, done_words)
+        self.message_user(request, message, messages.SUCCESS)
+
 
 @admin.register(PlanAttempt)
 class PlanAttemptAdmin(admin.ModelAdmin):
@@ -211,6 +252,10 @@ class PlanAttemptAdmin(admin.ModelAdmin):
         "status",
         "error",
         "model",
+        "templates",
+        "pretty_questions",
+        "pretty_clarifications",
+        "sample_inputs",
         "usage",
         "pretty_report",
         "pretty_prompt",
@@ -227,6 +272,14 @@ class PlanAttemptAdmin(admin.ModelAdmin):
     @admin.display(description="validator report")
     def pretty_report(self, obj):
         return pretty_json(obj.validator_report)
+
+    @admin.display(description="questions asked")
+    def pretty_questions(self, obj):
+        return pretty_json(obj.questions)
+
+    @admin.display(description="earlier questions and answers")
+    def pretty_clarifications(self, obj):
+        return pretty_json(obj.clarifications)
 
     @admin.display(description="prompt")
     def pretty_prompt(self, obj):

@@ -135,3 +135,55 @@ class NewPlanForm(forms.Form):
         if problem is not None:
             raise forms.ValidationError(f"not accepted: {problem}")
         return value
+
+
+OTHER = "__other__"
+
+
+class QuestionsForm(forms.Form):
+    """The planner's clarifying questions: one choice per question among its suggested
+    answers, or "something else" with a text. Nothing chosen means "no preference".
+
+    ``attempt`` is the plan attempt that asked (hidden); ``answers()`` gives
+    ``{question id: text}`` for ``plan_answer``.
+    """
+
+    attempt = forms.IntegerField(widget=forms.HiddenInput)
+
+    def __init__(self, *args: Any, questions: list[dict[str, Any]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.questions = list(questions)
+        for number, question in enumerate(self.questions, start=1):
+            qid = question["id"]
+            choices = [(option, option) for option in question["options"]]
+            self.fields[f"answer__{qid}"] = forms.ChoiceField(
+                label=f"{number}. {question['question']}",
+                required=False,
+                choices=[*choices, (OTHER, "Something else:")],
+                widget=forms.RadioSelect(attrs={"class": "fp-question"}),
+            )
+            self.fields[f"other__{qid}"] = forms.CharField(
+                label=f"Your own answer to {number}",
+                required=False,
+                max_length=1000,
+                widget=forms.TextInput(attrs={"class": "vTextField fp-other"}),
+                help_text="Used when “Something else” is chosen. Leave the question "
+                "open to let the planner choose.",
+            )
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        for question in self.questions:
+            qid = question["id"]
+            if cleaned.get(f"answer__{qid}") == OTHER and not cleaned.get(f"other__{qid}"):
+                self.add_error(f"other__{qid}", "say what, or choose one of the suggestions")
+        return cleaned
+
+    def answers(self) -> dict[str, str]:
+        """The answer to each question by id (call after ``is_valid()``)."""
+        answers = {}
+        for question in self.questions:
+            qid = question["id"]
+            choice = self.cleaned_data.get(f"answer__{qid}") or ""
+            answers[qid] = self.cleaned_data.get(f"other__{qid}", "") if choice == OTHER else choice
+        return answers

@@ -22,7 +22,7 @@ from workflows.diff import WorkflowDiff, field_text
 from workflows.errors import WorkflowError
 from workflows.models import PlanAttemptStatus, Step, Workflow
 from workflows.planner import MAX_REVISION_ROUNDS
-from workflows.planner.selectors import plan_attempts_for_lineage
+from workflows.planner.selectors import plan_attempts_for_lineage, plan_attempts_for_version
 from workflows.schema import InputSpec, WorkflowSpec
 from workflows.selectors import workflow_diff_base, workflow_graph_data, workflow_version_diff
 from workflows.services import workflow_spec
@@ -82,6 +82,10 @@ class Review:
     revisions_max: int = 0
     changes: ChangeSet | None = None  # None for a first version
     tally: Tally | None = None
+    # What the planner drew on for this version: templates shown ({name, version, score,
+    # reused}), and the clarifying questions it asked with their answers.
+    templates: tuple[dict[str, Any], ...] = ()
+    clarifications: tuple[dict[str, Any], ...] = ()
 
 
 def _pretty(value: Any) -> str:
@@ -189,7 +193,21 @@ def workflow_review(*, workflow: Workflow, registry: ToolRegistry | None = None)
         revisions_max=MAX_REVISION_ROUNDS,
         changes=changes,
         tally=approval_tally(version=workflow),
+        **_planner_sources(workflow),
     )
+
+
+def _planner_sources(workflow: Workflow) -> dict[str, Any]:
+    """The templates and the answered questions of the attempt that produced ``workflow``."""
+    produced = plan_attempts_for_version(workflow=workflow).last()
+    if produced is None:
+        return {}
+    answered = [
+        {"question": q["question"], "answer": r.get("answers", {}).get(q["id"], "")}
+        for r in produced.clarifications or []
+        for q in r.get("questions") or []
+    ]
+    return {"templates": tuple(produced.templates or []), "clarifications": tuple(answered)}
 
 
 def declared_inputs(workflow: Workflow) -> dict[str, InputSpec]:

@@ -27,7 +27,7 @@ from django.http import (
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from review.forms import EditJSONForm, InputsForm, NewPlanForm, RejectForm
+from review.forms import EditJSONForm, InputsForm, NewPlanForm, QuestionsForm, RejectForm
 from review.models import ApprovalStatus
 from review.policy import approval_tally
 from review.selectors import declared_inputs, sample_input_defaults
@@ -36,8 +36,14 @@ from runs.models import RUN_TERMINAL, Run, RunStatus, RunTrigger
 from runs.services import run_create, run_enqueue
 from tools.errors import FlowpilotError
 from workflows.inputs import InputsInvalid
-from workflows.models import Workflow, WorkflowStatus
-from workflows.planner import PlanError, PlanRoundsExhausted, plan_create
+from workflows.models import PlanAttempt, PlanAttemptStatus, Workflow, WorkflowStatus
+from workflows.planner import (
+    PlanError,
+    PlanQuestions,
+    PlanRoundsExhausted,
+    plan_answer,
+    plan_create,
+)
 from workflows.revisions import (
     ApprovalError,
     ApprovalForbidden,
@@ -277,6 +283,8 @@ class WorkflowReviewViews:
     def new_plan_view(self, request: HttpRequest) -> HttpResponse:
         if not request.user.has_perm("workflows.add_workflow"):
             raise PermissionDenied
+        if request.method == "POST" and "attempt" in request.POST:
+            return self._answer_questions(request)
         form = NewPlanForm(request.POST or None)
         page = {"form": form, "action": "plan", "submit_label": "Plan it"}
         if request.method != "POST" or not form.is_valid():
@@ -287,9 +295,57 @@ class WorkflowReviewViews:
                 sample_inputs=form.cleaned_data["sample_inputs"],
                 owner=request.user,
             )
+        except PlanQuestions as exc:
+            return self._questions_page(request, exc.attempt)
         except PlanError as exc:
             problems = [f"No plan: {exc.message}"]
             return self._page(request, None, "New plan", problems=problems, **page)
+        return self._planned(request, workflow)
+
+    def _answer_questions(self, request: HttpRequest) -> HttpResponse:
+        """The answers to a question round: plan again with them (or show the next round)."""
+        raw = request.POST.get("attempt", "")
+        attempt = (
+            PlanAttempt.objects.filter(pk=int(raw), status=PlanAttemptStatus.QUESTIONS).first()
+            if raw.isdigit() and len(raw) <= 18  # past that, no row has it (and no int64)
+            else None
+        )
+        if attempt is None:
+            raise Http404("no plan attempt with questions to answer")
+        form = QuestionsForm(request.POST, questions=attempt.questions)
+        if not form.is_valid():
+            return self._questions_page(request, attempt, form=form)
+        try:
+            workflow = plan_answer(attempt=attempt, answers=form.answers(), owner=request.user)
+        except PlanQuestions as exc:
+            return self._questions_page(request, exc.attempt)
+        except PlanError as exc:
+            problems = [f"No plan: {exc.message}"]
+            return self._questions_page(request, attempt, form=form, problems=problems)
+        return self._planned(request, workflow)
+
+    def _questions_page(
+        self, request: HttpRequest, attempt: PlanAttempt, *, form=None, problems=()
+    ) -> TemplateResponse:
+        form = form or QuestionsForm(initial={"attempt": attempt.pk}, questions=attempt.questions)
+        count = len(attempt.questions)
+        intro = (
+            f"Before planning “{attempt.goal}”, the planner asks {count} "
+            f"question{'s' if count != 1 else ''}. Choose a suggestion, say something else, "
+            "or leave a question open to let it choose."
+        )
+        return self._page(
+            request,
+            None,
+            "New plan: the planner asks",
+            form=form,
+            action="answer",
+            submit_label="Answer and plan",
+            intro=intro,
+            problems=list(problems),
+        )
+
+    def _planned(self, request: HttpRequest, workflow: Workflow) -> HttpResponse:
         self.message_user(
             request, f"The planner proposed {workflow}; review it below.", messages.SUCCESS
         )

@@ -34,6 +34,14 @@ FROZEN_STATUSES = frozenset(
 )
 
 
+class TemplateUse(models.TextChoices):
+    """Whether the planner may show an active version as a template for new goals."""
+
+    AUTO = "auto", "When similar (default)"
+    PREFERRED = "preferred", "Template (preferred when similar)"
+    EXCLUDED = "excluded", "Excluded (never shown to the planner)"
+
+
 class Workflow(models.Model):
     name = models.CharField(max_length=100, db_index=True, help_text="Slug shared by all versions.")
     version = models.PositiveIntegerField(help_text="1, 2, 3… per name.")
@@ -75,6 +83,13 @@ class Workflow(models.Model):
         blank=True,
         help_text="Tool name -> definition hash, recorded at approval; a run refuses changes.",
     )
+    template_use = models.CharField(
+        max_length=10,
+        choices=TemplateUse.choices,
+        default=TemplateUse.AUTO,
+        help_text="Whether the planner may show this version, once active, as a template for "
+        "similar goals: when similar, preferred, or never. Set by a reviewer.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -91,8 +106,15 @@ class Workflow(models.Model):
             models.CheckConstraint(
                 condition=models.Q(version__gte=1), name="workflow_version_positive"
             ),
+            models.CheckConstraint(
+                condition=models.Q(template_use__in=[t.value for t in TemplateUse]),
+                name="workflow_template_use_valid",
+            ),
         ]
-        permissions = [("approve_workflow", "Can approve a workflow version")]
+        permissions = [
+            ("approve_workflow", "Can approve a workflow version"),
+            ("curate_templates", "Can mark a workflow as a planner template or exclude it"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} v{self.version}"
@@ -154,6 +176,7 @@ class Edge(models.Model):
 class PlanAttemptStatus(models.TextChoices):
     VALID = "valid", "Valid plan"
     INVALID = "invalid", "Invalid plan (validator errors)"
+    QUESTIONS = "questions", "Clarifying questions"
     ERROR = "error", "LLM or transport error"
 
 
@@ -163,6 +186,7 @@ class PlanAttemptOutcome(models.TextChoices):
     ACCEPTED = "accepted", "Plan accepted"
     REPAIR_REQUESTED = "repair_requested", "Sent back for a repair"
     BUDGET_EXHAUSTED = "budget_exhausted", "Invalid, no repair round left"
+    QUESTIONS_ASKED = "questions_asked", "Questions asked, waiting for answers"
     FAILED = "failed", "LLM or transport error"
 
 
@@ -209,6 +233,25 @@ class PlanAttempt(models.Model):
     raw_reply = models.TextField(blank=True, help_text="The model's reply as received.")
     usage = models.JSONField(default=dict, blank=True, help_text="Token usage reported.")
     validator_report = models.JSONField(default=list, blank=True, help_text="Validator issues.")
+    sample_inputs = models.JSONField(
+        default=dict, blank=True, help_text="The sample inputs given with the goal."
+    )
+    templates = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Approved workflows shown as templates: [{name, version, score}], best first.",
+    )
+    questions = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Clarifying questions this attempt asked: [{id, question, options}].",
+    )
+    clarifications = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Earlier question rounds and their answers fed to this attempt: "
+        "[{questions, answers: {id: text}}].",
+    )
     status = models.CharField(max_length=10, choices=PlanAttemptStatus.choices)
     error = models.TextField(blank=True)
     created_by = models.ForeignKey(
@@ -224,7 +267,7 @@ class PlanAttempt(models.Model):
         ordering = ["-created_at", "-id"]
         constraints = [
             models.CheckConstraint(
-                condition=models.Q(status__in=["valid", "invalid", "error"]),
+                condition=models.Q(status__in=["valid", "invalid", "questions", "error"]),
                 name="plan_attempt_status_valid",
             ),
         ]

@@ -82,6 +82,10 @@ class _StepBase(_Model):
         """Whether running it needs the run's LLM client."""
         return False
 
+    def llm_endpoint(self) -> str | None:
+        """The named LLM endpoint it calls (``None``: the default one, or none)."""
+        return None
+
     def step_time_limit(self) -> float | None:
         """The limit of one try of the whole step (seconds), None for none."""
         return self.timeout
@@ -148,17 +152,57 @@ class LLMBudget(_Model):
     max_tool_calls: int | None = Field(None, ge=0)
 
 
-class LLMStep(_StepBase):
+ENDPOINT_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
+MAX_SEED = 2**31 - 1
+
+
+class LLMSettings(_Model):
+    """How an LLM-using step calls its model: which endpoint and model, and the sampling
+    options sent with every call (omitted: the endpoint's own defaults)."""
+
+    endpoint: str | None = Field(
+        None,
+        pattern=ENDPOINT_NAME_PATTERN,
+        description="A named LLM endpoint (FLOWPILOT_LLM_ENDPOINTS); omitted: default.",
+    )
+    model: str | None = Field(None, min_length=1, max_length=200)
+    temperature: float | None = Field(None, ge=0, le=2)
+    max_output_tokens: int | None = Field(
+        None, ge=1, le=1_000_000, description="Sent as `max_tokens` with every call."
+    )
+    seed: int | None = Field(None, ge=0, le=MAX_SEED, description="For repeatable sampling.")
+
+    def llm_endpoint(self) -> str | None:
+        return self.endpoint
+
+    def call_options(self) -> dict[str, Any]:
+        """The keyword arguments of ``LLMClient.chat`` this step sets."""
+        options = {
+            "model": self.model,
+            "temperature": self.temperature,
+            "max_tokens": self.max_output_tokens,
+            "seed": self.seed,
+        }
+        return {key: value for key, value in options.items() if value is not None}
+
+
+class LLMStep(LLMSettings, _StepBase):
     """A prompt over mapped values; may call only the tools in its own allowlist."""
 
     kind: Literal["llm"] = "llm"
     prompt: str = Field(min_length=1)
     system: str = ""
-    model: str | None = None
     tools: list[str] = Field(default_factory=list)
     max_turns: int = Field(5, ge=1, le=50)
     output_schema: dict[str, Any] | None = None
     budget: LLMBudget = Field(default_factory=LLMBudget)
+    context_budget_chars: int | None = Field(
+        None,
+        ge=2_000,
+        le=10_000_000,
+        description="Characters of conversation sent per model call; older tool results are "
+        "truncated, then dropped, to fit. Omitted: FLOWPILOT_LLM_CONTEXT_BUDGET_CHARS.",
+    )
 
     def needs_llm(self) -> bool:
         return True
@@ -176,7 +220,7 @@ class LLMStep(_StepBase):
         return self.output_schema if self.output_schema is not None else {"type": "string"}
 
 
-class DecisionStep(_StepBase):
+class DecisionStep(LLMSettings, _StepBase):
     """Picks one outgoing branch: a safe expression per branch, or an LLM choice."""
 
     kind: Literal["decision"] = "decision"
@@ -188,7 +232,6 @@ class DecisionStep(_StepBase):
     )
     default: str | None = Field(None, description="Branch taken when no condition holds.")
     decision_prompt: str | None = Field(None, description="LLM form: the question to answer.")
-    model: str | None = None
 
     picks_branch: ClassVar[bool] = True
 

@@ -22,6 +22,7 @@ from workflows.models import (
     WORKFLOW_TRANSITIONS,
     Edge,
     Step,
+    TemplateUse,
     Workflow,
     WorkflowStatus,
 )
@@ -209,3 +210,23 @@ def workflow_activate_trusted(*, workflow: Workflow, actor=None) -> Workflow:
 
 def is_frozen(workflow: Workflow) -> bool:
     return workflow.status in FROZEN_STATUSES
+
+
+CURATE_TEMPLATES_PERMISSION = "workflows.curate_templates"
+
+
+def workflow_set_template_use(*, workflow: Workflow, use: str, actor: Any) -> Workflow:
+    """Mark a version as a planner template (``preferred``), exclude it (``excluded``) or
+    leave it to similarity (``auto``); ``actor`` needs ``workflows.curate_templates``.
+
+    Only the flag changes: the frozen definition is untouched, so it is allowed on an
+    active version. Only active versions are ever shown to the planner.
+    """
+    permission_require(
+        actor=actor, permission=CURATE_TEMPLATES_PERMISSION, action=f"curate templates ({workflow})"
+    )
+    if use not in TemplateUse.values:
+        raise WorkflowError(f"template use {use!r} is none of {', '.join(TemplateUse.values)}")
+    Workflow.objects.filter(pk=workflow.pk).update(template_use=use, updated_at=timezone.now())
+    workflow.refresh_from_db()
+    return workflow

@@ -106,6 +106,7 @@ ISSUE_CODES = frozenset(
         "transform_quoted_field",
         "prompt_invalid",
         "output_schema_invalid",
+        "endpoint_unknown",
     }
 )
 

@@ -20,8 +20,16 @@ from django.utils import timezone
 from api.models import PlanKind, PlanRequest, PlanRequestStatus
 from runs.engine.distributed import in_process
 from tools.errors import FlowpilotError
-from workflows.models import Workflow, WorkflowStatus
-from workflows.planner import PlanError, PlanFailed, PlanNotRevisable, plan_create, plan_revise
+from workflows.models import PlanAttempt, PlanAttemptStatus, Workflow, WorkflowStatus
+from workflows.planner import (
+    PlanError,
+    PlanFailed,
+    PlanNotRevisable,
+    PlanQuestions,
+    plan_answer,
+    plan_create,
+    plan_revise,
+)
 from workflows.planner.selectors import plan_attempts_for_version
 from workflows.planner.services import REVISABLE_STATUSES
 from workflows.revisions import ApprovalStateError, FeedbackRequired, workflow_reject
@@ -37,14 +45,21 @@ def plan_request_create(
     sample_inputs: Mapping[str, Any] | None = None,
     feedback: str = "",
     based_on: Workflow | None = None,
+    answers_to: int | None = None,
+    answers: Mapping[str, str] | None = None,
 ) -> PlanRequest:
     """Check what can be checked now, store the request and queue its planning.
 
     A goal (``create``) or feedback (``revise``, ``reject``) is required; a revised
     version must be pending review or rejected, a rejected one pending review —
     refused at once (``PlanError``, ``PlanNotRevisable``, ``ApprovalStateError``)
-    rather than on the worker.
+    rather than on the worker. ``answers_to`` (a plan attempt that asked questions)
+    with ``answers`` (``{question id: text}``) answers a question round instead of a
+    goal; the goal and sample inputs are the attempt's.
     """
+    asked = _asked(answers_to) if answers_to is not None else None
+    if asked is not None:
+        goal, sample_inputs = asked.goal, asked.sample_inputs
     _check(kind=kind, goal=goal, feedback=feedback, based_on=based_on)
     request = PlanRequest.objects.create(
         kind=kind,
@@ -52,6 +67,8 @@ def plan_request_create(
         sample_inputs=dict(sample_inputs or {}),
         feedback=feedback.strip(),
         based_on=based_on,
+        answers_to=asked,
+        answers=dict(answers or {}),
         requested_by=user,
     )
     if in_process():  # no broker (eager Celery): plan here, as runs execute here
@@ -64,6 +81,13 @@ def plan_request_create(
         _finish(request, error={"code": "broker_unavailable", "message": str(exc), "details": []})
     request.refresh_from_db()
     return request
+
+
+def _asked(attempt_id: int) -> PlanAttempt:
+    attempt = PlanAttempt.objects.filter(pk=attempt_id).first()
+    if attempt is None or attempt.status != PlanAttemptStatus.QUESTIONS:
+        raise PlanError(f"plan attempt {attempt_id} does not exist or asked no questions")
+    return attempt
 
 
 def _check(*, kind: str, goal: str, feedback: str, based_on: Workflow | None) -> None:
@@ -95,6 +119,8 @@ def plan_request_execute(*, request_id: int) -> PlanRequest:
         return request
     try:
         workflow = _plan(request)
+    except PlanQuestions as exc:
+        _finish(request, questions=exc, attempts=[a.pk for a in exc.attempts])
     except FlowpilotError as exc:
         attempts = [a.pk for a in getattr(exc, "attempts", [])]
         details = [
@@ -119,6 +145,8 @@ def plan_request_execute(*, request_id: int) -> PlanRequest:
 
 def _plan(request: PlanRequest) -> Workflow:
     user = request.requested_by
+    if request.kind == PlanKind.CREATE and request.answers_to is not None:
+        return plan_answer(attempt=request.answers_to, answers=request.answers, owner=user)
     if request.kind == PlanKind.CREATE:
         return plan_create(goal=request.goal, sample_inputs=request.sample_inputs, owner=user)
     if request.based_on is None:
@@ -130,12 +158,23 @@ def _plan(request: PlanRequest) -> Workflow:
     return plan_revise(workflow=request.based_on, feedback=request.feedback, user=user)
 
 
-def _finish(request: PlanRequest, *, workflow=None, error=None, attempts=()) -> None:
+def _finish(
+    request: PlanRequest,
+    *,
+    workflow=None,
+    error=None,
+    attempts=(),
+    questions: PlanQuestions | None = None,
+) -> None:
     status = PlanRequestStatus.FAILED if error else PlanRequestStatus.SUCCEEDED
+    if questions is not None:
+        status = PlanRequestStatus.QUESTIONS
     PlanRequest.objects.filter(pk=request.pk).update(
         status=status,
         workflow=workflow,
         error=error,
         attempts=list(attempts),
+        questions=questions.questions if questions is not None else [],
+        question_attempt=questions.attempt if questions is not None else None,
         finished_at=timezone.now(),
     )

@@ -33,7 +33,7 @@ from runs.engine.secrets import run_redactor
 from tools.breaker.core import CircuitBreakers
 from tools.breaker.setup import breakers_from_settings
 from tools.calls import HttpTap
-from tools.llm import LLMClient
+from tools.llm import DEFAULT_ENDPOINT, LLMClient
 from tools.mcp.session import McpSessions
 from tools.redaction import Redactor
 from tools.registry import ToolRegistry
@@ -89,6 +89,7 @@ class RunContext:
     compiled: Mapping[tuple[str, str], Any]  # (step id, branch label | "expression") -> compiled
     llm: LLMClient | None = None  # for llm steps and LLM decisions; None when none needs it
     owns_llm: bool = False  # built here (closed with the context), not passed in
+    named_llms: dict[str, LLMClient] = field(default_factory=dict)  # named endpoints, lazily
     breakers: CircuitBreakers | None = None  # per-host circuit breakers; None: off
     mcp: McpSessions | None = None  # this run's MCP sessions, opened on first use
     taps: CallTaps | None = None  # records (validation) or replays the HTTP exchanges
@@ -96,12 +97,23 @@ class RunContext:
     sleep: Callable[[float], None] = time.sleep
     rand: random.Random = field(default_factory=random.Random)
 
+    def llm_for(self, endpoint: str | None) -> LLMClient | None:
+        """The client of a named LLM endpoint, built on first use and closed with the
+        context; ``None``/``default``: the run's own client (``llm``)."""
+        if not endpoint or endpoint == DEFAULT_ENDPOINT:
+            return self.llm
+        if endpoint not in self.named_llms:
+            self.named_llms[endpoint] = LLMClient.from_settings(endpoint=endpoint)
+        return self.named_llms[endpoint]
+
     def close(self) -> None:
         if self.taps is not None:
             self.taps.close()
         self.http.close()
         if self.llm is not None and self.owns_llm:
             self.llm.close()
+        for client in self.named_llms.values():
+            client.close()
         if self.breakers is not None:
             self.breakers.close()
         if self.mcp is not None:
@@ -162,7 +174,7 @@ def build_run_context(
     context.mcp = McpSessions(env=context.env, redactor=context.redactor)
     if llm is not None:
         context.llm = llm
-    elif any(s.needs_llm() for s in spec.steps):
+    elif any(s.needs_llm() and not s.llm_endpoint() for s in spec.steps):
         context.llm, context.owns_llm = LLMClient.from_settings(), True
     context.taps = taps
     if sleep is not None:

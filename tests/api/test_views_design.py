@@ -193,3 +193,44 @@ def test_approve_goes_through_the_approval_policy(make_client, output_dir, setti
     assert done["status"] == "passed"
     assert done["workflow"]["status"] == "active"
     assert done["approvers"] == [first.user.username, second.user.username]
+QUESTIONS = {
+    "answer": "questions",
+    "questions": [{"id": "threshold", "question": "How large is large?", "options": ["500"]}],
+}
+
+
+def test_the_planner_s_questions_are_surfaced_and_answered(make_client, planner_llm):
+    planner_llm.reply_json(QUESTIONS)
+    client = make_client(VIEW, "workflows.add_workflow")
+
+    asked = client.post("/api/v1/plans/", {"goal": DIGEST_GOAL}, format="json").json()
+
+    assert asked["status"] == "questions"
+    assert asked["questions"] == QUESTIONS["questions"]
+    assert asked["workflow"] is None
+    assert asked["error"] is None
+    assert asked["question_attempt"] == asked["attempts"][0]
+
+    planner_llm.reply_json(digest_plan())
+    answer = {"answers_to": asked["question_attempt"], "answers": {"threshold": "1000"}}
+    planned = client.post("/api/v1/plans/", answer, format="json").json()
+
+    assert planned["status"] == "succeeded", planned
+    assert planned["goal"] == DIGEST_GOAL
+    assert planned["answers"] == {"threshold": "1000"}
+    assert planned["answers_to"] == asked["question_attempt"]
+    assert planned["workflow"]["name"] == "sales_digest"
+    assert "How large is large? -> 1000" in planner_llm.requests[1].messages[1]["content"]
+
+    body = assert_error(
+        client.post("/api/v1/plans/", {"answers_to": planned["attempts"][-1]}, format="json"),
+        400,
+        "plan_error",
+    )
+    assert "asked no questions" in body["message"]
+    body = assert_error(client.post("/api/v1/plans/", {}, format="json"), 400, "invalid")
+    assert body["details"][0]["path"] == "goal"
+    unknown = {"answers_to": asked["question_attempt"], "answers": {"colour": "red"}}
+    failed = client.post("/api/v1/plans/", unknown, format="json").json()
+    assert failed["status"] == "failed"
+    assert "no question `colour`" in failed["error"]["message"]

@@ -106,6 +106,7 @@ class FakeLLM(LoopbackServer):
         self._requests: list[ChatRequest] = []
         self.model_listings: list[ChatRequest] = []  # GET /v1/models (health checks)
         self.models_status = 200  # what GET /v1/models answers
+        self._fallback: Callable[[ChatRequest], Any] | None = None
 
     @property
     def base_url(self) -> str:
@@ -126,6 +127,13 @@ class FakeLLM(LoopbackServer):
             return self._push(Scripted(handler=handler))
         doc = completion(content, tool_calls=tool_calls, usage=usage)
         return self._push(Scripted(200, json.dumps(doc).encode(), _JSON))
+
+    def always(self, handler: Callable[[ChatRequest], Any]) -> FakeLLM:
+        """Answer with ``handler(request)`` whenever the queue is empty (a scripted model
+        that answers any number of requests, e.g. tests/fakes/planner_script.py)."""
+        with self._lock:
+            self._fallback = handler
+        return self
 
     def reply_json(self, data: Any, *, usage: dict | None = None) -> FakeLLM:
         return self.reply(json.dumps(data), usage=usage)
@@ -172,10 +180,13 @@ class FakeLLM(LoopbackServer):
     def _next(self, request: ChatRequest) -> Scripted:
         with self._lock:
             self._requests.append(request)
-            if not self._queue:
+            if not self._queue and self._fallback is not None:
+                item = Scripted(handler=self._fallback)
+            elif not self._queue:
                 body = {"error": {"message": "fake LLM: no scripted reply left", "code": 400}}
                 return Scripted(400, json.dumps(body).encode(), _JSON)
-            item = self._queue.popleft()
+            else:
+                item = self._queue.popleft()
         if item.handler is not None:
             doc = item.handler(request)
             return Scripted(200, json.dumps(doc).encode(), _JSON)

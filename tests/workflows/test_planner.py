@@ -206,8 +206,13 @@ def test_plan_create_stores_a_pending_review_version_and_its_attempt(llm, client
 
     (request,) = llm.requests
     assert request.body["response_format"]["type"] == "json_schema"
-    assert request.body["response_format"]["json_schema"]["name"] == "workflow"
-    assert "steps" in request.body["response_format"]["json_schema"]["schema"]["properties"]
+    # A first plan may ask questions: the answer is a workflow or questions.
+    assert request.body["response_format"]["json_schema"]["name"] == "plan_or_questions"
+    plan_branch, questions_branch = request.body["response_format"]["json_schema"]["schema"][
+        "oneOf"
+    ]
+    assert "steps" in plan_branch["properties"]
+    assert questions_branch["properties"]["questions"]["maxItems"] == 5
     assert attempt.prompt == request.messages
     system, user_message = request.messages
     assert system["role"] == "system"

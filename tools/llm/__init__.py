@@ -7,6 +7,7 @@ returns an ``LLMReply``. Errors are typed and carry their retryability.
 
 from tools.llm.client import LLMClient, LLMReply, ToolCall, Usage
 from tools.llm.content import parse_json_reply
+from tools.llm.endpoints import DEFAULT_ENDPOINT, LLMEndpointUnknown, endpoint_names, llm_endpoint
 from tools.llm.errors import (
     LLMAuthFailed,
     LLMError,
@@ -17,8 +18,10 @@ from tools.llm.errors import (
 )
 
 __all__ = [
+    "DEFAULT_ENDPOINT",
     "LLMAuthFailed",
     "LLMClient",
+    "LLMEndpointUnknown",
     "LLMError",
     "LLMRateLimited",
     "LLMReply",
@@ -27,5 +30,7 @@ __all__ = [
     "LLMUnavailable",
     "ToolCall",
     "Usage",
+    "endpoint_names",
+    "llm_endpoint",
     "parse_json_reply",
 ]

@@ -21,6 +21,7 @@ import openai
 from django.conf import settings
 
 from tools.llm.content import parse_json_reply
+from tools.llm.endpoints import llm_endpoint
 from tools.llm.errors import (
     LLMAuthFailed,
     LLMError,
@@ -139,6 +140,7 @@ class LLMClient:
         if max_retries < 0:
             raise ValueError("max_retries must be 0 or more")
         self.base_url = base_url
+        self.endpoint = ""  # the configured name, when built from settings
         self.model = model
         self.timeout = timeout
         self.max_retries = max_retries
@@ -152,19 +154,26 @@ class LLMClient:
         )
 
     @classmethod
-    def from_settings(cls, *, model: str | None = None, **overrides: Any) -> LLMClient:
-        """A client for ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` / ``PLANNER_MODEL``.
+    def from_settings(
+        cls, *, model: str | None = None, endpoint: str | None = None, **overrides: Any
+    ) -> LLMClient:
+        """A client for the named ``endpoint`` (default: ``OPENAI_BASE_URL`` /
+        ``OPENAI_API_KEY`` / ``PLANNER_MODEL``; ``tools.llm.endpoints``).
 
         ``LLM_TIMEOUT`` and ``LLM_MAX_RETRIES`` settings are read when present.
+        Raises ``LLMEndpointUnknown`` for a name that is not configured.
         """
-        return cls(
-            settings.OPENAI_BASE_URL,
-            settings.OPENAI_API_KEY,
-            model or settings.PLANNER_MODEL,
+        chosen = llm_endpoint(endpoint)
+        client = cls(
+            chosen.base_url,
+            chosen.api_key,
+            model or chosen.model,
             float(getattr(settings, "LLM_TIMEOUT", DEFAULT_TIMEOUT)),
             int(getattr(settings, "LLM_MAX_RETRIES", DEFAULT_MAX_RETRIES)),
             **overrides,
         )
+        client.endpoint = chosen.name
+        return client
 
     def close(self) -> None:
         self._sdk.close()
@@ -183,29 +192,41 @@ class LLMClient:
         response_format: Mapping[str, Any] | None = None,
         model: str | None = None,
         temperature: float | None = None,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+        deadline: float | None = None,
     ) -> LLMReply:
-        """One completion, retried on retryable failures. Raises a typed ``LLMError``."""
-        request: dict[str, Any] = {"model": model or self.model, "messages": list(messages)}
-        if tools:
-            request["tools"] = list(tools)
-        if response_format:
-            request["response_format"] = dict(response_format)
-        if temperature is not None:
-            request["temperature"] = temperature
+        """One completion, retried on retryable failures. Raises a typed ``LLMError``.
+
+        ``deadline`` (a ``time.monotonic()`` instant) bounds the whole call, retries
+        included: each try gets at most the time left, and no retry starts past it.
+        """
+        request = _request(
+            model or self.model,
+            messages,
+            tools=tools,
+            response_format=response_format,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            seed=seed,
+        )
         attempts: list[dict[str, Any]] = []
         for attempt in range(1, self.max_retries + 2):
             started = time.perf_counter()
             entry: dict[str, Any] = {"attempt": attempt}
             try:
-                completion = self._sdk.chat.completions.create(**request)
+                completion = self._sdk.chat.completions.create(
+                    **request, timeout=self._try_timeout(deadline)
+                )
             except openai.OpenAIError as exc:
                 error = _typed_error(exc)
                 entry.update(_took(started), status=error.status, error=error.code)
                 attempts.append(entry)
-                if not error.retryable or attempt > self.max_retries:
+                delay = self._delay(attempt, error) if error.retryable else 0.0
+                if not error.retryable or attempt > self.max_retries or _past(deadline, delay):
                     error.attempts = attempts
                     raise error from exc
-                entry["retry_in"] = round(self._delay(attempt, error), 3)
+                entry["retry_in"] = round(delay, 3)
                 logger.info("LLM call failed (%s), retry in %ss", error.code, entry["retry_in"])
                 self.sleep(entry["retry_in"])
                 continue
@@ -214,11 +235,45 @@ class LLMClient:
             return _reply(completion, request["model"], attempts)
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def _try_timeout(self, deadline: float | None) -> float:
+        if deadline is None:
+            return self.timeout
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise LLMTimeout("the step's time limit ran out before its next model call")
+        return min(self.timeout, left)
+
     def _delay(self, attempt: int, error: LLMError) -> float:
         delay = self.backoff.delay(attempt, self.rand.random())
         if isinstance(error, LLMRateLimited) and error.retry_after is not None:
             delay = min(max(error.retry_after, 0.0), MAX_RETRY_AFTER)
         return delay
+
+
+def _request(
+    model: str,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    tools: Sequence[Mapping[str, Any]] | None,
+    response_format: Mapping[str, Any] | None,
+    temperature: float | None,
+    max_tokens: int | None,
+    seed: int | None,
+) -> dict[str, Any]:
+    """The request body: only the options that were given."""
+    request: dict[str, Any] = {"model": model, "messages": list(messages)}
+    if tools:
+        request["tools"] = list(tools)
+    if response_format:
+        request["response_format"] = dict(response_format)
+    optional = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed}
+    request.update({key: value for key, value in optional.items() if value is not None})
+    return request
+
+
+def _past(deadline: float | None, delay: float) -> bool:
+    """Whether a retry after ``delay`` seconds would start past ``deadline``."""
+    return deadline is not None and time.monotonic() + delay >= deadline
 
 
 def _took(started: float) -> dict[str, float]:

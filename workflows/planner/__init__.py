@@ -5,10 +5,17 @@ services; the admin review flow, the API and ``planflow`` call them. See
 ``docs/planner.md``.
 """
 
-from workflows.planner.errors import PlanError, PlanFailed, PlanNotRevisable, PlanRoundsExhausted
+from workflows.planner.errors import (
+    PlanError,
+    PlanFailed,
+    PlanNotRevisable,
+    PlanQuestions,
+    PlanRoundsExhausted,
+)
 from workflows.planner.services import (
     MAX_REPAIR_ROUNDS,
     MAX_REVISION_ROUNDS,
+    plan_answer,
     plan_create,
     plan_revise,
 )
@@ -19,7 +26,9 @@ __all__ = [
     "PlanError",
     "PlanFailed",
     "PlanNotRevisable",
+    "PlanQuestions",
     "PlanRoundsExhausted",
+    "plan_answer",
     "plan_create",
     "plan_revise",
 ]

@@ -34,3 +34,25 @@ class PlanNotRevisable(PlanError):
     """Only a version pending review (or already rejected) can be revised."""
 
     code = "plan_not_revisable"
+
+
+class PlanQuestions(PlanError):
+    """The planner asked clarifying questions instead of planning.
+
+    ``attempt`` is the stored ``PlanAttempt`` holding them (``attempt.questions``:
+    ``[{id, question, options}]``); answer with ``plan_answer(attempt=…, answers=…)``.
+    Not a failure: a ``PlanError`` only so that a caller unaware of questions still
+    reports something sensible.
+    """
+
+    code = "plan_questions"
+
+    def __init__(self, *, attempt, attempts=()) -> None:
+        questions = attempt.questions
+        listed = "; ".join(f"[{q['id']}] {q['question']}" for q in questions)
+        super().__init__(
+            f"the planner asked {len(questions)} question(s) before planning: {listed}"
+        )
+        self.attempt = attempt
+        self.questions = list(questions)
+        self.attempts = list(attempts)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, get_args
 
-from workflows.schema import workflow_json_schema
+from workflows.planner.questions import MAX_OPTIONS, MAX_QUESTIONS, questions_schema
+from workflows.schema import AnyStep, workflow_json_schema
 from workflows.validation.report import ValidationIssue
 
 SYSTEM_PROMPT = """\
@@ -72,11 +73,52 @@ REPAIR_WARNINGS = frozenset(
 )
 
 
-def response_format() -> dict[str, Any]:
-    """Structured output: the workflow JSON Schema (not strict: it has optional fields)."""
+QUESTIONS_OFFER = f"""\
+If the goal leaves open something the workflow needs and no sensible default exists \
+(which repository, how often, what counts as "busy"), you may instead answer with at \
+most {MAX_QUESTIONS} clarifying questions, each with 1 to {MAX_OPTIONS} suggested \
+answers: {{"answer": "questions", "questions": [{{"id": "repo", "question": "Which \
+repository?", "options": ["octocat/hello-world"]}}]}}. Ask only what you cannot decide \
+yourself; otherwise return the workflow."""
+
+QUESTIONS_CLOSED = (
+    "Do not ask more questions: return the workflow, choosing sensible defaults (as "
+    "declared inputs with defaults) for anything still open."
+)
+
+TEMPLATE_REUSE = """\
+If one of them already does what the goal needs (or a self-contained part of it), \
+reuse it as one step instead of rebuilding it: {"id": "forecast", "kind": "workflow", \
+"workflow": "TEMPLATE_NAME", "input_mapping": {"TEMPLATE_INPUT": "$input.city"}}; later \
+steps and "outputs" read its outputs as "forecast.OUTPUT_NAME". Otherwise follow their \
+structure where it fits the goal."""
+
+TEMPLATE_COPY = "Follow their structure where it fits the goal; they are examples, not tools."
+
+
+def step_kinds() -> frozenset[str]:
+    """The step kinds the workflow format has (``workflow`` once sub-workflows exist)."""
+    return frozenset(
+        get_args(model.model_fields["kind"].annotation)[0] for model in get_args(AnyStep)
+    )
+
+
+def response_format(*, questions: bool = False) -> dict[str, Any]:
+    """Structured output: the workflow JSON Schema (not strict: it has optional fields),
+    or — when the planner may ask — a choice of a workflow or questions."""
+    schema = workflow_json_schema()
+    if not questions:
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": "workflow", "schema": schema, "strict": False},
+        }
+    defs = schema.pop("$defs", {})
+    schema.pop("$schema", None)
+    schema["properties"] = {"answer": {"const": "plan"}, **schema["properties"]}
+    combined = {"$defs": defs, "oneOf": [schema, questions_schema()]}
     return {
         "type": "json_schema",
-        "json_schema": {"name": "workflow", "schema": workflow_json_schema(), "strict": False},
+        "json_schema": {"name": "plan_or_questions", "schema": combined, "strict": False},
     }
 
 
@@ -87,12 +129,43 @@ def _sample_inputs(sample_inputs: Mapping[str, Any] | None) -> str:
     return f"\n\nSample inputs (what a first run will use): {shown}"
 
 
+def _templates(templates: str) -> str:
+    if not templates:
+        return ""
+    how = TEMPLATE_REUSE if "workflow" in step_kinds() else TEMPLATE_COPY
+    return (
+        "Approved workflows similar to this goal (what reviewers accepted before; one JSON "
+        f"object each, best match first):\n{templates}\n{how}\n\n"
+    )
+
+
+def _clarifications(clarifications: str, *, ask: bool) -> str:
+    parts = []
+    if clarifications:
+        parts.append(f"Your earlier questions and the user's answers:\n{clarifications}\n\n")
+    if ask:
+        parts.append(f"{QUESTIONS_OFFER}\n\n")
+    elif clarifications:
+        parts.append(f"{QUESTIONS_CLOSED}\n\n")
+    return "".join(parts)
+
+
 def create_messages(
-    *, goal: str, catalog: str, sample_inputs: Mapping[str, Any] | None
+    *,
+    goal: str,
+    catalog: str,
+    sample_inputs: Mapping[str, Any] | None,
+    templates: str = "",
+    clarifications: str = "",
+    ask: bool = False,
 ) -> list[dict[str, Any]]:
+    """A first plan: the goal, its sample inputs, the catalog, the templates, earlier
+    questions and answers, and (``ask``) the offer to ask questions instead."""
     user = (
         f"Goal: {goal}{_sample_inputs(sample_inputs)}\n\n"
         f"Tool catalog (one JSON object per tool):\n{catalog}\n\n"
+        f"{_templates(templates)}"
+        f"{_clarifications(clarifications, ask=ask)}"
         "Return the workflow as one JSON object."
     )
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]

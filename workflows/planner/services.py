@@ -1,11 +1,10 @@
 """Planner services: a goal (or a rejected plan plus feedback) → a version pending review.
 
-One session = up to ``1 + MAX_REPAIR_ROUNDS`` LLM calls. Each reply is read as
-JSON (plain or fenced), its name and goal are normalised, and the validator
-checks it against the same registry the catalog came from; errors are fed
-back for a repair round. Every call is stored as a ``PlanAttempt`` (messages
-sent, model, raw reply, usage with the HTTP tries, validator report, status)
-whether or not the session succeeds. A valid plan is stored with
+A session (``workflows.planner.session``) is up to ``1 + MAX_REPAIR_ROUNDS`` LLM
+calls, each stored as a ``PlanAttempt``. A first plan sees the tool catalog, the
+approved workflows most similar to the goal (``templates``) and the questions
+answered so far; it may ask clarifying questions instead (``PlanQuestions``,
+answered with ``plan_answer``). A valid plan is stored with
 ``workflow_import(status="pending_review")``.
 
 A revision keeps the workflow's name, so it becomes the next version; the
@@ -16,63 +15,37 @@ version it answers becomes ``rejected``. A goal lineage gets at most
 from __future__ import annotations
 
 import contextlib
-import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Max, Q
 
-from tools.jsondata import storage_problem, store_escape
-from tools.llm import LLMClient, LLMError, LLMReply, LLMReplyInvalid
+from tools.llm import LLMClient
 from tools.redaction import Redactor
 from tools.registry import ToolRegistry
 from workflows.errors import WorkflowError
-from workflows.models import (
-    PlanAttempt,
-    PlanAttemptOutcome,
-    PlanAttemptStatus,
-    Workflow,
-    WorkflowStatus,
-)
+from workflows.models import PlanAttempt, PlanAttemptStatus, Workflow, WorkflowStatus
 from workflows.planner.catalog import catalog_entries, catalog_text, secret_values, select_tools
-from workflows.planner.errors import PlanError, PlanFailed, PlanNotRevisable, PlanRoundsExhausted
-from workflows.planner.prompts import (
-    PLAN_UNCHANGED,
-    REPLY_INVALID,
-    create_messages,
-    repair_message,
-    response_format,
-    revise_messages,
+from workflows.planner.errors import PlanError, PlanNotRevisable, PlanRoundsExhausted
+from workflows.planner.prompts import create_messages, revise_messages
+from workflows.planner.questions import clarifications_text, question_rounds, resolve_answers
+from workflows.planner.session import (
+    MAX_REPAIR_ROUNDS,
+    AttemptObserver,
+    _Session,
+    run_session,
 )
-from workflows.schema import WORKFLOW_NAME_PATTERN, WorkflowSpec
+from workflows.planner.templates import select_templates, template_tools, templates_text
+from workflows.schema import WorkflowSpec
 from workflows.services import workflow_import, workflow_transition
-from workflows.validation.report import ValidationIssue, error
-from workflows.validator import validate_workflow
 
-MAX_REPAIR_ROUNDS = 2
 MAX_REVISION_ROUNDS = 5
 REVISABLE_STATUSES = frozenset({WorkflowStatus.PENDING_REVIEW, WorkflowStatus.REJECTED})
 _NAME_TRIES = 20
 
-AttemptObserver = Callable[[PlanAttempt], None]
-
-
-@dataclass
-class _Session:
-    """What every call of one planning session shares."""
-
-    goal: str
-    client: LLMClient
-    registry: ToolRegistry
-    redactor: Redactor
-    created_by: Any
-    name: str | None = None  # fixed name (revisions); None: the model's, made free later
-    revision: int = 1
-    feedback: str = ""
-    based_on: Workflow | None = None
-    observer: AttemptObserver | None = None
+__all__ = ["MAX_REPAIR_ROUNDS", "AttemptObserver", "plan_answer", "plan_create", "plan_revise"]
 
 
 def plan_create(
@@ -83,23 +56,83 @@ def plan_create(
     registry: ToolRegistry | None = None,
     client: LLMClient | None = None,
     observer: AttemptObserver | None = None,
+    clarifications: list[dict[str, Any]] | None = None,
+    allow_questions: bool = True,
 ) -> Workflow:
     """Plan ``goal`` into a new workflow, stored ``pending_review`` and owned by ``owner``.
 
-    Raises ``PlanFailed`` (its ``attempts`` are stored) when no valid plan came
-    out of the repairs, or when the LLM could not be reached.
+    The approved workflows most similar to the goal are shown as templates. While
+    fewer than ``FLOWPILOT_PLANNER_QUESTION_ROUNDS`` question rounds were answered
+    (``clarifications``) and ``allow_questions``, the model may ask instead: then
+    ``PlanQuestions`` is raised (answer with ``plan_answer``). Raises ``PlanFailed``
+    (its ``attempts`` are stored) when no valid plan came out of the repairs, or
+    when the LLM could not be reached.
     """
     goal = (goal or "").strip()
     if not goal:
         raise PlanError("a goal is needed: say in plain words what the workflow should do")
     registry = registry if registry is not None else ToolRegistry.from_db()
+    clarifications = list(clarifications or [])
     query = " ".join([goal, *map(str, sample_inputs or {})])
-    catalog = catalog_text(catalog_entries(registry, select_tools(registry, query)))
-    messages = create_messages(goal=goal, catalog=catalog, sample_inputs=sample_inputs)
+    templates = select_templates(query=goal)
+    names = select_tools(registry, query, pinned=template_tools(templates))
+    ask = allow_questions and len(clarifications) < question_rounds()
+    messages = create_messages(
+        goal=goal,
+        catalog=catalog_text(catalog_entries(registry, names)),
+        sample_inputs=sample_inputs,
+        templates=templates_text(templates),
+        clarifications=clarifications_text(clarifications),
+        ask=ask,
+    )
     with _llm(client) as llm:
-        session = _Session(goal, llm, registry, _redactor(registry), owner, observer=observer)
-        spec, attempt = _run_session(session, messages)
+        session = _Session(
+            goal,
+            llm,
+            registry,
+            _redactor(registry),
+            owner,
+            observer=observer,
+            sample_inputs=dict(sample_inputs or {}),
+            templates=[t.as_record() for t in templates],
+            clarifications=clarifications,
+            ask=ask,
+        )
+        spec, attempt = run_session(session, messages)
     return _store_new(spec, owner=owner, attempt=attempt)
+
+
+def plan_answer(
+    *,
+    attempt: PlanAttempt,
+    answers: Mapping[str, str] | Iterable[str],
+    owner=None,
+    registry: ToolRegistry | None = None,
+    client: LLMClient | None = None,
+    observer: AttemptObserver | None = None,
+) -> Workflow:
+    """Answer the questions ``attempt`` asked and plan its goal again with them.
+
+    ``answers``: ``{question id or 1-based number: text}``, or entries ``"id=text"``,
+    ``"2=text"`` or bare ``"text"`` (the next question in order); a question left
+    unanswered means "no preference". The earlier rounds and this one are fed to the
+    model and kept on the next attempt (``clarifications``). Raises ``PlanQuestions``
+    again while question rounds are left, ``PlanError`` for an attempt that asked
+    nothing or an answer to no question.
+    """
+    if attempt.status != PlanAttemptStatus.QUESTIONS or not attempt.questions:
+        raise PlanError(f"plan attempt {attempt.pk} asked no questions; there is nothing to answer")
+    resolved = resolve_answers(list(attempt.questions), answers)
+    rounds = [*attempt.clarifications, {"questions": attempt.questions, "answers": resolved}]
+    return plan_create(
+        goal=attempt.goal,
+        sample_inputs=attempt.sample_inputs or None,
+        owner=owner if owner is not None else attempt.created_by,
+        registry=registry,
+        client=client,
+        observer=observer,
+        clarifications=rounds,
+    )
 
 
 def plan_revise(
@@ -152,139 +185,8 @@ def plan_revise(
             based_on=workflow,
             observer=observer,
         )
-        spec, attempt = _run_session(session, messages)
+        spec, attempt = run_session(session, messages)
     return _store_revision(spec, previous=workflow, owner=workflow.owner or user, attempt=attempt)
-
-
-# --- the session: call, read, validate, repair ----------------------------------------
-
-
-def _run_session(session: _Session, messages: list[dict]) -> tuple[WorkflowSpec, PlanAttempt]:
-    attempts: list[PlanAttempt] = []
-    issues: list[ValidationIssue] = []
-    for repair_round in range(MAX_REPAIR_ROUNDS + 1):
-        sent = session.redactor.scrub(messages)
-        try:
-            reply = session.client.chat(sent, response_format=response_format())
-        except LLMError as exc:
-            attempts.append(_record(session, repair_round, sent, failure=exc))
-            raise PlanFailed(
-                f"the planner's LLM call failed: {exc.message}", attempts=attempts
-            ) from exc
-        raw = session.redactor.scrub_text(reply.content or "")
-        spec, issues = _check(session, reply)
-        attempts.append(_record(session, repair_round, sent, reply=reply, raw=raw, issues=issues))
-        if spec is not None:
-            return spec, attempts[-1]
-        messages = [*messages, {"role": "assistant", "content": raw}, repair_message(issues)]
-    raise PlanFailed(_failure_message(issues), attempts=attempts, issues=issues)
-
-
-def _check(session: _Session, reply: LLMReply) -> tuple[WorkflowSpec | None, list]:
-    """The plan as a valid spec, or ``None`` and the issues to feed back."""
-    try:
-        data = reply.json()
-    except LLMReplyInvalid as exc:
-        return None, [error(REPLY_INVALID, "", exc.message)]
-    if not isinstance(data, dict):
-        message = f"the reply is JSON but a {type(data).__name__}, not a workflow object"
-        return None, [error(REPLY_INVALID, "", message)]
-    unstorable = storage_problem(data)
-    if unstorable is not None:  # a plan is configuration: refused, not escaped
-        return None, [error(REPLY_INVALID, "", f"the plan cannot be stored: {unstorable}")]
-    data = _normalised(data, goal=session.goal, name=session.name)
-    report = validate_workflow(data, registry=session.registry)
-    issues = list(report.issues)
-    if report.ok and session.based_on is not None and _unchanged(report.spec, session.based_on):
-        message = (
-            "the revised workflow is identical to the version the reviewer sent back; "
-            "change it as the feedback asks"
-        )
-        issues.append(error(PLAN_UNCHANGED, "", message))
-    ok = report.ok and not any(i.code == PLAN_UNCHANGED for i in issues)
-    return (report.spec if ok else None), issues
-
-
-def _normalised(data: dict[str, Any], *, goal: str, name: str | None) -> dict[str, Any]:
-    """The model's plan with the lineage's goal and a well-formed (or the fixed) name."""
-    data = dict(data)
-    data["goal"] = goal
-    data["name"] = name or _slug(data.get("name")) or _slug(goal) or "planned_workflow"
-    return data
-
-
-def _slug(text: Any) -> str:
-    if not isinstance(text, str):
-        return ""
-    slug = re.sub(r"[^a-z0-9_-]+", "_", text.strip().lower()).strip("_-")
-    slug = re.sub(r"^[^a-z]+", "", slug)[:60].rstrip("_-")
-    return slug if re.match(WORKFLOW_NAME_PATTERN, slug) else ""
-
-
-def _unchanged(spec: WorkflowSpec, previous: Workflow) -> bool:
-    latest = Workflow.objects.filter(name=previous.name).order_by("-version").first()
-    digest = spec.definition_hash()
-    return digest in {previous.definition_hash, latest.definition_hash if latest else None}
-
-
-def _failure_message(issues: list[ValidationIssue]) -> str:
-    errors = [i for i in issues if i.severity == "error"]
-    lines = "; ".join(f"{i.path or '(workflow)'} [{i.code}]: {i.message}" for i in errors)
-    return (
-        f"the planner could not produce a valid workflow in {MAX_REPAIR_ROUNDS + 1} attempts "
-        f"({MAX_REPAIR_ROUNDS} repair rounds); the last plan still has {len(errors)} "
-        f"error(s): {lines}"
-    )
-
-
-def _outcome(failed: bool, repair_round: int) -> PlanAttemptOutcome:
-    """What the session does after a plan: accept it, ask for a repair, or give up."""
-    if not failed:
-        return PlanAttemptOutcome.ACCEPTED
-    if repair_round < MAX_REPAIR_ROUNDS:
-        return PlanAttemptOutcome.REPAIR_REQUESTED
-    return PlanAttemptOutcome.BUDGET_EXHAUSTED
-
-
-def _record(
-    session: _Session,
-    repair_round: int,
-    sent: list[dict],
-    *,
-    reply: LLMReply | None = None,
-    raw: str = "",
-    issues: list[ValidationIssue] | None = None,
-    failure: LLMError | None = None,
-) -> PlanAttempt:
-    if failure is not None:
-        status, usage = PlanAttemptStatus.ERROR, {"http_attempts": list(failure.attempts)}
-        outcome = PlanAttemptOutcome.FAILED
-    else:
-        failed = any(i.severity == "error" for i in issues or [])
-        status = PlanAttemptStatus.INVALID if failed else PlanAttemptStatus.VALID
-        usage = {**reply.usage.as_dict(), "http_attempts": list(reply.attempts)}
-        outcome = _outcome(failed, repair_round)
-    # Stored escaped (tools.jsondata): a reply may hold text no database can store.
-    attempt = PlanAttempt.objects.create(
-        goal=session.goal,
-        based_on=session.based_on,
-        revision=session.revision,
-        repair_round=repair_round,
-        repair_budget=MAX_REPAIR_ROUNDS,
-        outcome=outcome,
-        feedback=session.feedback,
-        model=session.client.model,
-        prompt=store_escape(sent),
-        raw_reply=store_escape(raw),
-        usage=store_escape(usage),
-        validator_report=store_escape([i.as_dict() for i in issues or []]),
-        status=status,
-        error=store_escape(session.redactor.scrub_text(failure.message)) if failure else "",
-        created_by=session.created_by,
-    )
-    if session.observer is not None:
-        session.observer(attempt)
-    return attempt
 
 
 # --- storing ---------------------------------------------------------------------
@@ -379,7 +281,7 @@ def _llm(client: LLMClient | None) -> Iterator[LLMClient]:
     if client is not None:
         yield client
         return
-    owned = LLMClient.from_settings()
+    owned = LLMClient.from_settings(endpoint=getattr(settings, "FLOWPILOT_PLANNER_ENDPOINT", ""))
     try:
         yield owned
     finally:

@@ -14,6 +14,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from tools.errors import TemplateError
+from tools.llm.endpoints import endpoint_names
 from tools.templating import placeholders
 from workflows.expressions import ExpressionError, compile_condition
 from workflows.schema import DecisionStep, ForeachStep, LLMStep, ToolStep, TransformStep
@@ -147,12 +148,32 @@ def _output_schema(step: LLMStep, path: str) -> list[ValidationIssue]:
     return []
 
 
+def _endpoint(step: LLMStep | DecisionStep, path: str) -> list[ValidationIssue]:
+    """A named LLM endpoint must be configured here (``FLOWPILOT_LLM_ENDPOINTS``)."""
+    if step.endpoint is None:
+        return []
+    known = endpoint_names()
+    if step.endpoint in known:
+        return []
+    message = (
+        f"step `{step.id}` calls LLM endpoint `{step.endpoint}`, which this installation does "
+        f"not configure (known: {', '.join(known)}){suggest(step.endpoint, known)}"
+    )
+    return [error("endpoint_unknown", f"{path}.endpoint", message, step.id)]
+
+
 def _decision(step: DecisionStep, path: str, ctx: FlowContext) -> list[ValidationIssue]:
-    return _decision_structure(step, path, ctx) + _decision_conditions(step, path)
+    return (
+        _decision_structure(step, path, ctx)
+        + _decision_conditions(step, path)
+        + _endpoint(step, path)
+    )
 
 
 def _llm(step: LLMStep, path: str, ctx: FlowContext) -> list[ValidationIssue]:
-    return _prompt_template(step, "prompt", path) + _output_schema(step, path)
+    return (
+        _prompt_template(step, "prompt", path) + _output_schema(step, path) + _endpoint(step, path)
+    )
 
 
 def _foreach(step: ForeachStep, path: str, ctx: FlowContext) -> list[ValidationIssue]:

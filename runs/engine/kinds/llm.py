@@ -10,8 +10,14 @@ fatal ``BudgetExceeded``. With ``output_schema`` the answer is requested as
 structured output and validated with jsonschema. Everything sent is scrubbed
 with the run's redactor first.
 
-Output: ``{"result": …, "conversation": [messages…], "usage": {…}}`` — the
-conversation is append-only, exactly what was exchanged.
+Each model call gets at most the time left of the step's ``timeout`` (retries
+included), its endpoint (``endpoint``: a named one from ``FLOWPILOT_LLM_ENDPOINTS``)
+and its sampling options (``temperature``, ``max_output_tokens``, ``seed``, ``model``).
+Before each call the conversation is fitted into ``context_budget_chars``
+(``llm_history``: oldest tool results truncated, then dropped).
+
+Output: ``{"result": …, "conversation": [messages…], "usage": {…}, "history_trimmed":
+{…}}`` — the conversation is append-only, every message in full.
 
 A decision with ``decision_prompt`` asks the model to choose one of its
 branches (an enum in a json_schema response): ``{"branch", "reason", "usage"}``.
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -36,6 +43,7 @@ from runs.engine.kinds.base import (
     call_tool,
     debug_text,
 )
+from runs.engine.kinds.llm_history import HistoryTrim, fit_history
 from tools.errors import FlowpilotError
 from tools.llm import LLMClient, LLMReply, LLMReplyInvalid, ToolCall, Usage, parse_json_reply
 from tools.templating import render_text
@@ -55,6 +63,7 @@ DECISION_SYSTEM = (
 )
 MAX_TOOL_RESULT_CHARS = 20_000
 MAX_VALUES_CHARS = 20_000
+DEFAULT_CONTEXT_BUDGET_CHARS = 200_000  # FLOWPILOT_LLM_CONTEXT_BUDGET_CHARS
 
 # ``--log-level debug``: an llm step's prompt and each reply, scrubbed and cut.
 logger = logging.getLogger("flowpilot.engine.llm")
@@ -119,12 +128,13 @@ class Meter:
                 f"{self.max_calls} (max_calls)"
             )
 
-    def after_call(self, reply: LLMReply) -> None:
+    def after_call(self, reply: LLMReply, endpoint: str = "") -> None:
         self.calls += 1
         self.usage = self.usage + reply.usage
-        self.per_call.append(
-            {"model": reply.model, **reply.usage.as_dict(), "http_tries": len(reply.attempts)}
-        )
+        entry = {"model": reply.model, **reply.usage.as_dict(), "http_tries": len(reply.attempts)}
+        if endpoint:
+            entry["endpoint"] = endpoint
+        self.per_call.append(entry)
         if self.max_tokens is not None and self.usage.total_tokens > self.max_tokens:
             raise BudgetExceeded(
                 f"step `{self.step_id}` used {self.usage.total_tokens} tokens, over its budget "
@@ -150,8 +160,10 @@ class Meter:
 
 def execute_llm_step(ctx: RunContext, step: LLMStep, args: dict[str, Any]) -> Attempt:
     llm = _client(ctx, step)
+    deadline = _deadline(step)
     budget = step.budget
     meter = Meter(step.id, budget.max_tokens, budget.max_calls, budget.max_tool_calls)
+    trim = HistoryTrim(step.context_budget_chars or _default_context_budget())
     conversation: list[dict[str, Any]] = ctx.redactor.scrub(
         [
             {"role": "system", "content": step.system or DEFAULT_SYSTEM},
@@ -163,13 +175,24 @@ def execute_llm_step(ctx: RunContext, step: LLMStep, args: dict[str, Any]) -> At
     _log_prompt(ctx, step.id, conversation)
     for _turn in range(step.max_turns):
         meter.before_call()
-        reply = llm.chat(conversation, tools=tools, response_format=fmt, model=step.model)
+        reply = llm.chat(
+            fit_history(conversation, trim),
+            tools=tools,
+            response_format=fmt,
+            deadline=deadline,
+            **step.call_options(),
+        )
         _log_reply(ctx, step.id, reply)
-        meter.after_call(reply)
+        meter.after_call(reply, llm.endpoint)
         conversation.append(ctx.redactor.scrub(reply.message()))
         if not reply.tool_calls:
             result = _final_result(step, reply.content)
-            output = {"result": result, "conversation": conversation, "usage": meter.as_dict()}
+            output = {
+                "result": result,
+                "conversation": conversation,
+                "usage": meter.as_dict(),
+                "history_trimmed": trim.as_dict(),
+            }
             return Attempt(output=output)  # masked only where stored (checkpoint)
         for call in reply.tool_calls:
             conversation.append(_tool_message(ctx, step, call, meter))
@@ -205,9 +228,9 @@ def execute_llm_decision(ctx: RunContext, step: DecisionStep, args: dict[str, An
     }
     meter = Meter(step.id)
     _log_prompt(ctx, step.id, messages)
-    reply = llm.chat(messages, response_format=fmt, model=step.model)
+    reply = llm.chat(messages, response_format=fmt, deadline=_deadline(step), **step.call_options())
     _log_reply(ctx, step.id, reply)
-    meter.after_call(reply)
+    meter.after_call(reply, llm.endpoint)
     answer = _parsed(step, reply.content)
     branch = answer.get("branch") if isinstance(answer, dict) else None
     if branch not in step.branches:
@@ -228,10 +251,23 @@ def execute_llm_decision(ctx: RunContext, step: DecisionStep, args: dict[str, An
 
 
 def _client(ctx: RunContext, step: LLMStep | DecisionStep) -> LLMClient:
-    llm = getattr(ctx, "llm", None)
+    """The run's client for the step's endpoint (``default``: the run's own client)."""
+    llm = ctx.llm_for(step.endpoint)
     if llm is None:
         raise StepKindUnsupported(f"step `{step.id}` needs an LLM, but this run has no LLM client")
     return llm
+
+
+def _deadline(step: LLMStep | DecisionStep) -> float | None:
+    """The step's ``timeout`` as a monotonic instant: it bounds every model call of the
+    attempt, retries included (tool calls keep their own limits)."""
+    return time.monotonic() + step.timeout if step.timeout else None
+
+
+def _default_context_budget() -> int:
+    return int(getattr(settings, "FLOWPILOT_LLM_CONTEXT_BUDGET_CHARS", 0)) or (
+        DEFAULT_CONTEXT_BUDGET_CHARS
+    )
 
 
 def _render(template: str, args: dict[str, Any]) -> str:

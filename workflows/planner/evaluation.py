@@ -1,0 +1,212 @@
+"""Evaluating the planner: a set of goals planned against the configured endpoint,
+measured per goal and in total (``manage.py evalplanner``).
+
+A goals file (YAML or JSON) is a list of goals, or ``{"goals": [...]}``; each goal is
+a string or ``{goal, sample_inputs?, answers?, tools?}`` (``tools``: what a good plan
+calls, reported beside what the plan called). When the planner asks questions, the
+goal's ``answers`` reply (by question id; any other question gets its first
+suggestion), round after round until it plans — so a question round is measured, not
+fatal.
+
+Per goal: whether a valid plan came out, the repair rounds it took, the questions
+asked (and their rounds), tokens (prompt + completion, every attempt of every round)
+and wall time. Nothing is stored unless ``store`` is set: each goal is planned in a
+transaction rolled back at its end (its ``PlanAttempt`` rows included), so an
+evaluation leaves no plan pending review and no template influences the next goal.
+With ``store`` the plans are stored pending review like any other.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from django.db import transaction
+
+from tools.errors import FlowpilotError
+from tools.llm import LLMClient
+from tools.registry import ToolRegistry
+from workflows.models import PlanAttempt, Workflow
+from workflows.planner.errors import PlanError, PlanQuestions
+from workflows.planner.services import plan_answer, plan_create
+
+DEFAULT_GOALS = Path(__file__).resolve().parents[2] / "examples" / "goals" / "planner_goals.yaml"
+MAX_GOALS = 1_000
+
+
+@dataclass(frozen=True)
+class GoalCase:
+    goal: str
+    sample_inputs: dict[str, Any] = field(default_factory=dict)
+    answers: dict[str, str] = field(default_factory=dict)
+    tools: tuple[str, ...] = ()
+
+
+@dataclass
+class GoalResult:
+    goal: str
+    valid: bool = False
+    workflow: str = ""
+    tools_expected: list[str] = field(default_factory=list)
+    tools_used: list[str] = field(default_factory=list)
+    attempts: int = 0
+    repair_rounds: int = 0
+    question_rounds: int = 0
+    questions: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    seconds: float = 0.0
+    error: str = ""
+
+
+@dataclass
+class EvaluationReport:
+    results: list[GoalResult]
+    model: str
+    stored: bool
+
+    def totals(self) -> dict[str, Any]:
+        count = len(self.results)
+        valid = sum(r.valid for r in self.results)
+        sums = {
+            key: sum(getattr(r, key) for r in self.results)
+            for key in (
+                "attempts",
+                "repair_rounds",
+                "question_rounds",
+                "questions",
+                "prompt_tokens",
+                "completion_tokens",
+                "total_tokens",
+            )
+        }
+        return {
+            "goals": count,
+            "valid": valid,
+            "valid_rate": round(valid / count, 3) if count else 0.0,
+            **sums,
+            "seconds": round(sum(r.seconds for r in self.results), 3),
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "stored": self.stored,
+            "goals": [asdict(r) for r in self.results],
+            "totals": self.totals(),
+        }
+
+
+class GoalsFileInvalid(PlanError):
+    code = "goals_file_invalid"
+
+
+def load_goal_cases(path: Path | str) -> list[GoalCase]:
+    """The goals of a YAML or JSON file; ``GoalsFileInvalid`` naming the entry otherwise."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise GoalsFileInvalid(f"cannot read goals from {path}: {exc}") from exc
+    entries = data.get("goals") if isinstance(data, dict) else data
+    if not isinstance(entries, list) or not entries:
+        raise GoalsFileInvalid(f"{path}: expected a non-empty list of goals (or {{goals: [...]}})")
+    if len(entries) > MAX_GOALS:
+        raise GoalsFileInvalid(f"{path}: {len(entries)} goals, over the limit of {MAX_GOALS}")
+    return [_case(entry, f"{path}: goals[{index}]") for index, entry in enumerate(entries)]
+
+
+def _case(entry: Any, where: str) -> GoalCase:
+    if isinstance(entry, str):
+        entry = {"goal": entry}
+    if not isinstance(entry, dict) or not isinstance(entry.get("goal"), str):
+        raise GoalsFileInvalid(f"{where}: each goal is a text or an object with `goal`")
+    unknown = set(entry) - {"goal", "sample_inputs", "answers", "tools"}
+    if unknown:
+        raise GoalsFileInvalid(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+    checks = {"sample_inputs": dict, "answers": dict, "tools": list}
+    for key, kind in checks.items():
+        if key in entry and not isinstance(entry[key], kind):
+            raise GoalsFileInvalid(f"{where}: `{key}` must be a {kind.__name__}")
+    if not entry["goal"].strip():
+        raise GoalsFileInvalid(f"{where}: the goal is empty")
+    return GoalCase(
+        goal=entry["goal"].strip(),
+        sample_inputs=dict(entry.get("sample_inputs") or {}),
+        answers={str(k): str(v) for k, v in (entry.get("answers") or {}).items()},
+        tools=tuple(str(t) for t in entry.get("tools") or ()),
+    )
+
+
+def planner_evaluate(
+    *,
+    cases: list[GoalCase],
+    client: LLMClient,
+    registry: ToolRegistry | None = None,
+    store: bool = False,
+    progress: Callable[[GoalResult], None] | None = None,
+) -> EvaluationReport:
+    """Plan every case with ``client`` and measure it (see the module docstring)."""
+    registry = registry if registry is not None else ToolRegistry.from_db()
+    results = []
+    for case in cases:
+        result = _evaluate_one(case, client=client, registry=registry, store=store)
+        results.append(result)
+        if progress is not None:
+            progress(result)
+    return EvaluationReport(results=results, model=client.model, stored=store)
+
+
+def _evaluate_one(
+    case: GoalCase, *, client: LLMClient, registry: ToolRegistry, store: bool
+) -> GoalResult:
+    result = GoalResult(goal=case.goal, tools_expected=list(case.tools))
+    seen: list[PlanAttempt] = []
+    started = time.perf_counter()
+    with transaction.atomic():
+        try:
+            workflow = _plan(case, client=client, registry=registry, observer=seen.append)
+        except FlowpilotError as exc:
+            result.error = exc.message
+        else:
+            result.valid, result.workflow = True, f"{workflow.name} v{workflow.version}"
+            result.tools_used = sorted({s.tool for s in workflow.steps.all() if s.tool})
+        if not store:
+            transaction.set_rollback(True)
+    result.seconds = round(time.perf_counter() - started, 3)
+    _measure(result, seen)
+    return result
+
+
+def _plan(case: GoalCase, *, client, registry, observer) -> Workflow:
+    common = {"registry": registry, "client": client, "observer": observer}
+    try:
+        return plan_create(goal=case.goal, sample_inputs=case.sample_inputs or None, **common)
+    except PlanQuestions as exc:
+        asked = exc.attempt
+    while True:  # bounded: after the question rounds the planner must plan
+        answers = {
+            q["id"]: case.answers.get(q["id"], q["options"][0] if q["options"] else "")
+            for q in asked.questions
+        }
+        try:
+            return plan_answer(attempt=asked, answers=answers, **common)
+        except PlanQuestions as exc:
+            asked = exc.attempt
+
+
+def _measure(result: GoalResult, attempts: list[PlanAttempt]) -> None:
+    result.attempts = len(attempts)
+    asked = [a for a in attempts if a.questions]
+    result.question_rounds = len(asked)
+    result.questions = sum(len(a.questions) for a in asked)
+    result.repair_rounds = sum(1 for a in attempts if a.repair_round > 0)
+    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+        setattr(result, key, sum(int(a.usage.get(key) or 0) for a in attempts))
