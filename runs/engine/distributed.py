@@ -36,6 +36,7 @@ from django.db.models import Count, F, Func, Max, Q, Subquery
 from django.db.models.fields.json import KT
 from kombu.exceptions import OperationalError as KombuOperationalError
 
+from runs.engine import caches
 from runs.engine.attempt import effective_retry
 from runs.engine.context import RunContext, build_run_context
 from runs.engine.finish import run_finish
@@ -97,7 +98,10 @@ def time_limit_of(step: AnyStep) -> float | None:
 def run_context(run: Run, *, tools_key: tuple | None = None) -> RunContext:
     """A fresh context for one task of ``run`` (its own redactor and HTTP client)."""
     return build_run_context(
-        run_id=run.pk, run_uuid=str(run.uuid), spec=_spec(run), registry=_registry(tools_key)
+        run_id=run.pk,
+        run_uuid=str(run.uuid),
+        plan=caches.plan_for_version(run.definition_hash, lambda: _spec(run)),
+        registry=_registry(tools_key),
     )
 
 

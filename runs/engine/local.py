@@ -12,13 +12,14 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from typing import Any
 
 from runs.engine import checkpoint
 from runs.engine.attempt import StepOutcome, run_with_retries
 from runs.engine.context import RunContext
 from runs.engine.db_retry import with_db_retries
-from runs.engine.readiness import StepState, next_actions
+from runs.engine.readiness import Readiness, StepState
 from runs.engine.resolve import resolve_step_call
 from runs.models import Run, StepResult
 from runs.state import RunStatus, StepStatus
@@ -31,17 +32,27 @@ logger = logging.getLogger("flowpilot.engine")
 Observer = Callable[[str, StepResult], None]
 
 
-def drive_local(
-    ctx: RunContext, run: Run, *, observer: Observer | None = None
-) -> dict[str, Any] | None:
-    """Run every runnable step of ``run``.
+@dataclass(frozen=True)
+class Driven:
+    """How a run's steps ended: ``views`` are what each step's references read (full
+    outputs, not the capped stored previews); ``results`` the rows as written, so
+    finishing the run reads nothing back."""
 
-    Returns what each step's references read (full outputs, not the capped stored
-    previews), or None when the run was cancelled.
+    views: dict[str, Any]
+    results: Mapping[str, StepResult]
+
+
+def drive_local(ctx: RunContext, run: Run, *, observer: Observer | None = None) -> Driven | None:
+    """Run every runnable step of ``run``; None when the run was cancelled.
+
+    The checkpoint is read once; from then on each finished step touches only its
+    children (``Readiness``), so a step costs the same at any position of any run.
     """
     spec = ctx.spec
     results = checkpoint.load_results(run)
-    states = {sid: checkpoint.state_of(r, spec.step(sid)) for sid, r in results.items()}
+    ready = Readiness(
+        ctx.ready, {sid: checkpoint.state_of(r, spec.step(sid)) for sid, r in results.items()}
+    )
     views: dict[str, Any] = {sid: checkpoint.view_of(r) for sid, r in results.items()}
     # Outputs read back from the checkpoint as capped previews cannot feed a step.
     previews = frozenset(
@@ -57,20 +68,19 @@ def drive_local(
             if cancel_check.due() and _cancelled(run):
                 _settle_cancelled(ctx, futures, results, notify)
                 return None
-            actions = next_actions(ctx.graph, states)
+            actions = ready.next()
             skipped = [results[sid] for sid in actions.skip]
             if skipped:
                 checkpoint.mark_skipped(skipped, ctx.now())
                 for result in skipped:
-                    states[result.step_id] = StepState(StepStatus.SKIPPED)
                     notify(StepStatus.SKIPPED, result)
             for step_id in actions.start:
-                future = _start(ctx, run, results[step_id], views, states, pool, notify, previews)
+                future = _start(ctx, run, results[step_id], views, ready, pool, notify, previews)
                 if future is not None:
                     futures[future] = step_id
             if not futures:
                 if actions.done or not (actions.start or actions.skip):
-                    return views
+                    return Driven(views, results)
                 continue
             finished, _ = wait(futures, return_when=FIRST_COMPLETED)
             for future in sorted(finished, key=lambda f: futures[f]):
@@ -81,7 +91,7 @@ def drive_local(
                     lambda: checkpoint.mark_finished(ctx, result, outcome),  # noqa: B023
                     what=f"recording step `{step_id}` of run {run.pk}",
                 )
-                states[step_id] = checkpoint.state_of(result, spec.step(step_id))
+                ready.settle(step_id, checkpoint.state_of(result, spec.step(step_id)))
                 succeeded = outcome.status == StepStatus.SUCCEEDED
                 views[step_id] = outcome.output if succeeded else {"error": outcome.error}
                 notify(outcome.status, result)
@@ -110,7 +120,7 @@ def _start(
     run: Run,
     result: StepResult,
     views: dict[str, Any],
-    states: dict[str, StepState],
+    ready: Readiness,
     pool: ThreadPoolExecutor,
     notify: Observer,
     previews: frozenset[str],
@@ -121,16 +131,16 @@ def _start(
         args, record = resolve_step_call(ctx, step, inputs=run.inputs, step_value=views.get)
     except FlowpilotError as exc:
         checkpoint.mark_failed_before_call(ctx, result, exc.as_dict())
-        states[step.id] = checkpoint.state_of(result, step)
+        ready.settle(step.id, checkpoint.state_of(result, step))
         views[step.id] = checkpoint.view_of(result)
         notify(StepStatus.FAILED, result)
         return None
     if not checkpoint.mark_running(ctx, result, inputs_record=record):
         # The run was cancelled meanwhile: the step does not start (and is never retried here).
         pending = result.status == StepStatus.PENDING
-        states[step.id] = StepState(StepStatus.SKIPPED if pending else result.status)
+        ready.settle(step.id, StepState(StepStatus.SKIPPED if pending else result.status))
         return None
-    states[step.id] = StepState(StepStatus.RUNNING)
+    ready.settle(step.id, StepState(StepStatus.RUNNING))
     notify("started", result)
     logger.debug("run %s: step %s started", run.pk, step.id)
     return pool.submit(run_with_retries, ctx, step, args, first_attempt=(result.attempts or 0) + 1)
@@ -140,9 +150,9 @@ class CheckpointTruncated(FlowpilotError):
     code = "checkpoint_truncated"
 
 
-def _refuse_previews(step: AnyStep, parsed: dict[str, Any], previews: frozenset[str]) -> None:
+def _refuse_previews(step: AnyStep, parsed: Mapping[str, Any], previews: frozenset[str]) -> None:
     """Fail clearly rather than pass null where a capped checkpoint preview stands."""
-    for ref in iter_refs(parsed):
+    for ref in iter_refs(dict(parsed)):
         if isinstance(ref, StepRef) and ref.step_id in previews:
             raise CheckpointTruncated(
                 f"step `{step.id}` reads `{ref}`, but the output of `{ref.step_id}` was "
