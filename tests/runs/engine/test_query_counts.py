@@ -4,7 +4,7 @@ The in-process driver reads a run's checkpoint once, then writes a constant numb
 statements per step (claim, outcome). A change that brings back O(N) work per step (a
 read of every step per turn, a re-read of results) makes the per-step count grow with
 the run, and these tests fail: the count for a 100-step chain must fit the same
-``fixed + per_step × N`` line as the count for a 10-step one.
+``fixed + per_step * N`` line as the count for a 10-step one.
 """
 
 from __future__ import annotations
