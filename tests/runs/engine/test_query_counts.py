@@ -19,7 +19,8 @@ from workflows.services import workflow_import
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-PER_STEP = 2  # the claim and the outcome
+PER_STEP = 2  # the claim and the outcome (transaction control not counted)
+TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE SAVEPOINT")
 FIXED = 10  # run start, tools' state, checkpoint read, one cancel check, finish, reads back
 
 
@@ -50,8 +51,16 @@ def wide(n: int) -> dict:
     return {"name": f"wide_{n}", "steps": steps}
 
 
-def queries_of(definition: dict) -> tuple[int, int]:
-    """(queries creating the run, queries executing it), after one warm-up run."""
+def statements(captured: CaptureQueriesContext) -> list[str]:
+    return [q["sql"] for q in captured.captured_queries if not _control(q["sql"])]
+
+
+def _control(sql: str) -> bool:
+    return sql.upper().startswith(TRANSACTION_CONTROL)
+
+
+def executions_of(definition: dict) -> tuple[CaptureQueriesContext, CaptureQueriesContext]:
+    """What creating a run and executing it sent, after one warm-up run."""
     workflow, _ = workflow_import(data=definition)
     run_execute(run=run_create(workflow=workflow, trigger="cli"))  # caches warm
     with CaptureQueriesContext(connection) as created:
@@ -59,7 +68,13 @@ def queries_of(definition: dict) -> tuple[int, int]:
     with CaptureQueriesContext(connection) as executed:
         run = run_execute(run=run)
     assert run.status == "succeeded", run.error_summary
-    return len(created), len(executed)
+    return created, executed
+
+
+def queries_of(definition: dict) -> tuple[int, int]:
+    """(statements creating the run, statements executing it)."""
+    created, executed = executions_of(definition)
+    return len(statements(created)), len(statements(executed))
 
 
 @pytest.mark.parametrize("shape", [chain, wide])
@@ -72,6 +87,27 @@ def test_queries_per_step_stay_constant_from_10_to_100_steps(shape):
     assert per_step <= PER_STEP, f"{per_step:.2f} queries per step ({counts})"
     assert small <= FIXED + PER_STEP * 10
     assert large <= FIXED + PER_STEP * 100
+
+
+def test_one_transaction_per_step_in_a_chain():
+    """A step's outcome and the claim of the step it frees commit together."""
+    if connection.vendor != "sqlite":
+        pytest.skip("only SQLite's driver shows its BEGIN statements")
+    _, executed = executions_of(chain(100))
+
+    transactions: list[list[str]] = []
+    for query in executed.captured_queries:
+        sql = query["sql"].upper()
+        if sql.startswith("BEGIN"):
+            transactions.append([])
+        elif transactions and not _control(sql):
+            transactions[-1].append(sql.split()[0])
+    # The first turn claims c000; each later one writes an outcome and the next claim
+    # (the driver's COMMIT is not a logged statement: the last turn's list runs on into
+    # the run's finish, written outside any turn).
+    assert len(transactions) == 101
+    assert transactions[0] == ["UPDATE"]
+    assert transactions[1:100] == [["UPDATE", "UPDATE"]] * 99
 
 
 def test_creating_a_run_costs_the_same_queries_at_any_size():
