@@ -92,7 +92,7 @@ def drive_local(ctx: RunContext, run: Run, *, observer: Observer | None = None) 
                     return Driven(views, results)
                 continue
             finished, _ = wait(futures, return_when=FIRST_COMPLETED)
-            done = [(futures.pop(f), f.result()) for f in sorted(finished, key=futures.get)]
+            done = [(futures.pop(f), f.result()) for f in sorted(finished, key=futures.__getitem__)]
 
 
 def _settle_cancelled(
@@ -104,9 +104,9 @@ def _settle_cancelled(
 ) -> None:
     """The run was cancelled: a step not yet started never starts (skipped); a step in
     flight finishes and its outcome is recorded, so none is left ``running``."""
-    for step_id, outcome in done:
-        checkpoint.mark_finished(ctx, results[step_id], outcome)
-        notify(outcome.status, results[step_id])
+    for step_id, arrived in done:
+        checkpoint.mark_finished(ctx, results[step_id], arrived)
+        notify(arrived.status, results[step_id])
     never_started = [results[sid] for future, sid in futures.items() if future.cancel()]
     if never_started:
         checkpoint.mark_skipped(never_started, ctx.now())
