@@ -109,8 +109,6 @@ def _transition(
     expect: str | None = None,
 ) -> int:
     sources = [s for s in _sources(table, to) if expect is None or s == expect]
-    if not sources:
-        return 0
     if isinstance(rows, models.Model):
         if not any(hasattr(v, "resolve_expression") for v in fields.values()):
             return _row_update(rows, sources, to, fields, run_status)
