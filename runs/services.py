@@ -16,7 +16,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from runs.engine import distributed
+from runs.engine import caches, distributed
 from runs.engine.attempt import step_idempotent
 from runs.engine.context import RunContext, build_run_context
 from runs.engine.finish import MAX_SUMMARY_CHARS, run_finish, run_finished_announce
@@ -84,9 +84,14 @@ def run_create(
     an input holding a secret value: stored inputs are read back by the run, so they
     are never masked, and a secret is refused rather than stored).
     """
-    spec = workflow_spec(workflow)
-    registry = registry if registry is not None else ToolRegistry.from_db()
-    validate_workflow(spec, registry=registry).raise_for_errors()
+    _, spec = caches.spec_for(workflow)
+    if registry is None:
+        state = caches.tools_state()
+        registry = caches.registry_for(state)
+        report = caches.validation_for(workflow, state=state, registry=registry)
+    else:  # a caller's own registry: nothing cached is known to match it
+        report = validate_workflow(spec, registry=registry)
+    report.raise_for_errors()
     if trigger not in (RunTrigger.VALIDATION, RunTrigger.REPLAY):  # neither is a live run
         workflow_pins_check(workflow=workflow, registry=registry)
     resolved = resolve_inputs(spec.inputs, dict(inputs or {}))
@@ -141,12 +146,13 @@ def run_execute(
             ctx = build_run_context(
                 run_id=run.pk,
                 run_uuid=str(run.uuid),
-                spec=workflow_spec(run.workflow),
+                plan=caches.plan_for(run.workflow),
+                registry=caches.registry_for(caches.tools_state()),
                 taps=call_recorder_for(run),
             )
-        views = drive_local(ctx, run, observer=observer)
-        if views is not None:
-            run_finish(ctx, run, views)
+        driven = drive_local(ctx, run, observer=observer)
+        if driven is not None:
+            run_finish(ctx, run, driven.views, results=driven.results)
     except BaseException as exc:
         summary = f"engine error: {type(exc).__name__}: {exc}"
         summary = ctx.redactor.scrub_text(summary) if ctx is not None else summary

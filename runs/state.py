@@ -13,10 +13,11 @@ so ``runs.models`` can declare its fields from the enums here without an import 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
-from django.db import models
+from django.db import connections, models, router, transaction
 
 from tools.errors import FlowpilotError
 
@@ -105,18 +106,85 @@ def _transition(
     table: Mapping[str, frozenset[str]],
     to: str,
     fields: dict[str, Any],
+    run_status: str | None = None,
+    expect: str | None = None,
 ) -> int:
+    sources = [s for s in _sources(table, to) if expect is None or s == expect]
     if isinstance(rows, models.Model):
+        if not any(hasattr(v, "resolve_expression") for v in fields.values()):
+            return _row_update(rows, sources, to, fields, run_status)
         instance = rows
         rows = type(instance)._default_manager.filter(pk=instance.pk)
     else:
         instance = None
-    updated = rows.filter(status__in=_sources(table, to)).update(status=to, **fields)
+    if run_status is not None:
+        rows = rows.filter(run__status=run_status)
+    updated = rows.filter(status__in=sources).update(status=to, **fields)
     if updated and instance is not None:
-        instance.status = to  # type: ignore[attr-defined]
-        for key, value in fields.items():
-            setattr(instance, key, value)
+        _apply(instance, to, fields)
     return updated
+
+
+def _apply(instance: models.Model, to: str, fields: Mapping[str, Any]) -> None:
+    instance.status = to  # type: ignore[attr-defined]
+    for key, value in fields.items():
+        setattr(instance, key, value)
+
+
+# --- one row: a precompiled statement ------------------------------------------------
+#
+# The engine writes one row per step several times (claim, outcome). Built by the ORM,
+# each such UPDATE costs more Python than the database needs to run it (a queryset
+# clone, a compiler, a join turned into a subquery for the run's status). For one row
+# with plain values the statement text is built once per shape and reused; the values
+# are prepared by the fields themselves, so they are stored exactly as the ORM would.
+
+
+def _row_update(
+    instance: models.Model,
+    sources: list[str],
+    to: str,
+    fields: dict[str, Any],
+    run_status: str | None,
+) -> int:
+    model = type(instance)
+    connection = connections[instance._state.db or router.db_for_write(model)]
+    names = tuple(fields)
+    sql = _row_update_sql(model, connection.alias, names, len(sources), run_status is not None)
+    opts = model._meta
+    params = [to]
+    params += [opts.get_field(n).get_db_prep_save(fields[n], connection) for n in names]
+    params += [instance.pk, *sources]
+    if run_status is not None:
+        params.append(run_status)
+    with transaction.mark_for_rollback_on_error(using=connection.alias), connection.cursor() as c:
+        c.execute(sql, params)
+        updated = c.rowcount
+    if updated:
+        _apply(instance, to, fields)
+    return updated
+
+
+@functools.lru_cache(maxsize=256)
+def _row_update_sql(
+    model: type[models.Model], alias: str, names: tuple[str, ...], sources: int, run: bool
+) -> str:
+    """``UPDATE … SET status, <names> WHERE pk AND status IN (…) [AND the run's status]``."""
+    opts = model._meta
+    quote = connections[alias].ops.quote_name
+    columns = ", ".join(f"{quote(opts.get_field(n).column)} = %s" for n in ("status", *names))
+    where = f"{quote(opts.pk.column)} = %s AND {quote('status')} IN ({', '.join(['%s'] * sources)})"
+    if run:
+        run_field = opts.get_field("run")
+        run_table = run_field.related_model._meta  # type: ignore[union-attr]
+        # Names from the model's own metadata; every value is a parameter.
+        where += (
+            f" AND EXISTS (SELECT 1 FROM {quote(run_table.db_table)} WHERE "  # noqa: S608
+            f"{quote(run_table.db_table)}.{quote(run_table.pk.column)} = "
+            f"{quote(opts.db_table)}.{quote(run_field.column)} AND "
+            f"{quote(run_table.db_table)}.{quote('status')} = %s)"
+        )
+    return f"UPDATE {quote(opts.db_table)} SET {columns} WHERE {where}"  # noqa: S608
 
 
 def run_transition(run: models.QuerySet[Any] | models.Model, to: str, **fields: Any) -> int:
@@ -132,10 +200,19 @@ def step_transition(rows: models.QuerySet[Any] | models.Model, to: str, **fields
     """Move step results (an instance, or those of a queryset) to ``to``, with ``fields``.
 
     The caller's own conditions stay (filter the queryset); this adds the states allowed
-    to reach ``to``. ``updated_at`` is written only when passed (an UPDATE skips
-    ``auto_now``). Returns how many rows changed.
+    to reach ``to``. ``updated_at`` is written only
+    when passed (an UPDATE skips ``auto_now``). Returns how many rows changed. One
+    instance with plain values is written by a precompiled statement.
     """
     return _transition(rows, STEP_TRANSITIONS, to, fields)
+
+
+def step_claim(result: models.Model, *, run_status: str, **fields: Any) -> int:
+    """Move one pending step to running, only while its run is in ``run_status`` (no
+    step starts in a run that is not running), with ``fields``. Returns 1 or 0."""
+    return _transition(
+        result, STEP_TRANSITIONS, StepStatus.RUNNING, fields, run_status, StepStatus.PENDING
+    )
 
 
 # --- errors ---------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from tools.builtin import BuiltinProvider, load_providers
 from tools.errors import FlowpilotError
@@ -196,7 +197,8 @@ def tools_set_enabled(*, tools: QuerySet[Tool], enabled: bool, actor: Any = None
     """
     verb = "enable" if enabled else "disable"
     permission_require(actor=actor, permission="tools.change_tool", action=f"{verb} tools")
-    return tools.exclude(enabled=enabled).update(enabled=enabled)
+    # Stamped: a registry cached by the table's newest update must see the change.
+    return tools.exclude(enabled=enabled).update(enabled=enabled, updated_at=timezone.now())
 
 
 @dataclass(frozen=True)

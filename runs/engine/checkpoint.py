@@ -20,7 +20,7 @@ from runs.engine.context import RunContext
 from runs.engine.readiness import StepState
 from runs.engine.resolve import step_view_value
 from runs.models import Run, StepResult
-from runs.state import RunStatus, StepStatus, step_transition
+from runs.state import RunStatus, StepStatus, step_claim, step_transition
 from tools.jsondata import store_escape, store_unescape
 from workflows.schema import AnyStep
 
@@ -84,19 +84,12 @@ def mark_running(ctx: RunContext, result: StepResult, *, inputs_record: dict) ->
     (a cancel skipped it, or another driver took it): then it must not start."""
     now = ctx.now()
     inputs, capped = stored_inputs(ctx, inputs_record)
-    claimed = step_transition(
-        StepResult.objects.filter(
-            pk=result.pk, status=StepStatus.PENDING, run__status=RunStatus.RUNNING
-        ),
-        StepStatus.RUNNING,
+    claimed = step_claim(
+        result, run_status=RunStatus.RUNNING,
         inputs=inputs, inputs_truncated=capped, started_at=now, finished_at=None, error=None,
         updated_at=now,
     )  # fmt: skip
-    if claimed:
-        result.status, result.inputs, result.started_at = StepStatus.RUNNING, inputs, now
-        result.inputs_truncated = capped
-        result.finished_at, result.error = None, None
-    else:
+    if not claimed:
         result.refresh_from_db()
     return bool(claimed)
 

@@ -28,7 +28,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from runs.engine.http import run_http_client
-from runs.engine.kinds import KINDS
+from runs.engine.plan import CompiledPlan, compile_expressions, compile_plan
+from runs.engine.readiness import ReadyPlan
 from runs.engine.secrets import run_redactor
 from tools.breaker.core import CircuitBreakers
 from tools.breaker.setup import breakers_from_settings
@@ -37,8 +38,7 @@ from tools.llm import DEFAULT_ENDPOINT, LLMClient
 from tools.mcp.session import McpSessions
 from tools.redaction import Redactor
 from tools.registry import ToolRegistry
-from workflows.graph import FlowGraph, build_graph
-from workflows.references import parse_value
+from workflows.graph import FlowGraph
 from workflows.schema import WorkflowSpec
 from workflows.validation.env_access import allowed_env, declared_env_names, env_allowlist
 
@@ -83,10 +83,11 @@ class RunContext:
     limits: Limits
     output_dir: Path
     data_dirs: tuple[Path, ...]
-    parsed: Mapping[str, dict[str, Any]]  # step id -> parsed input mapping
-    parsed_items: Mapping[str, dict[str, Any]]  # foreach step id -> parsed item mapping
+    parsed: Mapping[str, Mapping[str, Any]]  # step id -> parsed input mapping (shared: read only)
+    parsed_items: Mapping[str, Mapping[str, Any]]  # foreach step id -> parsed item mapping
     allowed_tools: frozenset[str]
     compiled: Mapping[tuple[str, str], Any]  # (step id, branch label | "expression") -> compiled
+    ready: ReadyPlan  # the graph's child lists and order, for the incremental readiness
     llm: LLMClient | None = None  # for llm steps and LLM decisions; None when none needs it
     owns_llm: bool = False  # built here (closed with the context), not passed in
     named_llms: dict[str, LLMClient] = field(default_factory=dict)  # named endpoints, lazily
@@ -130,7 +131,8 @@ def build_run_context(
     *,
     run_id: int,
     run_uuid: str | None = None,
-    spec: WorkflowSpec,
+    spec: WorkflowSpec | None = None,
+    plan: CompiledPlan | None = None,
     registry: ToolRegistry | None = None,
     env: Mapping[str, str] | None = None,
     limits: Limits | None = None,
@@ -141,11 +143,18 @@ def build_run_context(
 ) -> RunContext:
     """A fresh context for one run: its own registry view, clients and redactor.
 
+    ``plan`` is the compiled version (``runs.engine.caches.plan_for`` shares one per
+    definition); without it ``spec`` is compiled here.
+
     The LLM client is ``llm`` when given, else built from settings when the
     workflow needs one (and closed with the context).
     """
+    if plan is None:
+        if spec is None:
+            raise TypeError("build_run_context needs a spec or a compiled plan")
+        plan = compile_plan(spec)
+    spec = plan.spec
     limits = limits or Limits.from_settings()
-    step_ids = frozenset(s.id for s in spec.steps)
     registry = registry if registry is not None else ToolRegistry.from_db()
     full_env = os.environ if env is None else env
     context = RunContext(
@@ -153,7 +162,7 @@ def build_run_context(
         # A context built without a stored run (benchmarks, tests) still gets unique keys.
         run_uuid=run_uuid or str(uuid.uuid4()),
         spec=spec,
-        graph=build_graph(spec),
+        graph=plan.graph,
         registry=registry,
         env=_readable_env(full_env, spec, registry),
         redactor=run_redactor(registry, full_env),
@@ -161,20 +170,17 @@ def build_run_context(
         limits=limits,
         output_dir=Path(settings.FLOWPILOT_OUTPUT_DIR),
         data_dirs=tuple(Path(p) for p in settings.FLOWPILOT_DATA_DIRS),
-        parsed={s.id: _parse_mapping(s.input_mapping, step_ids) for s in spec.steps},
-        parsed_items={
-            s.id: _parse_mapping(items, step_ids)
-            for s in spec.steps
-            if (items := s.mappings().get("item_mapping")) is not None
-        },
-        allowed_tools=spec.allowlist(),
-        compiled=compile_expressions(spec),
+        parsed=plan.parsed,
+        parsed_items=plan.parsed_items,
+        allowed_tools=plan.allowed_tools,
+        compiled=plan.compiled,
+        ready=plan.ready,
         breakers=breakers_from_settings(),
     )
     context.mcp = McpSessions(env=context.env, redactor=context.redactor)
     if llm is not None:
         context.llm = llm
-    elif any(s.needs_llm() and not s.llm_endpoint() for s in spec.steps):
+    elif plan.needs_llm:
         context.llm, context.owns_llm = LLMClient.from_settings(), True
     context.taps = taps
     if sleep is not None:
@@ -193,15 +199,4 @@ def _readable_env(
     return allowed_env(env, declared=declared_env_names(tools), allow=env_allowlist())
 
 
-def _parse_mapping(mapping: Mapping[str, Any], step_ids: frozenset[str]) -> dict[str, Any]:
-    return {name: parse_value(value, step_ids) for name, value in mapping.items()}
-
-
-def compile_expressions(spec: WorkflowSpec) -> dict[tuple[str, str], Any]:
-    """What each step's kind compiles once per run (decision conditions, transform
-    expressions), by ``(step id, key)``."""
-    return {
-        (step.id, key): compiled
-        for step in spec.steps
-        for key, compiled in KINDS[step.kind].compile(step).items()
-    }
+__all__ = ["CompiledPlan", "RunContext", "build_run_context", "compile_expressions"]

@@ -36,6 +36,7 @@ from django.db.models import Count, F, Func, Max, Q, Subquery
 from django.db.models.fields.json import KT
 from kombu.exceptions import OperationalError as KombuOperationalError
 
+from runs.engine import caches
 from runs.engine.attempt import effective_retry
 from runs.engine.context import RunContext, build_run_context
 from runs.engine.finish import run_finish
@@ -100,7 +101,7 @@ def run_context(run: Run, *, tools_key: tuple | None = None) -> RunContext:
     return build_run_context(
         run_id=run.pk,
         run_uuid=str(run.uuid),
-        spec=_spec(run),
+        plan=caches.plan_for_version(run.definition_hash, lambda: _spec(run)),
         registry=_registry(tools_key),
         taps=call_recorder_for(run),  # a validation run records its HTTP exchanges
     )

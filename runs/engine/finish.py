@@ -21,9 +21,17 @@ from workflows.references import parse_value
 MAX_SUMMARY_CHARS = 5000
 
 
-def run_finish(ctx: RunContext, run: Run, views: Mapping[str, Any] | None = None) -> None:
-    """Record how ``run`` ended; ``views`` as in ``run_outputs``."""
-    results = checkpoint.load_results(run)
+def run_finish(
+    ctx: RunContext,
+    run: Run,
+    views: Mapping[str, Any] | None = None,
+    *,
+    results: Mapping[str, StepResult] | None = None,
+) -> None:
+    """Record how ``run`` ended; ``views`` as in ``run_outputs``. ``results`` are the
+    step rows as the driver wrote them (else they are read)."""
+    if results is None:
+        results = checkpoint.load_results(run)
     fatal = [
         r
         for sid in ctx.graph.order

@@ -12,13 +12,16 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
 from typing import Any
+
+from django.db import transaction
 
 from runs.engine import checkpoint
 from runs.engine.attempt import StepOutcome, run_with_retries
 from runs.engine.context import RunContext
 from runs.engine.db_retry import with_db_retries
-from runs.engine.readiness import StepState, next_actions
+from runs.engine.readiness import Actions, Readiness, StepState
 from runs.engine.resolve import resolve_step_call
 from runs.models import Run, StepResult
 from runs.state import RunStatus, StepStatus
@@ -31,17 +34,30 @@ logger = logging.getLogger("flowpilot.engine")
 Observer = Callable[[str, StepResult], None]
 
 
-def drive_local(
-    ctx: RunContext, run: Run, *, observer: Observer | None = None
-) -> dict[str, Any] | None:
-    """Run every runnable step of ``run``.
+@dataclass(frozen=True)
+class Driven:
+    """How a run's steps ended: ``views`` are what each step's references read (full
+    outputs, not the capped stored previews); ``results`` the rows as written, so
+    finishing the run reads nothing back."""
 
-    Returns what each step's references read (full outputs, not the capped stored
-    previews), or None when the run was cancelled.
+    views: dict[str, Any]
+    results: Mapping[str, StepResult]
+
+
+def drive_local(ctx: RunContext, run: Run, *, observer: Observer | None = None) -> Driven | None:
+    """Run every runnable step of ``run``; None when the run was cancelled.
+
+    The checkpoint is read once; from then on each finished step touches only its
+    children (``Readiness``), so a step costs the same at any position of any run.
+    Each turn is one transaction: the outcomes of the steps that just finished, the
+    skips they decide and the claims of the steps they free commit together, before
+    any of those steps is called.
     """
     spec = ctx.spec
     results = checkpoint.load_results(run)
-    states = {sid: checkpoint.state_of(r, spec.step(sid)) for sid, r in results.items()}
+    ready = Readiness(
+        ctx.ready, {sid: checkpoint.state_of(r, spec.step(sid)) for sid, r in results.items()}
+    )
     views: dict[str, Any] = {sid: checkpoint.view_of(r) for sid, r in results.items()}
     # Outputs read back from the checkpoint as capped previews cannot feed a step.
     previews = frozenset(
@@ -49,51 +65,48 @@ def drive_local(
     )
     notify = observer or (lambda event, result: None)
     futures: dict[Future, str] = {}
+    done: list[tuple[str, StepOutcome]] = []
     cancel_check = _Every(CANCEL_CHECK_SECONDS)
+    turn = _Turn(ctx, run, results, ready, views, previews)
     with ThreadPoolExecutor(
         max_workers=ctx.limits.max_parallel_steps, thread_name_prefix=f"run{run.pk}"
     ) as pool:
         while True:
             if cancel_check.due() and _cancelled(run):
-                _settle_cancelled(ctx, futures, results, notify)
+                _settle_cancelled(ctx, futures, results, notify, done)
                 return None
-            actions = next_actions(ctx.graph, states)
-            skipped = [results[sid] for sid in actions.skip]
-            if skipped:
-                checkpoint.mark_skipped(skipped, ctx.now())
-                for result in skipped:
-                    states[result.step_id] = StepState(StepStatus.SKIPPED)
-                    logger.debug("run %s: step %s skipped", run.pk, result.step_id)
-                    notify(StepStatus.SKIPPED, result)
-            for step_id in actions.start:
-                future = _start(ctx, run, results[step_id], views, states, pool, notify, previews)
-                if future is not None:
-                    futures[future] = step_id
+            decided = with_db_retries(
+                lambda: turn.write(done),  # noqa: B023
+                what=f"recording a turn of run {run.pk}",
+            )
+            done = []
+            started = turn.after_commit(decided, notify)
+            for step_id, args in started:
+                step = spec.step(step_id)
+                first = (results[step_id].attempts or 0) + 1
+                futures[pool.submit(run_with_retries, ctx, step, args, first_attempt=first)] = (
+                    step_id
+                )
             if not futures:
-                if actions.done or not (actions.start or actions.skip):
-                    return views
+                if decided.actions.done or not (decided.actions.start or decided.actions.skip):
+                    return Driven(views, results)
                 continue
             finished, _ = wait(futures, return_when=FIRST_COMPLETED)
-            for future in sorted(finished, key=lambda f: futures[f]):
-                step_id = futures.pop(future)
-                outcome: StepOutcome = future.result()
-                result = results[step_id]
-                with_db_retries(
-                    lambda: checkpoint.mark_finished(ctx, result, outcome),  # noqa: B023
-                    what=f"recording step `{step_id}` of run {run.pk}",
-                )
-                states[step_id] = checkpoint.state_of(result, spec.step(step_id))
-                _log_finished(run, result)
-                succeeded = outcome.status == StepStatus.SUCCEEDED
-                views[step_id] = outcome.output if succeeded else {"error": outcome.error}
-                notify(outcome.status, result)
+            done = [(futures.pop(f), f.result()) for f in sorted(finished, key=futures.__getitem__)]
 
 
 def _settle_cancelled(
-    ctx: RunContext, futures: dict[Future, str], results: Mapping[str, StepResult], notify: Observer
+    ctx: RunContext,
+    futures: dict[Future, str],
+    results: Mapping[str, StepResult],
+    notify: Observer,
+    done: list[tuple[str, StepOutcome]],
 ) -> None:
     """The run was cancelled: a step not yet started never starts (skipped); a step in
     flight finishes and its outcome is recorded, so none is left ``running``."""
+    for step_id, arrived in done:
+        checkpoint.mark_finished(ctx, results[step_id], arrived)
+        notify(arrived.status, results[step_id])
     never_started = [results[sid] for future, sid in futures.items() if future.cancel()]
     if never_started:
         checkpoint.mark_skipped(never_started, ctx.now())
@@ -107,36 +120,125 @@ def _settle_cancelled(
         notify(outcome.status, results[step_id])
 
 
-def _start(
-    ctx: RunContext,
-    run: Run,
-    result: StepResult,
-    views: dict[str, Any],
-    states: dict[str, StepState],
-    pool: ThreadPoolExecutor,
-    notify: Observer,
-    previews: frozenset[str],
-) -> Future | None:
-    step = ctx.spec.step(result.step_id)
-    try:
-        _refuse_previews(step, ctx.parsed[step.id], previews)
-        args, record = resolve_step_call(ctx, step, inputs=run.inputs, step_value=views.get)
-    except FlowpilotError as exc:
-        checkpoint.mark_failed_before_call(ctx, result, exc.as_dict())
-        _log_finished(run, result)
-        states[step.id] = checkpoint.state_of(result, step)
-        views[step.id] = checkpoint.view_of(result)
-        notify(StepStatus.FAILED, result)
-        return None
-    if not checkpoint.mark_running(ctx, result, inputs_record=record):
-        # The run was cancelled meanwhile: the step does not start (and is never retried here).
-        pending = result.status == StepStatus.PENDING
-        states[step.id] = StepState(StepStatus.SKIPPED if pending else result.status)
-        return None
-    states[step.id] = StepState(StepStatus.RUNNING)
-    notify("started", result)
-    logger.debug("run %s: step %s started", run.pk, step.id)
-    return pool.submit(run_with_retries, ctx, step, args, first_attempt=(result.attempts or 0) + 1)
+@dataclass
+class _Decided:
+    """What one turn wrote: finished steps, skips, steps failed before their call, and
+    claims (step id, arguments, claimed?)."""
+
+    finished: list[tuple[str, str]]  # (step id, status)
+    actions: Actions
+    failed: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    claims: list[tuple[str, dict[str, Any], dict[str, Any]]] = field(default_factory=list)
+    claimed: list[bool] = field(default_factory=list)
+
+
+class _Turn:
+    """One turn's writes, as one transaction that can be tried again.
+
+    The decisions (what is skipped, what starts, with which arguments) are made once,
+    on the first try; a try that fails on a database error is rolled back, the rows'
+    in-memory copies are restored, and the next try writes the same decisions again.
+    """
+
+    def __init__(
+        self,
+        ctx: RunContext,
+        run: Run,
+        results: Mapping[str, StepResult],
+        ready: Readiness,
+        views: dict[str, Any],
+        previews: frozenset[str],
+    ) -> None:
+        self.ctx, self.run, self.results, self.ready = ctx, run, results, ready
+        self.views, self.previews = views, previews
+        self._decided: _Decided | None = None
+
+    def write(self, done: list[tuple[str, StepOutcome]]) -> _Decided:
+        touched = [self.results[sid] for sid, _ in done]
+        saved = [dict(r.__dict__) for r in touched]
+        try:
+            with transaction.atomic():
+                for step_id, outcome in done:
+                    checkpoint.mark_finished(self.ctx, self.results[step_id], outcome)
+                if self._decided is None:
+                    self._decided = self._decide(done)
+                decided = self._decided
+                more = [self.results[sid] for sid in decided.actions.skip]
+                more += [self.results[sid] for sid, _ in decided.failed]
+                more += [self.results[sid] for sid, _, _ in decided.claims]
+                touched += more
+                saved += [dict(r.__dict__) for r in more]
+                self._write_decisions(decided)
+        except BaseException:
+            for result, state in zip(touched, saved, strict=True):
+                result.__dict__.update(state)
+            raise
+        self._decided = None
+        return decided
+
+    def _decide(self, done: list[tuple[str, StepOutcome]]) -> _Decided:
+        spec = self.ctx.spec
+        for step_id, outcome in done:
+            result = self.results[step_id]
+            self.ready.settle(step_id, checkpoint.state_of(result, spec.step(step_id)))
+            succeeded = outcome.status == StepStatus.SUCCEEDED
+            self.views[step_id] = outcome.output if succeeded else {"error": outcome.error}
+        decided = _Decided([(sid, o.status) for sid, o in done], self.ready.next())
+        for step_id in decided.actions.start:
+            step = spec.step(step_id)
+            try:
+                _refuse_previews(step, self.ctx.parsed[step.id], self.previews)
+                args, record = resolve_step_call(
+                    self.ctx, step, inputs=self.run.inputs, step_value=self.views.get
+                )
+            except FlowpilotError as exc:
+                decided.failed.append((step_id, exc.as_dict()))
+                continue
+            decided.claims.append((step_id, args, record))
+        return decided
+
+    def _write_decisions(self, decided: _Decided) -> None:
+        skipped = [self.results[sid] for sid in decided.actions.skip]
+        if skipped:
+            checkpoint.mark_skipped(skipped, self.ctx.now())
+        for step_id, error in decided.failed:
+            checkpoint.mark_failed_before_call(self.ctx, self.results[step_id], error)
+        decided.claimed = [
+            checkpoint.mark_running(self.ctx, self.results[sid], inputs_record=record)
+            for sid, _, record in decided.claims
+        ]
+
+    def after_commit(
+        self, decided: _Decided, notify: Observer
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """Tell the observer what the turn did; the steps to call, with their arguments."""
+        for step_id, status in decided.finished:
+            _log_finished(self.run, self.results[step_id])
+            notify(status, self.results[step_id])
+        for step_id in decided.actions.skip:
+            logger.debug("run %s: step %s skipped", self.run.pk, step_id)
+            notify(StepStatus.SKIPPED, self.results[step_id])
+        for step_id, _ in decided.failed:
+            result = self.results[step_id]
+            _log_finished(self.run, result)
+            self.ready.settle(step_id, checkpoint.state_of(result, self.ctx.spec.step(step_id)))
+            self.views[step_id] = checkpoint.view_of(result)
+            notify(StepStatus.FAILED, result)
+        started = []
+        for (step_id, args, _), claimed in zip(decided.claims, decided.claimed, strict=True):
+            result = self.results[step_id]
+            if not claimed:
+                # The run was cancelled meanwhile: the step does not start (nor retries here).
+                pending = result.status == StepStatus.PENDING
+                self.ready.settle(
+                    step_id, StepState(StepStatus.SKIPPED if pending else result.status)
+                )
+                continue
+            self.ready.settle(step_id, StepState(StepStatus.RUNNING))
+            notify("started", result)
+            logger.debug("run %s: step %s started", self.run.pk, step_id)
+            started.append((step_id, args))
+        return started
 
 
 def _log_finished(run: Run, result: StepResult) -> None:
@@ -159,9 +261,9 @@ class CheckpointTruncated(FlowpilotError):
     code = "checkpoint_truncated"
 
 
-def _refuse_previews(step: AnyStep, parsed: dict[str, Any], previews: frozenset[str]) -> None:
+def _refuse_previews(step: AnyStep, parsed: Mapping[str, Any], previews: frozenset[str]) -> None:
     """Fail clearly rather than pass null where a capped checkpoint preview stands."""
-    for ref in iter_refs(parsed):
+    for ref in iter_refs(dict(parsed)):
         if isinstance(ref, StepRef) and ref.step_id in previews:
             raise CheckpointTruncated(
                 f"step `{step.id}` reads `{ref}`, but the output of `{ref.step_id}` was "

@@ -21,8 +21,10 @@ Rules:
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from runs.state import STEP_IN_FLIGHT, STEP_TERMINAL, StepStatus
 from workflows.graph import EdgeInfo, FlowGraph
@@ -71,26 +73,148 @@ def _runs(graph: FlowGraph, incoming: Sequence[EdgeInfo], current: Mapping[str, 
 
 
 def next_actions(graph: FlowGraph, states: Mapping[str, StepState]) -> Actions:
-    """Decide what starts and what is skipped. ``graph`` is a ``workflows.graph.FlowGraph``."""
-    current = dict(states)
+    """Decide what starts and what is skipped, from every step's state.
+
+    ``graph`` is a ``workflows.graph.FlowGraph``. One pass over the whole graph: a
+    driver that follows a run step by step keeps a ``Readiness`` instead.
+    """
+    return Readiness(ReadyPlan.of(graph), states).next()
+
+
+@dataclass(frozen=True, slots=True)
+class ReadyPlan:
+    """What the incremental core needs of a graph, compiled once (immutable, shareable).
+
+    ``position`` is each step's place in the graph's Kahn order (ties sorted): ready
+    steps are decided in that order, so a skip cascades exactly as in one full pass.
+    """
+
+    graph: FlowGraph
+    position: Mapping[str, int]
+
+    @classmethod
+    def of(cls, graph: FlowGraph) -> ReadyPlan:
+        return cls(graph, MappingProxyType({s: i for i, s in enumerate(graph.order)}))
+
+
+class Readiness:
+    """One run's readiness, kept up to date step by step (a per-run object).
+
+    Holds every step's state and, per pending step, how many parents have not
+    finished yet. ``settle`` records a new state and touches only that step's
+    children; ``next`` decides only the steps whose parents have all finished. So a
+    run of N steps costs O(N + edges) over its whole life, not O(N) per step, and
+    the answers are those of ``next_actions`` on the same states.
+
+    States only move forward here (pending → in flight → finished); a run taken back
+    (a resume) builds a new ``Readiness`` from its checkpoint.
+    """
+
+    def __init__(self, plan: ReadyPlan, states: Mapping[str, StepState]) -> None:
+        graph = plan.graph
+        self._plan = plan
+        self._states = dict(states)
+        self._waiting = {
+            sid: sum(1 for p in graph.parents[sid] if self._states[p].status not in STEP_TERMINAL)
+            for sid in graph.order
+            if self._states[sid].status == StepStatus.PENDING
+        }
+        self._ready = [plan.position[s] for s, n in self._waiting.items() if n == 0]
+        heapq.heapify(self._ready)
+        self._in_flight = {s for s, st in self._states.items() if st.status in STEP_IN_FLIGHT}
+        self._fatal = {s for s, st in self._states.items() if _fatal(st)}
+        self._held: list[str] = []  # ready to run, but a fatal failure stops new starts
+
+    def state(self, step_id: str) -> StepState:
+        return self._states[step_id]
+
+    def settle(self, step_id: str, state: StepState) -> None:
+        """Record ``step_id``'s new state; a step that finished frees its children."""
+        before = self._states[step_id]
+        if before.status in STEP_TERMINAL and state.status not in STEP_TERMINAL:
+            raise ValueError(f"step `{step_id}` cannot go back from {before.status}")
+        self._states[step_id] = state
+        self._waiting.pop(step_id, None)
+        self._in_flight.discard(step_id)
+        if state.status in STEP_IN_FLIGHT:
+            self._in_flight.add(step_id)
+        if _fatal(state):
+            self._fatal.add(step_id)
+        if state.status in STEP_TERMINAL and before.status not in STEP_TERMINAL:
+            self._free_children(step_id)
+
+    def _free_children(self, step_id: str) -> None:
+        position = self._plan.position
+        for child in self._plan.graph.children[step_id]:
+            if child in self._waiting:
+                self._waiting[child] -= 1
+                if self._waiting[child] == 0:
+                    heapq.heappush(self._ready, position[child])
+
+    def next(self) -> Actions:
+        """What starts and what is skipped now. A started step stays pending here until
+        the driver ``settle``s its new state (running, or failed before its call)."""
+        graph, order = self._plan.graph, self._plan.graph.order
+        start: list[str] = []
+        skip: list[str] = []
+        while self._ready:
+            step_id = order[heapq.heappop(self._ready)]
+            if self._states[step_id].status != StepStatus.PENDING or step_id not in self._waiting:
+                continue
+            incoming = graph.incoming(step_id)
+            if incoming and not _runs(graph, incoming, self._states):
+                self.settle(step_id, StepState(StepStatus.SKIPPED))
+                skip.append(step_id)
+            elif self._fatal:
+                self._held.append(step_id)
+            else:
+                del self._waiting[step_id]
+                start.append(step_id)
+        position = self._plan.position
+        in_flight = tuple(sorted(self._in_flight, key=position.__getitem__))
+        fatal = tuple(sorted(self._fatal, key=position.__getitem__))
+        done = not in_flight and not start
+        return Actions(tuple(start), tuple(skip), in_flight, fatal, done)
+
+
+def _fatal(state: StepState) -> bool:
+    return state.status == StepStatus.FAILED and not state.continued
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    start: tuple[str, ...]  # children that run now, in execution order
+    skip: tuple[str, ...]  # children that can never run (their own children are next)
+
+
+def ready_children(
+    plan: ReadyPlan, step_id: str, states: Mapping[str, StepState], *, blocked: bool = False
+) -> Ready:
+    """The children of ``step_id`` (just finished) that start or are skipped now.
+
+    For a driver that does not keep a ``Readiness`` (a Celery task settling one step):
+    ``states`` needs only the children of ``step_id`` and their parents
+    (``children_parents``), never the whole run. ``blocked``: a step has failed the run,
+    so nothing new starts (skips still happen). A skipped child finishes too: call
+    this again for it, with its own children's states, to cascade.
+    """
+    graph = plan.graph
     start: list[str] = []
     skip: list[str] = []
-    fatal = tuple(
-        s
-        for s in graph.order
-        if current[s].status == StepStatus.FAILED and not current[s].continued
-    )
-    in_flight = tuple(s for s in graph.order if current[s].status in STEP_IN_FLIGHT)
-    for step_id in graph.order:
-        if current[step_id].status != StepStatus.PENDING:
+    for child in sorted(graph.children[step_id], key=plan.position.__getitem__):
+        if states[child].status != StepStatus.PENDING:
             continue
-        incoming = graph.incoming(step_id)
-        if any(current[e.source].status not in STEP_TERMINAL for e in incoming):
+        if any(states[p].status not in STEP_TERMINAL for p in graph.parents[child]):
             continue
-        if incoming and not _runs(graph, incoming, current):
-            current[step_id] = StepState(StepStatus.SKIPPED)
-            skip.append(step_id)
-        elif not fatal:
-            start.append(step_id)
-    done = not in_flight and not start
-    return Actions(tuple(start), tuple(skip), in_flight, fatal, done)
+        if not _runs(graph, graph.incoming(child), states):
+            skip.append(child)
+        elif not blocked:
+            start.append(child)
+    return Ready(tuple(start), tuple(skip))
+
+
+def children_parents(plan: ReadyPlan, step_id: str) -> frozenset[str]:
+    """The steps whose states ``ready_children`` reads for ``step_id``."""
+    graph = plan.graph
+    children = graph.children[step_id]
+    return frozenset(children).union(*(graph.parents[c] for c in children))

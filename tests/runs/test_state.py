@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from django.db.models import F
+from django.utils import timezone
 
 from runs.models import Run, StepResult
 from runs.state import (
@@ -17,6 +19,7 @@ from runs.state import (
     StepUnstartable,
     WorkerLost,
     run_transition,
+    step_claim,
     step_transition,
 )
 from tools.errors import ToolConfigError
@@ -69,6 +72,53 @@ def test_a_run_moves_only_along_the_table(run):
     assert run_transition(run, RunStatus.SUCCEEDED, error_summary="") == 1
     assert run_transition(run, RunStatus.PENDING) == 0
     assert Run.objects.get(pk=run.pk).status == run.status == RunStatus.SUCCEEDED
+
+
+def test_a_claim_needs_a_pending_step_of_a_running_run(run):
+    result = run.step_results.get()
+    now = timezone.now()
+
+    assert step_claim(result, run_status=RunStatus.RUNNING, started_at=now) == 0  # run pending
+    run_transition(run, RunStatus.RUNNING)
+    step_transition(result, StepStatus.QUEUED)
+    assert step_claim(result, run_status=RunStatus.RUNNING, started_at=now) == 0  # not pending
+    step_transition(result, StepStatus.PENDING)
+    assert step_claim(result, run_status=RunStatus.RUNNING, started_at=now, error=None) == 1
+
+    stored = StepResult.objects.get(pk=result.pk)
+    assert (stored.status, stored.started_at) == (StepStatus.RUNNING, now) == (
+        result.status,
+        result.started_at,
+    )
+
+
+def test_a_claim_with_an_expression_is_built_by_the_orm_and_keeps_its_conditions(run):
+    result = run.step_results.get()
+
+    assert step_claim(result, run_status=RunStatus.RUNNING, attempts=F("attempts") + 1) == 0
+    run_transition(run, RunStatus.RUNNING)
+    assert step_claim(result, run_status=RunStatus.RUNNING, attempts=F("attempts") + 1) == 1
+    assert StepResult.objects.get(pk=result.pk).attempts == 1
+
+
+def test_one_row_with_plain_values_is_stored_as_the_orm_stores_it(run):
+    """The precompiled statement prepares values through the fields: JSON (NUL-free
+    text, nested data), datetimes (aware, to the database's form), booleans, null."""
+    result = run.step_results.get()
+    now = timezone.now()
+    step_transition(result, StepStatus.RUNNING)
+
+    step_transition(
+        result, StepStatus.SUCCEEDED,
+        output={"a": [1, "ü", None, {"b": True}]}, output_truncated=True, error=None,
+        finished_at=now, attempt_log=[{"attempt": 1}], updated_at=now,
+    )  # fmt: skip
+
+    stored = StepResult.objects.get(pk=result.pk)
+    assert stored.output == {"a": [1, "ü", None, {"b": True}]}
+    assert (stored.output_truncated, stored.error, stored.finished_at) == (True, None, now)
+    assert stored.attempt_log == [{"attempt": 1}]
+    assert StepResult.objects.filter(pk=result.pk, error__isnull=True).exists()
 
 
 def test_an_unknown_target_is_refused(run):

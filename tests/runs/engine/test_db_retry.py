@@ -78,6 +78,38 @@ def test_the_in_process_driver_records_its_outcome_after_a_database_error(
     assert len(echo_api.requests("sink")) == 1
 
 
+def test_a_turn_broken_after_the_outcome_is_written_again_whole(echo_api, monkeypatch):
+    """The claim of the next step fails after the outcome was written in the same turn:
+    both roll back, the rows' in-memory copies are restored, and the turn is written
+    again with the same decisions — the outcome once, each call made once."""
+    flow = post_flow()
+    flow["steps"].append(
+        {"id": "after", "kind": "transform", "expression": "{r: r}",
+         "input_mapping": {"r": "post.received"}}
+    )  # fmt: skip
+    flow["outputs"] = {"received": "after.r"}
+    real = checkpoint.mark_running
+    claims: list[str] = []
+
+    def flaky(ctx, result, **kwargs):
+        claims.append(result.step_id)
+        if claims.count("after") == 1 and result.step_id == "after":
+            raise OperationalError("server closed the connection unexpectedly")
+        return real(ctx, result, **kwargs)
+
+    monkeypatch.setattr(checkpoint, "mark_running", flaky)
+    run = run_create(workflow=import_flow(flow), trigger="api", inputs={})
+
+    run = run_execute(run=run)
+
+    assert run.status == "succeeded", run.error_summary
+    assert run.outputs == {"received": True}
+    assert claims == ["post", "after", "after"]
+    assert len(echo_api.requests("sink")) == 1
+    post = results_of(run)["post"]
+    assert (post.attempts, [e["status"] for e in post.attempt_log]) == (1, ["succeeded"])
+
+
 def test_retries_are_bounded_and_the_last_error_is_raised():
     waits: list[float] = []
 

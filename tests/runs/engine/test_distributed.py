@@ -14,7 +14,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from runs.engine import celery_settle, celery_step, distributed, sweep
+from runs.engine import caches, celery_settle, celery_step, distributed, sweep
 from runs.models import Run, StepResult
 from runs.services import run_cancel, run_create, run_enqueue
 from tests.celery_support import Bus, fan_out_flow, import_flow
@@ -228,6 +228,7 @@ def test_a_step_whose_run_context_cannot_be_built_fails_the_run_instead_of_waiti
     run, bus = started(fan_out_flow("fan", 1))
     Workflow.objects.filter(pk=run.workflow_id).update(definition={"name": "fan", "steps": 3})
     distributed._specs.clear()  # this process parsed the good definition already
+    caches.caches_clear()  # and compiled it
 
     verdicts = bus.drain(worker=WORKER)
 

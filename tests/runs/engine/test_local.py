@@ -79,14 +79,14 @@ def test_a_run_whose_context_cannot_be_built_fails_instead_of_staying_running(
 ):
     from django.db import OperationalError
 
-    from tools.registry import ToolRegistry
+    from runs.engine import caches
 
     run = run_create(workflow=import_example("sales_report"), trigger="api")
 
-    def unavailable(cls, **kwargs):
+    def unavailable():
         raise OperationalError("database is locked")
 
-    monkeypatch.setattr(ToolRegistry, "from_db", classmethod(unavailable))
+    monkeypatch.setattr(caches, "tools_state", unavailable)  # the context's first query
     with pytest.raises(OperationalError):
         run_execute(run=run)
 
@@ -150,14 +150,14 @@ def test_an_error_message_quoting_a_huge_argument_is_stored_capped(fake_api):
 def test_an_engine_error_summary_is_capped(output_dir, monkeypatch):
     from django.db import OperationalError
 
-    from tools.registry import ToolRegistry
+    from runs.engine import caches
 
     run = run_create(workflow=import_example("sales_report"), trigger="api")
 
-    def unavailable(cls, **kwargs):
+    def unavailable():
         raise OperationalError("x" * 100_000)
 
-    monkeypatch.setattr(ToolRegistry, "from_db", classmethod(unavailable))
+    monkeypatch.setattr(caches, "tools_state", unavailable)
     with pytest.raises(OperationalError):
         run_execute(run=run)
 
