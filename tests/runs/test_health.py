@@ -14,6 +14,7 @@ from datetime import timedelta
 import pytest
 from celery import current_app
 from django.core.management import call_command
+from django.db.migrations.loader import MigrationLoader
 from django.utils import timezone
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
@@ -228,6 +229,14 @@ def test_unapplied_migrations_fail_the_database_check(cli):
         call_command("migrate", "review", verbosity=0)
 
     assert result.code == 1
+    unapplied = len(review_migrations_after_0001())
+    assert unapplied >= 1
     assert result.lines == [
-        "database  failing         1 migration(s) not applied; run `manage.py migrate`"
+        f"database  failing         {unapplied} migration(s) not applied; run `manage.py migrate`"
     ]
+
+
+def review_migrations_after_0001() -> list[str]:
+    """The review app's migrations past its first (what migrating back to 0001 unapplies)."""
+    names = MigrationLoader(None, ignore_no_migrations=True).disk_migrations
+    return sorted(name for app, name in names if app == "review" and not name.startswith("0001"))
