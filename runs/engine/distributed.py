@@ -60,6 +60,9 @@ STEP_TASK = "runs.execute_step"
 HARD_LIMIT_GRACE = 10.0  # seconds between a step's soft and hard time limit
 
 
+# A queued step kept back from the broker for the task that queued it: (pk, step id).
+Held = tuple[int, str]
+
 # How a queued step reaches a worker: ``publish(step_result_id, countdown=, time_limit=)``.
 Publish = Callable[..., None]
 
@@ -195,11 +198,15 @@ def run_start(*, run: Run, publish: Publish = publish_step) -> Run:
     return locked
 
 
-def advance_locked(ctx: RunContext, run: Run, *, publish: Publish, now: datetime) -> None:
+def advance_locked(
+    ctx: RunContext, run: Run, *, publish: Publish, now: datetime, hold: bool = False
+) -> Held | None:
     """Persist what ``next_actions`` decides; the caller holds the run's row lock.
 
     Reads only each step's status and decision branch (never the outputs), so
-    an advance costs the same whatever the steps produced.
+    an advance costs the same whatever the steps produced. With ``hold``, one newly
+    queued step without a time limit of its own is not published: its pk is returned
+    for the calling task to run next (``queue_ready``).
     """
     rows = {
         sid: (pk, status, branch)
@@ -216,11 +223,14 @@ def advance_locked(ctx: RunContext, run: Run, *, publish: Publish, now: datetime
             finished_at=now,
             updated_at=now,
         )
+    held = None
     if actions.start:
-        _queue(ctx, {sid: rows[sid] for sid in actions.start}, publish=publish, now=now)
+        ready = {sid: rows[sid][0] for sid in actions.start}
+        held = queue_ready(ctx, ready, publish=publish, now=now, hold=hold)
     if actions.done:
         run_finish(ctx, run)
         logger.info("run %s %s", run.pk, run.status)
+    return held
 
 
 def _state(step: AnyStep, status: str, branch: str | None) -> StepState:
@@ -232,10 +242,20 @@ def _state(step: AnyStep, status: str, branch: str | None) -> StepState:
     )
 
 
-def _queue(ctx: RunContext, rows: dict, *, publish: Publish, now: datetime) -> None:
-    """Mark ready steps queued (one UPDATE per retry budget) and publish them on commit."""
+def queue_ready(
+    ctx: RunContext, ready: dict[str, int], *, publish: Publish, now: datetime, hold: bool = False
+) -> Held | None:
+    """Mark ready steps (step id → pk) queued, one UPDATE per retry budget, and publish
+    them on commit.
+
+    With ``hold``, the first of them that has no time limit of its own is not published
+    and its ``(pk, step id)`` is returned: the task that settled its parent runs it next, saving a
+    broker round trip (a Celery time limit is per task, so only a step without one can
+    share a task). A held step is queued with a lease like any other, so if that task
+    dies first the sweeper publishes it again.
+    """
     by_budget: dict[int, list[int]] = {}
-    for sid, (pk, *_) in rows.items():
+    for sid, pk in ready.items():
         budget = effective_retry(ctx, ctx.spec.step(sid)).max_attempts
         by_budget.setdefault(budget, []).append(pk)
     for budget, pks in sorted(by_budget.items()):
@@ -250,10 +270,13 @@ def _queue(ctx: RunContext, rows: dict, *, publish: Publish, now: datetime) -> N
             error=None,
             updated_at=now,
         )
-    jobs = [(pk, time_limit_of(ctx.spec.step(sid))) for sid, (pk, *_) in rows.items()]
+    jobs = [(pk, sid, time_limit_of(ctx.spec.step(sid))) for sid, pk in ready.items()]
+    held = next(((pk, sid) for pk, sid, limit in jobs if limit is None), None) if hold else None
 
     def publish_all() -> None:
-        for pk, limit in jobs:
-            publish(pk, time_limit=limit)
+        for pk, sid, limit in jobs:
+            if (pk, sid) != held:
+                publish(pk, time_limit=limit)
 
     transaction.on_commit(publish_all)
+    return held
