@@ -6,10 +6,11 @@ both databases.
 
 from __future__ import annotations
 
+import sys
 import time
 
 import pytest
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from runs.engine import celery_step, distributed, heartbeat
@@ -265,3 +266,52 @@ def test_the_heartbeat_leaves_a_step_the_sweeper_took_back_alone(echo_api):
         time.sleep(0.4)
 
     assert StepResult.objects.get(pk=pk).lease_expires_at == before
+
+
+def test_a_failed_renewal_is_logged_and_the_next_beat_tries_again(echo_api, monkeypatch, caplog):
+    pk, token = claimed_step(echo_api)
+    real_filter = StepResult.objects.filter
+    failures = []
+
+    def flaky_filter(*args, **kwargs):
+        if not failures:
+            failures.append(1)
+            raise DatabaseError("connection lost")
+        return real_filter(*args, **kwargs)
+
+    monkeypatch.setattr(StepResult.objects, "filter", flaky_filter)
+    renewals = heartbeat.HEARTBEATS.renewals
+
+    with (
+        caplog.at_level("WARNING", logger="flowpilot.engine"),
+        heartbeat.heartbeat(pk, token, lease=0.3),
+    ):
+        time.sleep(0.5)
+
+    assert failures == [1]
+    assert heartbeat.HEARTBEATS.renewals > renewals  # the beats after the failure landed
+    assert f"heartbeat of step result {pk} failed" in caplog.text
+
+
+# --- connections around a task (config/celery_app.py) ---------------------------------
+
+
+class _Request:
+    def __init__(self, eager: bool) -> None:
+        self.is_eager = eager
+
+
+class _Task:
+    def __init__(self, eager: bool) -> None:
+        self.request = _Request(eager)
+
+
+def test_a_worker_task_recycles_old_connections_and_an_eager_one_leaves_them(monkeypatch):
+    celery_app = sys.modules["config.celery_app"]  # `config.celery_app` is also the app
+    calls = []
+    monkeypatch.setattr(celery_app, "close_old_connections", lambda: calls.append("closed"))
+
+    celery_app._recycle_old_connections(sender=_Task(eager=True))
+    assert calls == []  # eager: the caller's own connection and transaction
+    celery_app._recycle_old_connections(sender=_Task(eager=False))
+    assert calls == ["closed"]
