@@ -8,18 +8,22 @@ The contract:
   (``select_for_update``); it asks the pure ``next_actions`` what starts and what is
   skipped, persists that, publishes the newly queued steps on commit and finishes the
   run when nothing is left. Every completion advances under that lock, so two steps
-  finishing at once never queue a step twice or lose one.
+  finishing at once never queue a step twice or lose one. After a success the step
+  task first tries ``runs.engine.celery_advance``, which reads only the step's
+  children and their parents, and falls back to this for anything but the plain case.
 - ``runs.engine.celery_step`` is the step task's body: claim (a conditional UPDATE
   from ``queued``; a duplicate message loses it), one attempt, then a retry with the
-  policy's countdown or the outcome and an advance under the run lock.
+  policy's countdown or the outcome and an advance under the run lock; a ready child
+  it holds back from the broker (``queue_ready(hold=True)``) it runs next itself.
 - ``runs.engine.sweep`` (Celery beat) takes back steps whose lease ran out: lost
   messages are published again, steps of a dead worker are queued again (or failed for
   review when their tool is not idempotent).
 
-Leases: a running step's lease is ``FLOWPILOT_STEP_LEASE`` seconds, renewed by a
-heartbeat thread every third of it; a queued step's lease is its due time plus
-``FLOWPILOT_QUEUED_LEASE``. Steps of in-process runs have no lease and are never swept.
-A result written under an older claim (``claim_token``) is ignored.
+Leases: a running step's lease is ``FLOWPILOT_STEP_LEASE`` seconds, renewed every
+third of it (from the first second of an attempt on) by ``runs.engine.heartbeat``; a
+queued step's lease is its due time plus ``FLOWPILOT_QUEUED_LEASE``. Steps of
+in-process runs have no lease and are never swept. A result written under an older
+claim (``claim_token``) is ignored.
 """
 
 from __future__ import annotations
@@ -205,8 +209,8 @@ def advance_locked(
 
     Reads only each step's status and decision branch (never the outputs), so
     an advance costs the same whatever the steps produced. With ``hold``, one newly
-    queued step without a time limit of its own is not published: its pk is returned
-    for the calling task to run next (``queue_ready``).
+    queued step without a time limit of its own is not published: its ``(pk, step
+    id)`` is returned for the calling task to run next (``queue_ready``).
     """
     rows = {
         sid: (pk, status, branch)
@@ -249,10 +253,10 @@ def queue_ready(
     them on commit.
 
     With ``hold``, the first of them that has no time limit of its own is not published
-    and its ``(pk, step id)`` is returned: the task that settled its parent runs it next, saving a
-    broker round trip (a Celery time limit is per task, so only a step without one can
-    share a task). A held step is queued with a lease like any other, so if that task
-    dies first the sweeper publishes it again.
+    and its ``(pk, step id)`` is returned: the task that settled its parent runs it
+    next, saving a broker round trip (a Celery time limit is per task, so only a step
+    without one can share a task). A held step is queued with a lease like any other,
+    so if that task dies first the sweeper publishes it again.
     """
     by_budget: dict[int, list[int]] = {}
     for sid, pk in ready.items():
