@@ -202,14 +202,21 @@ def continue_chain(
     run was cancelled: its queued steps were skipped) or goes back to ``queued`` for a
     retry (then published with the policy's countdown, as a task retrying itself is).
     If this task dies first, the held step is queued with a lease, so the sweeper
-    publishes it again.
+    publishes it again; if it raises (the database went away), the held step is
+    published before the exception goes on.
     """
     done: list[Verdict] = []
     while verdict.follow is not None:
         parent = StepResult(status=StepStatus.SUCCEEDED, output=verdict.stored_output)
         known = {step_id: checkpoint.view_of(parent)}
         pk, step_id = verdict.follow
-        verdict = _execute(ctx, run, pk, step_id, known, worker=worker, publish=publish)
+        try:
+            verdict = _execute(ctx, run, pk, step_id, known, worker=worker, publish=publish)
+        except Exception:
+            # The task is retried for its own step only: send the held one to the broker
+            # now rather than after its queued lease (a copy of a claimed one does nothing).
+            publish(pk)
+            raise
         done.append(verdict)
         if verdict.retry_in is not None:
             publish(pk, countdown=verdict.retry_in)

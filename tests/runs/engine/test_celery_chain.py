@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, OperationalError, connection
 from django.utils import timezone
 
 from runs.engine import celery_step, distributed, heartbeat
@@ -315,3 +315,27 @@ def test_a_worker_task_recycles_old_connections_and_an_eager_one_leaves_them(mon
     assert calls == []  # eager: the caller's own connection and transaction
     celery_app._recycle_old_connections(sender=_Task(eager=False))
     assert calls == ["closed"]
+
+
+def test_a_database_error_in_a_continued_step_sends_it_to_the_broker(echo_api, monkeypatch):
+    run, bus = started(chain_flow("chain_db_error", 2))
+    names = dict(run.step_results.values_list("pk", "step_id"))
+    real_claim = celery_step.claim
+    claims = []
+
+    def fail_second_claim(step_result_id, **kwargs):
+        claims.append(step_result_id)
+        if len(claims) == 2:
+            raise OperationalError("the database went away")
+        return real_claim(step_result_id, **kwargs)
+
+    monkeypatch.setattr(celery_step, "claim", fail_second_claim)
+    first = bus.messages.pop(0)
+
+    with pytest.raises(OperationalError):  # the task retries itself for its own step
+        celery_step.step_execute(step_result_id=first.step_result_id, worker=WORKER, publish=bus)
+
+    assert [names[m.step_result_id] for m in bus.messages] == ["c2"]
+    bus.drain(worker=WORKER)
+    run.refresh_from_db()
+    assert run.status == "succeeded"
