@@ -67,6 +67,9 @@ def _celery(m, url: str, params: dict, args: argparse.Namespace) -> dict:
         )
         point_celery_at(args.redis_url, flow.queue)
         m.point_raw_at(args.redis_url, raw.queue)
+        # Every raw pool process makes its HTTP client once before timing, as flowpilot's
+        # processes are warmed per workflow (warm_celery).
+        m.raw_celery(url, "wide", args.slots * 2, delay_ms=50)()
         for row, kind, n, delay in shapes(args):
             print(f"  Celery: {row} ({n})", file=sys.stderr, flush=True)
             workflow = m.prepare(m.shape(kind, n, delay))
@@ -74,9 +77,14 @@ def _celery(m, url: str, params: dict, args: argparse.Namespace) -> dict:
                 "n": n,
                 "plain": m.median_of(_plain(m, url, kind, n, delay, args), args.repeat),
                 "raw_celery": m.median_of(m.raw_celery(url, kind, n, delay_ms=delay), args.repeat),
-                "flowpilot": m.median_of(m.on_celery(workflow), args.repeat),
+                "flowpilot": _warm_then(m, workflow, args),
             }
     return out
+
+
+def _warm_then(m, workflow, args: argparse.Namespace) -> float:
+    m.warm_celery(workflow, args.slots)
+    return m.median_of(m.on_celery(workflow), args.repeat, warm=False)
 
 
 def _scale(m, url: str, params: dict, args: argparse.Namespace) -> dict:
