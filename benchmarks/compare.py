@@ -64,7 +64,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=os.environ.get("FLOWPILOT_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14"),
         help="Redis for both Celery apps (queues of their own, removed afterwards)",
     )
-    add("--json", type=Path, help="also write every figure to this file")
+    add("--json", type=Path, help="also write every figure to this file (after each section)")
     add("--child", help=argparse.SUPPRESS)
     add("--child-args", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -85,21 +85,28 @@ def main(argv: list[str] | None = None) -> int:
     results: dict = {"machine": _machine(), "args": _plain_args(args)}
     databases = ["sqlite"] if args.no_postgres else ["sqlite", args.database_url]
     if "inprocess" in sections:
-        results["inprocess"] = {
-            _db_name(db): _child(args, "inprocess", {"db": db}) for db in databases
-        }
+        results["inprocess"] = {}
+        for db in databases:
+            results["inprocess"][_db_name(db)] = _child(args, "inprocess", {"db": db})
+            _save(args, results)
     if "celery" in sections and not args.no_postgres:
         results["celery"] = _child(args, "celery", {"db": args.database_url})
+        _save(args, results)
     if "scale" in sections:
-        results["scale"] = [
-            {"shape": kind, "n": n, **_child(args, "scale", {"db": "sqlite", "kind": kind, "n": n})}
-            for kind in ("chain", "wide")
-            for n in args.scale
-        ]
+        results["scale"] = []
+        for kind in ("chain", "wide"):
+            for n in args.scale:
+                figures = _child(args, "scale", {"db": "sqlite", "kind": kind, "n": n})
+                results["scale"].append({"shape": kind, "n": n, **figures})
+                _save(args, results)
     print(report(results))
+    return 0
+
+
+def _save(args: argparse.Namespace, results: dict) -> None:
+    """Write what is measured so far (``--json``): a long run interrupted keeps it."""
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
-    return 0
 
 
 def _child(args: argparse.Namespace, kind: str, params: dict) -> dict:
