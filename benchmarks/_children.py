@@ -79,7 +79,24 @@ def _celery(m, url: str, params: dict, args: argparse.Namespace) -> dict:
                 "raw_celery": m.median_of(m.raw_celery(url, kind, n, delay_ms=delay), args.repeat),
                 "flowpilot": _warm_then(m, workflow, args),
             }
+        out["scale"] = [_celery_size(m, url, kind, n, args) for kind in ("chain", "wide")
+                        for n in args.celery_scale]  # fmt: skip
     return out
+
+
+def _celery_size(m, url: str, kind: str, n: int, args: argparse.Namespace) -> dict:
+    """One run of each (after a warm-up run up to 100 steps): a hop's cost as N grows."""
+    print(f"  Celery scaling: {kind} ({n})", file=sys.stderr, flush=True)
+    workflow = m.prepare(m.shape(kind, n))
+    if n <= 100:
+        m.warm_celery(workflow, args.slots)
+    return {
+        "shape": kind,
+        "n": n,
+        "plain": m.median_of(_plain(m, url, kind, n, 0, args), 1),
+        "raw_celery": m.median_of(m.raw_celery(url, kind, n, delay_ms=0), 1, warm=n <= 100),
+        "flowpilot": m.median_of(m.on_celery(workflow), 1, warm=False),
+    }
 
 
 def _warm_then(m, workflow, args: argparse.Namespace) -> float:

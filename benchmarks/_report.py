@@ -32,6 +32,8 @@ def report(results: dict) -> str:
         lines += [*comparison(results), ""]
     if results.get("scale"):
         lines += [*scaling(results["scale"]), ""]
+    if results.get("celery", {}).get("scale"):
+        lines += [*celery_scaling(results["celery"]["scale"]), ""]
     lines += targets(results)
     return "\n".join(lines)
 
@@ -103,6 +105,24 @@ def scaling(rows: list[dict]) -> list[str]:
             f"| {row['shape']} | {row['n']:,} | {row['flowpilot'] * 1000:.1f} ms | "
             f"{row['plain'] * 1000:.1f} ms | {per:.2f} ms | {versus} | "
             f"{row['peak_mb']:.1f} MiB | {row['peak_mb'] * 1024 / row['n']:.1f} KiB |"
+        )
+    return out
+
+
+def celery_scaling(rows: list[dict]) -> list[str]:
+    out = [
+        "| shape (on Celery) | steps | flowpilot | raw Celery | flowpilot per step "
+        "| raw Celery per step | x raw Celery | per step vs 100 steps |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        per, raw = row["flowpilot"] * 1000 / row["n"], row["raw_celery"] * 1000 / row["n"]
+        base = _at(rows, row["shape"], 100)
+        versus = f"{per / (base['flowpilot'] * 10):.2f}x" if base else "-"
+        out.append(
+            f"| {row['shape']} | {row['n']:,} | {row['flowpilot'] * 1000:.1f} ms | "
+            f"{row['raw_celery'] * 1000:.1f} ms | {per:.2f} ms | {raw:.2f} ms | "
+            f"{per / raw:.2f}x | {versus} |"
         )
     return out
 

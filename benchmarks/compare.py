@@ -6,9 +6,10 @@ independent instant calls, and a one-step workflow (the fixed per-run cost). Col
 plain Python, raw Celery (the same calls as one Celery task each), flowpilot in process
 on SQLite and on PostgreSQL, flowpilot on Celery. Celery runs one ``celery worker``
 (prefork, ``--slots`` processes, Redis) for raw Celery and one for flowpilot, with the
-same flags; the in-process driver gets ``--slots`` threads. Then a scaling table
+same flags; the in-process driver gets ``--slots`` threads. Then scaling tables
 (chains and wide graphs of ``--scale`` steps in process: per-step overhead and peak
-memory) and the targets, each met or not. Prints; asserts nothing; exits 0.
+memory; of ``--celery-scale`` steps on Celery beside raw Celery) and the targets, each
+met or not. Prints; asserts nothing; exits 0.
 
 Every section runs in a child process of its own (a fresh interpreter per database
 and per scaling size, so peak memory is that size's), on a throwaway database.
@@ -48,6 +49,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--delay-ms", type=int, default=100, help="each fan-out call's latency (100)")
     add("--wide", type=int, default=200, help="independent instant calls (200)")
     add("--scale", type=_sizes, help="scaling sizes, comma-separated (10,100,1000,10000)")
+    add("--celery-scale", type=_sizes, help="Celery scaling sizes (10,100,1000)")
     add("--slots", type=int, default=8, help="worker processes / in-process threads (8)")
     add("--repeat", type=int, default=5, help="timed runs per figure, median (5)")
     add("--quick", action="store_true", help="tiny sizes, one repeat: a smoke run")
@@ -72,6 +74,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.chain, args.fanout, args.delay_ms, args.wide, args.repeat = 5, 4, 20, 6, 1
     if args.scale is None:
         args.scale = [5, 10] if args.quick else [10, 100, 1000, 10000]
+    if args.celery_scale is None:
+        args.celery_scale = [3] if args.quick else [10, 100, 1000]
     return args
 
 
@@ -125,7 +129,7 @@ def _forwarded(args: argparse.Namespace) -> list[str]:
     out = []
     for name in ("chain", "fanout", "delay_ms", "wide", "slots", "repeat", "redis_url"):
         out += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
-    return out
+    return [*out, "--celery-scale", ",".join(map(str, args.celery_scale))]
 
 
 def _db_name(db: str) -> str:
@@ -133,7 +137,7 @@ def _db_name(db: str) -> str:
 
 
 def _plain_args(args: argparse.Namespace) -> dict:
-    keys = ("chain", "fanout", "delay_ms", "wide", "scale", "slots", "repeat")
+    keys = ("chain", "fanout", "delay_ms", "wide", "scale", "celery_scale", "slots", "repeat")
     return {key: getattr(args, key) for key in keys}
 
 

@@ -79,6 +79,8 @@ def test_the_postgresql_and_celery_sections_measure_raw_celery_beside_flowpilot(
     hop = table_rows(out, "Celery chain hop")
     assert [row[2] in {"met", "NOT MET"} for row in hop] == [True]
     assert table_rows(out, "flowpilot on Celery: fan-out")
+    scaled = [(row[0], row[1]) for row in table_rows(out, "chain |") + table_rows(out, "wide |")]
+    assert scaled == [("chain", "3"), ("wide", "3")]  # the Celery scaling table
 
 
 # --- the report on made-up figures ----------------------------------------------------
