@@ -217,7 +217,7 @@ def continue_chain(
             # now rather than after its queued lease (a copy of a claimed one does nothing).
             publish(pk)
             raise
-        done.append(verdict)
+        done.append(replace(verdict, stored_output=None))  # a long chain keeps no outputs
         if verdict.retry_in is not None:
             publish(pk, countdown=verdict.retry_in)
     return tuple(done)
