@@ -120,7 +120,23 @@ def throwaway_database(database_url: str | None) -> Iterator[str]:
     try:
         yield f"{server} (throwaway database {created} on {host})"
     finally:
+        _drop_other_sessions(connection, created)
         connection.creation.destroy_test_db(original, verbosity=0)
+
+
+def _drop_other_sessions(connection, name: str) -> None:
+    """End the sessions still open on the throwaway database (the in-process driver's
+    worker threads keep theirs, ``CONN_MAX_AGE``), so it can be dropped."""
+    from django.db import connections
+
+    connections.close_all()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = %s AND pid <> pg_backend_pid()",
+            [name],
+        )
+    connection.close()
 
 
 def _django_setup() -> None:

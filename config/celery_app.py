@@ -1,11 +1,19 @@
-"""The Celery application. Settings come from Django settings under the CELERY_ namespace."""
+"""The Celery application. Settings come from Django settings under the CELERY_ namespace.
+
+Database connections live across tasks: ``CELERY_DB_REUSE_MAX`` keeps Celery's Django
+fixup from closing them around every task, and the ``task_prerun``/``task_postrun``
+hooks below do for a task what Django does for a request: close a connection that is
+older than ``CONN_MAX_AGE`` or unusable (and arm ``CONN_HEALTH_CHECKS`` for its next
+use). Tasks run eagerly (in the caller's process and transaction) are left alone.
+"""
 
 import os
 from logging.config import dictConfig
 
 from celery import Celery
-from celery.signals import setup_logging
+from celery.signals import setup_logging, task_postrun, task_prerun
 from django.conf import settings
+from django.db import close_old_connections
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -17,3 +25,12 @@ app.autodiscover_tasks()
 @setup_logging.connect
 def _config_loggers(*args, **kwargs):
     dictConfig(settings.LOGGING)
+
+
+@task_prerun.connect
+@task_postrun.connect
+def _recycle_old_connections(sender=None, **kwargs):
+    """``CONN_MAX_AGE`` and ``CONN_HEALTH_CHECKS`` around a task, as around a request."""
+    if sender is not None and getattr(sender.request, "is_eager", False):
+        return
+    close_old_connections()

@@ -79,7 +79,9 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3":
     # Keep connections between requests and Celery tasks (a reconnect per step task
-    # costs more than the step's own queries); checked for health before reuse.
+    # costs more than the step's own queries); checked for health before reuse. In a
+    # worker this holds only with CELERY_DB_REUSE_MAX below: config/celery_app.py
+    # applies both around every task as Django does around every request.
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
     DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -172,6 +174,12 @@ FLOWPILOT_API_TOOL_DIRS = [
 # With no broker configured, tasks run eagerly in-process (the embedded default).
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="")
 CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", default=CELERY_BROKER_URL or None)
+# Celery's Django fixup closes every database connection before and after each task
+# unless this is set, so CONN_MAX_AGE would never apply in a worker and every step task
+# would open a new connection (~5 ms on PostgreSQL). With it, the fixup closes them only
+# every this many tasks; in between, config/celery_app.py closes a connection that is
+# older than CONN_MAX_AGE or unusable, and CONN_HEALTH_CHECKS checks it before reuse.
+CELERY_DB_REUSE_MAX = env.int("CELERY_DB_REUSE_MAX", default=1000)
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=not CELERY_BROKER_URL)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True

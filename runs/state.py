@@ -14,10 +14,10 @@ so ``runs.models`` can declare its fields from the enums here without an import 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from django.db import connections, models, router, transaction
+from django.db import connection, connections, models, router, transaction
 
 from tools.errors import FlowpilotError
 
@@ -213,6 +213,63 @@ def step_claim(result: models.Model, *, run_status: str, **fields: Any) -> int:
     return _transition(
         result, STEP_TRANSITIONS, StepStatus.RUNNING, fields, run_status, StepStatus.PENDING
     )
+def step_transition_returning(
+    model: type[models.Model],
+    pk: int,
+    to: str,
+    *,
+    status: str,
+    fields: Mapping[str, Any],
+    keep: frozenset[str] = frozenset(),
+    returning: Sequence[str] = (),
+    returning_sql: Sequence[str] = (),
+) -> tuple[Any, ...] | None:
+    """Move one step result from ``status`` to ``to`` and read it back in one round trip.
+
+    ``UPDATE … SET status=to, fields WHERE id=pk AND status=status RETURNING …``: the
+    ``returning`` fields (converted as the model reads them), then the ``returning_sql``
+    expressions (raw SQL over the row's columns). Fields in ``keep`` are set only where
+    NULL. Returns None when the row was not in ``status`` (another writer won). Where
+    the database cannot return rows from an UPDATE (SQLite before 3.35), the same UPDATE
+    and a SELECT run in one transaction instead.
+    """
+    if status not in _sources(STEP_TRANSITIONS, to):
+        raise ValueError(f"a step cannot move from {status!r} to {to!r}")
+    meta = model._meta
+    table = connection.ops.quote_name(meta.db_table)
+    sets, params = ["status = %s"], [to]
+    for name, value in fields.items():
+        field = meta.get_field(name)
+        column = connection.ops.quote_name(field.column)
+        sets.append(f"{column} = COALESCE({column}, %s)" if name in keep else f"{column} = %s")
+        params.append(field.get_db_prep_save(value, connection))
+    columns = [meta.get_field(name) for name in returning]
+    quoted = [connection.ops.quote_name(f.column) for f in columns]
+    selected = ", ".join([*quoted, *returning_sql])
+    # Names come from the model's metadata, values are parameters.
+    update = f"UPDATE {table} SET {', '.join(sets)} WHERE id = %s AND status = %s"  # noqa: S608
+    params += [pk, status]
+    with connection.cursor() as cursor:
+        if connection.features.can_return_columns_from_insert:
+            cursor.execute(f"{update} RETURNING {selected}", params)
+            row = cursor.fetchone()
+        else:
+            with transaction.atomic():
+                cursor.execute(update, params)
+                row = None
+                if cursor.rowcount:
+                    cursor.execute(f"SELECT {selected} FROM {table} WHERE id = %s", [pk])  # noqa: S608
+                    row = cursor.fetchone()
+    if row is None:
+        return None
+    converted = [_from_db(f, value) for f, value in zip(columns, row, strict=False)]
+    return (*converted, *row[len(columns) :])
+
+
+def _from_db(field: models.Field, value: Any) -> Any:
+    if hasattr(field, "from_db_value"):
+        return field.from_db_value(value, None, connection)
+    return value
 
 
 # --- errors ---------------------------------------------------------------------------

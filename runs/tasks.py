@@ -29,7 +29,11 @@ INFRASTRUCTURE_ERRORS = (OperationalError, InterfaceError)
     max_retries=50,  # policy retries (at most 19) and database outages together
 )
 def execute_step(self, step_result_id: int) -> None:
-    """Claim, run one attempt of, and settle the step; re-publish itself for a retry."""
+    """Claim, run one attempt of, and settle the step; re-publish itself for a retry.
+
+    A child the step made ready alone (a chain) runs next in this same task
+    (``celery_step.continue_chain``), which publishes that one's retries itself.
+    """
     verdict = celery_step.step_execute(
         step_result_id=step_result_id, worker=self.request.hostname or "unknown"
     )

@@ -206,7 +206,11 @@ class Bus:
         self.published.append(message)
 
     def drain(self, *, worker: str = "test@local", limit: int = 500) -> list:
-        """Deliver until nothing is queued; a retry verdict is published again."""
+        """Deliver until nothing is queued; a retry verdict is published again.
+
+        Returns every step's verdict, those a task ran after its own (a chain continued
+        in the task, ``Verdict.continued``) included, in the order they ran.
+        """
         from runs.engine.celery_step import step_execute
 
         verdicts = []
@@ -215,7 +219,7 @@ class Bus:
             verdict = step_execute(
                 step_result_id=message.step_result_id, worker=worker, publish=self
             )
-            verdicts.append(verdict)
+            verdicts += [verdict, *verdict.continued]
             if verdict.retry_in is not None:
                 self(message.step_result_id, countdown=verdict.retry_in)
         return verdicts
@@ -307,27 +311,32 @@ class CeleryCluster:
     def node(self, name: str) -> str:
         return f"{name}@{self.hostname}"
 
-    def start_worker(self, name: str, *, concurrency: int = 4) -> Process:
+    def start_worker(
+        self, name: str, *, concurrency: int = 4, env: dict[str, str] | None = None
+    ) -> Process:
+        """Start ``name`` (``env``: variables to set for this worker only)."""
         args = [
             "worker", "-n", f"{name}@%h", "-Q", self.queue, "-c", str(concurrency),
             "-P", "prefork", "--prefetch-multiplier", "1", "--without-gossip",
             "--without-mingle", "--without-heartbeat", "-l", "INFO",
         ]  # fmt: skip
-        return self._start(name, args, ready=f"{self.node(name)} ready.")
+        return self._start(name, args, ready=f"{self.node(name)} ready.", env=env)
 
     def start_beat(self, name: str = "beat") -> Process:
         schedule = self.log_dir / f"{name}-schedule"
         args = ["beat", "-l", "INFO", "-s", str(schedule)]
         return self._start(name, args, ready="beat: Starting...")
 
-    def _start(self, name: str, args: list[str], *, ready: str) -> Process:
+    def _start(
+        self, name: str, args: list[str], *, ready: str, env: dict[str, str] | None = None
+    ) -> Process:
         self.stop(name)
         log = self.log_dir / f"{name}.log"
         with log.open("w") as out:
             popen = subprocess.Popen(
                 [str(CELERY), "-A", "config", *args],
                 cwd=REPO_ROOT,
-                env=self.env,
+                env={**self.env, **(env or {})},
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -409,8 +418,11 @@ WORKER_SETTINGS = {
 
 
 @contextmanager
-def start_cluster(log_dir: Path) -> Iterator[CeleryCluster]:
-    """Point this process's Celery app at Redis and a fresh queue; start ``w1`` and ``w2``."""
+def start_cluster(
+    log_dir: Path, workers: tuple[str, ...] = ("w1", "w2")
+) -> Iterator[CeleryCluster]:
+    """Point this process's Celery app at Redis and a fresh queue; start ``workers``
+    (``w1`` and ``w2`` unless told: prefork, concurrency 4)."""
     from config.celery_app import app
 
     require_services()
@@ -434,8 +446,8 @@ def start_cluster(log_dir: Path) -> Iterator[CeleryCluster]:
     )
     cluster = CeleryCluster(log_dir=log_dir, env=env, queue=queue)
     try:
-        cluster.start_worker("w1")
-        cluster.start_worker("w2")
+        for name in workers:
+            cluster.start_worker(name)
         yield cluster
     finally:
         cluster.stop_all()

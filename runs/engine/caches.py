@@ -90,7 +90,7 @@ def tools_state() -> tuple[Any, ...]:
     with connection.cursor() as cursor:
         cursor.execute(_tools_state_sql())
         updated, count, enabled = cursor.fetchone()
-    return _state_key(updated, count, enabled or 0)
+    return state_key(updated, count, enabled or 0)
 
 
 @functools.cache
@@ -103,7 +103,7 @@ def _tools_state_sql() -> str:
     )
 
 
-def _state_key(updated: Any, count: int, enabled: int) -> tuple[Any, ...]:
+def state_key(updated: Any, count: int, enabled: int) -> tuple[Any, ...]:
     providers = tuple(settings.FLOWPILOT_BUILTIN_PROVIDERS)
     return (updated, count, enabled, providers)
 

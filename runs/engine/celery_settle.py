@@ -10,7 +10,7 @@ calls these while its heartbeat still renews the lease.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -20,6 +20,7 @@ from django.db.models import F
 
 from runs.engine import checkpoint
 from runs.engine.attempt import StepOutcome, effective_retry, retry_delay
+from runs.engine.celery_advance import advance_after
 from runs.engine.context import DEFAULT_CLOCK, Clock, RunContext
 from runs.engine.distributed import Publish, advance_locked, lease_until
 from runs.engine.kinds.base import Attempt
@@ -41,6 +42,12 @@ class Verdict:
     claimed: bool
     status: str | None = None
     retry_in: float | None = None
+    # A ready child queued for this same task to run next (held back from the broker).
+    follow: tuple[int, str] | None = None  # (pk, step id)
+    # The verdicts of the steps this task ran after its own (``follow``, and so on).
+    continued: tuple[Verdict, ...] = ()
+    # The outcome's output as stored (scrubbed, escaped): what a child reads of it.
+    stored_output: Any = field(default=None, repr=False, compare=False)
 
 
 def _locked_claim(result: StepResult, token: str) -> tuple[Run, StepResult] | None:
@@ -62,8 +69,12 @@ def settle(
     error: FlowpilotError | None,
     *,
     publish: Publish,
+    hold: bool = False,
 ) -> Verdict:
-    """Record the attempt: a retry, or the outcome and an advance of the run."""
+    """Record the attempt: a retry, or the outcome and an advance of the run.
+
+    With ``hold``, one newly ready child may be kept for this task (``Verdict.follow``).
+    """
     if error is not None and error.retryable and entry["attempt"] < result.attempt_limit:
         return _settle_retry(ctx, result, token, entry, error, publish=publish)
     outcome = StepOutcome(
@@ -73,11 +84,17 @@ def settle(
         truncated=attempt.truncated if attempt else False,
         attempts=[entry],
     )
-    return settle_outcome(ctx, result, token, outcome, publish=publish)
+    return settle_outcome(ctx, result, token, outcome, publish=publish, hold=hold)
 
 
 def settle_outcome(
-    ctx: RunContext, result: StepResult, token: str, outcome: StepOutcome, *, publish: Publish
+    ctx: RunContext,
+    result: StepResult,
+    token: str,
+    outcome: StepOutcome,
+    *,
+    publish: Publish,
+    hold: bool = False,
 ) -> Verdict:
     """Write the outcome if the claim is still ours, then advance under the run lock.
 
@@ -86,26 +103,37 @@ def settle_outcome(
     sweeper skips locked rows; the others only touch pending or queued ones), so this
     order cannot deadlock.
     """
+    follow = None
     with transaction.atomic():
         now = ctx.now()
-        if not _write_outcome(ctx, result, token, outcome, now):
+        output, capped = (None, False)
+        if outcome.status == StepStatus.SUCCEEDED:
+            output, capped = checkpoint.stored_output(ctx, outcome.output)
+        if not _write_outcome(result, token, outcome, now, output=output, capped=capped):
             logger.warning(
                 "step `%s` of run %s: stale claim, result ignored", result.step_id, result.run_id
             )
             return Verdict(claimed=True)
-        run = Run.objects.select_for_update().get(pk=result.run_id)
+        # Only the status is read under the lock (a run's inputs can be large); the rest
+        # loads on use, once per run, when the run finishes.
+        run = Run.objects.select_for_update().only("id", "status").get(pk=result.run_id)
         if run.status == RunStatus.RUNNING:
-            advance_locked(ctx, run, publish=publish, now=now)
-    return Verdict(claimed=True, status=outcome.status)
+            follow = advance_after(
+                ctx, run, result.step_id, outcome.status, publish=publish, now=now, hold=hold
+            )
+    return Verdict(claimed=True, status=outcome.status, follow=follow, stored_output=output)
 
 
 def _write_outcome(
-    ctx: RunContext, result: StepResult, token: str, outcome: StepOutcome, now: datetime
+    result: StepResult,
+    token: str,
+    outcome: StepOutcome,
+    now: datetime,
+    *,
+    output: Any,
+    capped: bool,
 ) -> bool:
     """``checkpoint.mark_finished`` as one UPDATE conditional on the claim."""
-    output, capped = (None, False)
-    if outcome.status == StepStatus.SUCCEEDED:
-        output, capped = checkpoint.stored_output(ctx, outcome.output)
     return bool(
         step_transition(
             StepResult.objects.filter(pk=result.pk, claim_token=token, status=StepStatus.RUNNING),

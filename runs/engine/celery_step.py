@@ -1,23 +1,31 @@
 """One step as a Celery task: claim, heartbeat, one attempt, settle (``runs.tasks``).
 
-``step_execute`` reads its StepResult and the upstream outputs the step references,
-resolves the inputs, then *claims* the step with a conditional ``UPDATE … SET
-status='running' WHERE status='queued'`` that also stores the resolved inputs. A
-duplicate or late message finds the step no longer queued, or loses the claim, and
-does nothing, so a succeeded step never runs again.
+``step_execute`` reads its StepResult (with its run and the Tool table's state) and
+the upstream outputs the step references, resolves the inputs, then *claims* the step
+with one conditional ``UPDATE … SET status='running' WHERE status='queued' RETURNING
+…`` that also stores the resolved inputs and reads back the attempt counters and the
+run's status. A duplicate or late message finds the step no longer queued, or loses
+the claim, and does nothing, so a succeeded step never runs again.
 
-It makes **one** attempt while a heartbeat thread renews the step's lease; the
-Celery soft time limit (the step's ``timeout``) becomes a ``tool_timeout`` error.
-Then it settles:
+It makes **one** attempt; one that outlives a second has its lease renewed by the
+process's heartbeat thread (``runs.engine.heartbeat``). The Celery soft time limit
+(the step's ``timeout``) becomes a ``tool_timeout`` error. Then it settles:
 
 - a retryable failure with tries left goes back to ``queued`` (the attempt logged,
   with ``retry_in``); the task re-publishes itself with that countdown, so no
   worker sleeps while waiting;
 - anything else is written with one UPDATE conditional on the claim (a result from
   a claim the sweeper took back is ignored), then the run is locked and advanced
-  (``runs.engine.distributed.advance_locked``) in the same transaction.
+  (``runs.engine.celery_advance``: only the settled step's children are looked at)
+  in the same transaction.
 
-Settling happens while the heartbeat still runs, and a transient database error
+**Chains stay in the task.** Of the children a success makes ready, all are published
+but one without a time limit of its own, which this task runs next (``continue_chain``,
+no broker round trip, its parent's output from memory): a chain runs as one task per
+worker, a fan-out still spreads over the workers. Only steps without a ``timeout``
+share a task, since a Celery time limit covers the whole task.
+
+Settling happens while the lease is still renewed, and a transient database error
 while settling is retried on a new connection (``runs.engine.db_retry``): a finished
 call's result is recorded by the task that made it, and the sweeper, seeing the
 lease renewed, never takes the step back meanwhile.
@@ -28,18 +36,14 @@ Every attempt is logged with the worker that made it.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
-from django.db.models import F, Value
-from django.db.models.functions import Coalesce
+from django.db import transaction
 
 from runs.engine import checkpoint
 from runs.engine.attempt import (
@@ -53,15 +57,17 @@ from runs.engine.celery_settle import (
     settle_not_started,
 )
 from runs.engine.context import DEFAULT_CLOCK, Clock, RunContext
-from runs.engine.db_retry import reconnect, with_db_retries
+from runs.engine.db_retry import with_db_retries
 from runs.engine.distributed import (
     TOOLS_KEY,
     Publish,
     lease_until,
     publish_step,
     run_context,
+    time_limit_of,
     tools_key,
 )
+from runs.engine.heartbeat import heartbeat
 from runs.engine.kinds.base import Attempt
 from runs.engine.local import CheckpointTruncated
 from runs.engine.resolve import resolve_step_call
@@ -72,12 +78,72 @@ from runs.state import (
     StepUnstartable,
     run_transition,
     step_transition,
+    step_transition_returning,
 )
 from tools.errors import FlowpilotError, ToolTimeout
 from workflows.references import StepRef, iter_refs
 from workflows.schema import AnyStep
 
 logger = logging.getLogger("flowpilot.engine")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A step this task claimed, as the claim's ``UPDATE … RETURNING`` read it back."""
+
+    token: str
+    result: StepResult  # pk, run, step id, attempts, attempt limit and log, as claimed
+    run_status: str
+
+
+def claim(
+    step_result_id: int,
+    *,
+    worker: str,
+    inputs: Any = None,
+    inputs_truncated: bool = False,
+    now: Clock = DEFAULT_CLOCK,
+) -> Claim | None:
+    """Take a queued step for this task, in one round trip. None if it lost.
+
+    One conditional ``UPDATE … WHERE status='queued' RETURNING …``: of two deliveries
+    of the same message, exactly one wins, and the winner reads back the row's attempt
+    counters and its run's status with it. ``inputs`` is the resolved-inputs record as
+    stored (``checkpoint.stored_inputs``).
+    """
+    token = uuid.uuid4().hex
+    now_at = now()
+    row = step_transition_returning(
+        StepResult,
+        step_result_id,
+        StepStatus.RUNNING,
+        status=StepStatus.QUEUED,
+        fields={
+            "claim_token": token,
+            "worker": worker[:255],
+            "inputs": inputs,
+            "inputs_truncated": inputs_truncated,
+            "lease_expires_at": lease_until(settings.FLOWPILOT_STEP_LEASE, now_at),
+            "started_at": now_at,
+            "updated_at": now_at,
+        },
+        keep=frozenset({"started_at"}),
+        returning=("run", "step_id", "attempts", "attempt_limit", "attempt_log"),
+        returning_sql=(_RUN_STATUS,),
+    )
+    if row is None:
+        return None
+    run_id, step_id, attempts, limit, log, run_status = row
+    result = StepResult(
+        pk=step_result_id, run_id=run_id, step_id=step_id, status=StepStatus.RUNNING,
+        attempts=attempts, attempt_limit=limit, attempt_log=log, claim_token=token,
+    )  # fmt: skip
+    return Claim(token, result, run_status)
+
+
+# The claimed step's run status, read in the claim's RETURNING (table names, no input).
+_RUNS, _STEPS = Run._meta.db_table, StepResult._meta.db_table
+_RUN_STATUS = f"(SELECT status FROM {_RUNS} WHERE id = {_STEPS}.run_id)"  # noqa: S608
 
 
 def claim_step(
@@ -88,60 +154,11 @@ def claim_step(
     inputs_truncated: bool = False,
     now: Clock = DEFAULT_CLOCK,
 ) -> str | None:
-    """Take a queued step for this task. Returns the claim token, or None if it lost.
-
-    One conditional UPDATE (``… WHERE status='queued'``): of two deliveries of the same
-    message, exactly one wins. ``inputs`` is the resolved-inputs record as stored
-    (``checkpoint.stored_inputs``).
-    """
-    token = uuid.uuid4().hex
-    now_at = now()
-    won = step_transition(
-        StepResult.objects.filter(pk=step_result_id, status=StepStatus.QUEUED),
-        StepStatus.RUNNING,
-        claim_token=token,
-        worker=worker[:255],
-        inputs=inputs,
-        inputs_truncated=inputs_truncated,
-        lease_expires_at=lease_until(settings.FLOWPILOT_STEP_LEASE, now_at),
-        started_at=Coalesce(F("started_at"), Value(now_at)),
-        updated_at=now_at,
+    """``claim``, returning only the claim token (or None if it lost)."""
+    won = claim(
+        step_result_id, worker=worker, inputs=inputs, inputs_truncated=inputs_truncated, now=now
     )
-    return token if won else None
-
-
-@contextmanager
-def heartbeat(
-    step_result_id: int, token: str, *, lease: float | None = None, now: Clock = DEFAULT_CLOCK
-) -> Iterator[None]:
-    """Renew the step's lease every third of it while the body runs.
-
-    The renewal is conditional on the claim, so a step the sweeper took back is left
-    alone. The thread opens its own database connection only once it first beats.
-    """
-    seconds = lease or settings.FLOWPILOT_STEP_LEASE
-    stop = threading.Event()
-
-    def beat() -> None:
-        try:
-            while not stop.wait(seconds / 3):
-                try:
-                    StepResult.objects.filter(
-                        pk=step_result_id, claim_token=token, status=StepStatus.RUNNING
-                    ).update(lease_expires_at=lease_until(seconds, now()))
-                except DatabaseError:
-                    logger.warning("heartbeat of step result %s failed", step_result_id)
-                    reconnect()  # the next beat opens a new connection
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=beat, name=f"heartbeat-{step_result_id}", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join(timeout=seconds)
+    return won.token if won else None
 
 
 def step_execute(
@@ -154,7 +171,9 @@ def step_execute(
     """Claim, run one attempt of, and settle one step (the body of the step task).
 
     The inputs are resolved before the claim (the upstream outputs they read are final
-    once the step is queued), so the claim stores them in the same UPDATE.
+    once the step is queued), so the claim stores them in the same UPDATE. When the
+    step's success makes one child ready (a chain), that child is run next in this same
+    task (``continue_chain``); its verdict is in ``Verdict.continued``.
     """
     result = StepResult.objects.select_related("run").annotate(**TOOLS_KEY).get(pk=step_result_id)
     if result.status != StepStatus.QUEUED:
@@ -166,51 +185,101 @@ def step_execute(
     except FlowpilotError as exc:
         return _fail_unstartable(result, run, exc, worker=worker, now=now)
     with context as ctx:
-        step = ctx.spec.step(result.step_id)
-        failure = None
+        verdict = _execute(ctx, run, result.pk, result.step_id, {}, worker=worker, publish=publish)
+        if verdict.follow is None:
+            return verdict
+        more = continue_chain(ctx, run, result.step_id, verdict, worker=worker, publish=publish)
+        return replace(verdict, continued=more)
+
+
+def continue_chain(
+    ctx: RunContext, run: Run, step_id: str, verdict: Verdict, *, worker: str, publish: Publish
+) -> tuple[Verdict, ...]:
+    """Run held children one after the other in this task, no broker round trip between.
+
+    Each reads its parent's output from memory (as stored: what it would read from the
+    database). It stops when a step makes no child ready to hold, loses its claim (the
+    run was cancelled: its queued steps were skipped) or goes back to ``queued`` for a
+    retry (then published with the policy's countdown, as a task retrying itself is).
+    If this task dies first, the held step is queued with a lease, so the sweeper
+    publishes it again; if it raises (the database went away), the held step is
+    published before the exception goes on.
+    """
+    done: list[Verdict] = []
+    while verdict.follow is not None:
+        parent = StepResult(status=StepStatus.SUCCEEDED, output=verdict.stored_output)
+        known = {step_id: checkpoint.view_of(parent)}
+        pk, step_id = verdict.follow
         try:
-            args, record = _resolve(ctx, run, step)
-        except FlowpilotError as exc:
-            args, record, failure = {}, None, exc
-        inputs, capped = checkpoint.stored_inputs(ctx, record)
-        token = claim_step(
-            result.pk, worker=worker, inputs=inputs, inputs_truncated=capped, now=ctx.now
+            verdict = _execute(ctx, run, pk, step_id, known, worker=worker, publish=publish)
+        except Exception:
+            # The task is retried for its own step only: send the held one to the broker
+            # now rather than after its queued lease (a copy of a claimed one does nothing).
+            publish(pk)
+            raise
+        done.append(replace(verdict, stored_output=None))  # a long chain keeps no outputs
+        if verdict.retry_in is not None:
+            publish(pk, countdown=verdict.retry_in)
+    return tuple(done)
+
+
+def _execute(
+    ctx: RunContext,
+    run: Run,
+    step_result_id: int,
+    step_id: str,
+    known: dict[str, Any],
+    *,
+    worker: str,
+    publish: Publish,
+) -> Verdict:
+    """Resolve, claim, attempt and settle one queued step of ``run``."""
+    step = ctx.spec.step(step_id)
+    failure = None
+    try:
+        args, record = _resolve(ctx, run, step, known)
+    except FlowpilotError as exc:
+        args, record, failure = {}, None, exc
+    inputs, capped = checkpoint.stored_inputs(ctx, record)
+    won = claim(step_result_id, worker=worker, inputs=inputs, inputs_truncated=capped, now=ctx.now)
+    if won is None:
+        return Verdict(claimed=False)
+    result, token = won.result, won.token
+    if won.run_status != RunStatus.RUNNING:
+        return settle_not_started(result, token, now=ctx.now)
+    if failure is not None:
+        return settle_failed_before_call(ctx, result, token, failure, publish=publish)
+    hold = time_limit_of(step) is None  # a Celery time limit is the whole task's
+    with heartbeat(result.pk, token, now=ctx.now):
+        logger.debug("run %s: step %s started (try %s)", run.pk, step.id, result.attempts + 1)
+        entry, attempt, error = _attempt(ctx, step, args, number=result.attempts + 1, worker=worker)
+        logger.debug(
+            "run %s: step %s try %s %s in %.0f ms",
+            run.pk, step.id, entry["attempt"], entry["status"], entry["duration_ms"],
+        )  # fmt: skip
+        return with_db_retries(
+            lambda: settle(ctx, result, token, entry, attempt, error, publish=publish, hold=hold),
+            what=f"recording step `{step.id}` of run {run.pk}",
         )
-        if token is None:
-            return Verdict(claimed=False)
-        if run.status != RunStatus.RUNNING:
-            return settle_not_started(result, token, now=ctx.now)
-        if failure is not None:
-            return settle_failed_before_call(ctx, result, token, failure, publish=publish)
-        with heartbeat(result.pk, token, now=ctx.now):
-            logger.debug("run %s: step %s started (try %s)", run.pk, step.id, result.attempts + 1)
-            entry, attempt, error = _attempt(
-                ctx, step, args, number=result.attempts + 1, worker=worker
-            )
-            logger.debug(
-                "run %s: step %s try %s %s in %.0f ms",
-                run.pk, step.id, entry["attempt"], entry["status"], entry["duration_ms"],
-            )  # fmt: skip
-            return with_db_retries(
-                lambda: settle(ctx, result, token, entry, attempt, error, publish=publish),
-                what=f"recording step `{step.id}` of run {run.pk}",
-            )
 
 
-def _resolve(ctx: RunContext, run: Run, step: AnyStep) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The step's inputs, read from the stored outputs of the steps it references.
+def _resolve(
+    ctx: RunContext, run: Run, step: AnyStep, known: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The step's inputs, read from the stored outputs of the steps it references
+    (those in ``known``, a parent's output this task just stored, are not read again).
 
     An output stored as a capped preview (over ``FLOWPILOT_MAX_STORED_OUTPUT_BYTES``)
     cannot feed a step on another worker: that fails clearly instead of reading null.
     """
     parsed = [ctx.parsed[step.id], ctx.parsed_items.get(step.id, {})]
     names = {ref.step_id for ref in iter_refs(parsed) if isinstance(ref, StepRef)}
-    views = {}
-    if names:
-        rows = StepResult.objects.filter(run=run, step_id__in=names).only(
+    views = {name: known[name] for name in names if name in known}
+    if missing := sorted(names - views.keys()):
+        rows = StepResult.objects.filter(run=run, step_id__in=missing).only(
             "step_id", "status", "output", "error"
         )
-        views = {r.step_id: checkpoint.view_of(r) for r in rows}
+        views.update({r.step_id: checkpoint.view_of(r) for r in rows})
     for name in sorted(names):
         if _is_preview(views.get(name)):
             raise CheckpointTruncated(

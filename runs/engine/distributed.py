@@ -8,18 +8,22 @@ The contract:
   (``select_for_update``); it asks the pure ``next_actions`` what starts and what is
   skipped, persists that, publishes the newly queued steps on commit and finishes the
   run when nothing is left. Every completion advances under that lock, so two steps
-  finishing at once never queue a step twice or lose one.
+  finishing at once never queue a step twice or lose one. After a success the step
+  task first tries ``runs.engine.celery_advance``, which reads only the step's
+  children and their parents, and falls back to this for anything but the plain case.
 - ``runs.engine.celery_step`` is the step task's body: claim (a conditional UPDATE
   from ``queued``; a duplicate message loses it), one attempt, then a retry with the
-  policy's countdown or the outcome and an advance under the run lock.
+  policy's countdown or the outcome and an advance under the run lock; a ready child
+  it holds back from the broker (``queue_ready(hold=True)``) it runs next itself.
 - ``runs.engine.sweep`` (Celery beat) takes back steps whose lease ran out: lost
   messages are published again, steps of a dead worker are queued again (or failed for
   review when their tool is not idempotent).
 
-Leases: a running step's lease is ``FLOWPILOT_STEP_LEASE`` seconds, renewed by a
-heartbeat thread every third of it; a queued step's lease is its due time plus
-``FLOWPILOT_QUEUED_LEASE``. Steps of in-process runs have no lease and are never swept.
-A result written under an older claim (``claim_token``) is ignored.
+Leases: a running step's lease is ``FLOWPILOT_STEP_LEASE`` seconds, renewed every
+third of it (from the first second of an attempt on) by ``runs.engine.heartbeat``; a
+queued step's lease is its due time plus ``FLOWPILOT_QUEUED_LEASE``. Steps of
+in-process runs have no lease and are never swept. A result written under an older
+claim (``claim_token``) is ignored.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from typing import Any
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, F, Func, Max, Q, Subquery
+from django.db.models import F, Func, Subquery
 from django.db.models.fields.json import KT
 from kombu.exceptions import OperationalError as KombuOperationalError
 
@@ -52,8 +56,7 @@ from runs.state import (
     step_transition,
 )
 from tools.models import Tool
-from tools.registry import ToolRegistry
-from workflows.schema import AnyStep, WorkflowSpec
+from workflows.schema import AnyStep
 from workflows.services import workflow_spec
 
 logger = logging.getLogger("flowpilot.engine")
@@ -61,6 +64,9 @@ logger = logging.getLogger("flowpilot.engine")
 STEP_TASK = "runs.execute_step"
 HARD_LIMIT_GRACE = 10.0  # seconds between a step's soft and hard time limit
 
+
+# A queued step kept back from the broker for the task that queued it: (pk, step id).
+Held = tuple[int, str]
 
 # How a queued step reaches a worker: ``publish(step_result_id, countdown=, time_limit=)``.
 Publish = Callable[..., None]
@@ -97,28 +103,20 @@ def time_limit_of(step: AnyStep) -> float | None:
 
 
 def run_context(run: Run, *, tools_key: tuple | None = None) -> RunContext:
-    """A fresh context for one task of ``run`` (its own redactor and HTTP client)."""
+    """A fresh context for one task of ``run`` (its own redactor and HTTP client).
+
+    The compiled plan (by the version's hash: a version never changes) and the tool
+    registry (by the tool table's state, ``tools_key``) come from this process's caches
+    (``runs.engine.caches``): building a registry validates every built-in schema,
+    more than a step task's own work.
+    """
     return build_run_context(
         run_id=run.pk,
         run_uuid=str(run.uuid),
-        plan=caches.plan_for_version(run.definition_hash, lambda: _spec(run)),
-        registry=_registry(tools_key),
+        plan=caches.plan_for_version(run.definition_hash, lambda: workflow_spec(run.workflow)),
+        registry=caches.registry_for(caches.tools_state() if tools_key is None else tools_key),
         taps=call_recorder_for(run),  # a validation run records its HTTP exchanges
     )
-
-
-_specs: dict[str, WorkflowSpec] = {}  # frozen definitions of this process, by hash
-
-
-def _spec(run: Run) -> WorkflowSpec:
-    """The run's frozen definition as a model, parsed once per process (a version never
-    changes: a change is a new version with a new hash)."""
-    spec = _specs.get(run.definition_hash)
-    if spec is None:
-        if len(_specs) >= 128:
-            _specs.clear()
-        spec = _specs[run.definition_hash] = workflow_spec(run.workflow)
-    return spec
 
 
 # The Tool table's state, read beside the step row (no extra round trip): the newest
@@ -136,32 +134,12 @@ TOOLS_KEY = {
     ),
 }
 
-_registries: dict[tuple, ToolRegistry] = {}  # this process's last registry, by table state
-
-
-def _registry(key: tuple | None = None) -> ToolRegistry:
-    """The tool registry, rebuilt only when the ``Tool`` table changed.
-
-    A ``ToolRegistry`` is immutable, so the tasks of one worker process share the one
-    built for the same state of the table (building one validates every built-in
-    schema: ~30 ms, more than a step task's own work). ``key`` is ``tools_key()``.
-    """
-    key = tools_key() if key is None else key
-    registry = _registries.get(key)
-    if registry is None:
-        _registries.clear()
-        registry = _registries[key] = ToolRegistry.from_db()
-    return registry
-
-
 def tools_key(row: Any = None) -> tuple:
-    """The Tool table's state: from a row annotated with ``TOOLS_KEY``, or queried."""
+    """The Tool table's state (``caches.tools_state``), from a row annotated with
+    ``TOOLS_KEY`` (read beside the step row, no extra round trip), or queried."""
     if row is not None:
-        return (row.tools_updated, row.tools_count, row.tools_enabled)
-    state = Tool.objects.aggregate(
-        updated=Max("updated_at"), count=Count("pk"), enabled=Count("pk", filter=Q(enabled=True))
-    )
-    return (state["updated"], state["count"], state["enabled"])
+        return caches.state_key(row.tools_updated, row.tools_count, row.tools_enabled or 0)
+    return caches.tools_state()
 
 
 def lock_run(run_id: int) -> Run:
@@ -201,11 +179,15 @@ def run_start(*, run: Run, publish: Publish = publish_step) -> Run:
     return locked
 
 
-def advance_locked(ctx: RunContext, run: Run, *, publish: Publish, now: datetime) -> None:
+def advance_locked(
+    ctx: RunContext, run: Run, *, publish: Publish, now: datetime, hold: bool = False
+) -> Held | None:
     """Persist what ``next_actions`` decides; the caller holds the run's row lock.
 
     Reads only each step's status and decision branch (never the outputs), so
-    an advance costs the same whatever the steps produced.
+    an advance costs the same whatever the steps produced. With ``hold``, one newly
+    queued step without a time limit of its own is not published: its ``(pk, step
+    id)`` is returned for the calling task to run next (``queue_ready``).
     """
     rows = {
         sid: (pk, status, branch)
@@ -222,11 +204,14 @@ def advance_locked(ctx: RunContext, run: Run, *, publish: Publish, now: datetime
             finished_at=now,
             updated_at=now,
         )
+    held = None
     if actions.start:
-        _queue(ctx, {sid: rows[sid] for sid in actions.start}, publish=publish, now=now)
+        ready = {sid: rows[sid][0] for sid in actions.start}
+        held = queue_ready(ctx, ready, publish=publish, now=now, hold=hold)
     if actions.done:
         run_finish(ctx, run)
         logger.info("run %s %s", run.pk, run.status)
+    return held
 
 
 def _state(step: AnyStep, status: str, branch: str | None) -> StepState:
@@ -238,10 +223,20 @@ def _state(step: AnyStep, status: str, branch: str | None) -> StepState:
     )
 
 
-def _queue(ctx: RunContext, rows: dict, *, publish: Publish, now: datetime) -> None:
-    """Mark ready steps queued (one UPDATE per retry budget) and publish them on commit."""
+def queue_ready(
+    ctx: RunContext, ready: dict[str, int], *, publish: Publish, now: datetime, hold: bool = False
+) -> Held | None:
+    """Mark ready steps (step id → pk) queued, one UPDATE per retry budget, and publish
+    them on commit.
+
+    With ``hold``, the first of them that has no time limit of its own is not published
+    and its ``(pk, step id)`` is returned: the task that settled its parent runs it
+    next, saving a broker round trip (a Celery time limit is per task, so only a step
+    without one can share a task). A held step is queued with a lease like any other,
+    so if that task dies first the sweeper publishes it again.
+    """
     by_budget: dict[int, list[int]] = {}
-    for sid, (pk, *_) in rows.items():
+    for sid, pk in ready.items():
         budget = effective_retry(ctx, ctx.spec.step(sid)).max_attempts
         by_budget.setdefault(budget, []).append(pk)
     for budget, pks in sorted(by_budget.items()):
@@ -256,10 +251,13 @@ def _queue(ctx: RunContext, rows: dict, *, publish: Publish, now: datetime) -> N
             error=None,
             updated_at=now,
         )
-    jobs = [(pk, time_limit_of(ctx.spec.step(sid))) for sid, (pk, *_) in rows.items()]
+    jobs = [(pk, sid, time_limit_of(ctx.spec.step(sid))) for sid, pk in ready.items()]
+    held = next(((pk, sid) for pk, sid, limit in jobs if limit is None), None) if hold else None
 
     def publish_all() -> None:
-        for pk, limit in jobs:
-            publish(pk, time_limit=limit)
+        for pk, sid, limit in jobs:
+            if (pk, sid) != held:
+                publish(pk, time_limit=limit)
 
     transaction.on_commit(publish_all)
+    return held

@@ -1,0 +1,117 @@
+"""The sections of ``benchmarks/compare.py``, each run in a child process of its own.
+
+``run(kind, params, args)`` sets Django up on a throwaway database, starts the loopback
+server, measures, and prints one ``RESULT {json}`` line for the parent. Times are
+seconds (medians), memory MiB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack
+
+from benchmarks._support import LoopbackServer, throwaway_database
+from benchmarks.celery_overhead import Workers, database_url, point_celery_at
+
+LARGE = 1000  # above this many steps a scaling figure is one run, no warm-up
+
+
+def run(kind: str, params: dict, args: argparse.Namespace) -> int:
+    db = None if params["db"] == "sqlite" else params["db"]
+    with throwaway_database(db) as where, LoopbackServer() as server:
+        from benchmarks import _measure
+
+        _measure.store_tool(server.url)
+        _measure.set_slots(args.slots)
+        section = {"inprocess": _inprocess, "celery": _celery, "scale": _scale}[kind]
+        result = {"where": where, **section(_measure, server.url, params, args)}
+    print("RESULT " + json.dumps(result), flush=True)
+    return 0
+
+
+def shapes(args: argparse.Namespace) -> Iterator[tuple[str, str, int, int]]:
+    """(row, kind, steps, delay ms) of the comparison table."""
+    yield "chain", "chain", args.chain, 0
+    yield "fanout", "wide", args.fanout, args.delay_ms
+    yield "wide", "wide", args.wide, 0
+    yield "one", "chain", 1, 0
+
+
+def _inprocess(m, url: str, params: dict, args: argparse.Namespace) -> dict:
+    out = {}
+    for row, kind, n, delay in shapes(args):
+        print(f"  in process: {row} ({n})", file=sys.stderr, flush=True)
+        workflow = m.prepare(m.shape(kind, n, delay))
+        out[row] = {
+            "n": n,
+            "plain": m.median_of(_plain(m, url, kind, n, delay, args), args.repeat),
+            "flowpilot": m.median_of(m.in_process(workflow), args.repeat),
+        }
+    return out
+
+
+def _plain(m, url: str, kind: str, n: int, delay: int, args: argparse.Namespace):
+    return m.plain(url, kind, n, delay_ms=delay, slots=args.slots)
+
+
+def _celery(m, url: str, params: dict, args: argparse.Namespace) -> dict:
+    common = {"count": 1, "concurrency": args.slots, "redis_url": args.redis_url}
+    out = {}
+    with ExitStack() as stack:
+        flow = stack.enter_context(Workers(database_url=database_url(), **common))
+        raw = stack.enter_context(
+            Workers(database_url="", app="benchmarks.raw_celery", name="raw", **common)
+        )
+        point_celery_at(args.redis_url, flow.queue)
+        m.point_raw_at(args.redis_url, raw.queue)
+        # Every raw pool process makes its HTTP client once before timing, as flowpilot's
+        # processes are warmed per workflow (warm_celery).
+        m.raw_celery(url, "wide", args.slots * 2, delay_ms=50)()
+        for row, kind, n, delay in shapes(args):
+            print(f"  Celery: {row} ({n})", file=sys.stderr, flush=True)
+            workflow = m.prepare(m.shape(kind, n, delay))
+            out[row] = {
+                "n": n,
+                "plain": m.median_of(_plain(m, url, kind, n, delay, args), args.repeat),
+                "raw_celery": m.median_of(m.raw_celery(url, kind, n, delay_ms=delay), args.repeat),
+                "flowpilot": _warm_then(m, workflow, args),
+            }
+        out["scale"] = [_celery_size(m, url, kind, n, args) for kind in ("chain", "wide")
+                        for n in args.celery_scale]  # fmt: skip
+    return out
+
+
+def _celery_size(m, url: str, kind: str, n: int, args: argparse.Namespace) -> dict:
+    """One run of each (after a warm-up run up to 100 steps): a hop's cost as N grows."""
+    print(f"  Celery scaling: {kind} ({n})", file=sys.stderr, flush=True)
+    workflow = m.prepare(m.shape(kind, n))
+    if n <= 100:
+        m.warm_celery(workflow, args.slots)
+    return {
+        "shape": kind,
+        "n": n,
+        "plain": m.median_of(_plain(m, url, kind, n, 0, args), 1),
+        "raw_celery": m.median_of(m.raw_celery(url, kind, n, delay_ms=0), 1, warm=n <= 100),
+        "flowpilot": m.median_of(m.on_celery(workflow), 1, warm=False),
+    }
+
+
+def _warm_then(m, workflow, args: argparse.Namespace) -> float:
+    m.warm_celery(workflow, args.slots)
+    return m.median_of(m.on_celery(workflow), args.repeat, warm=False)
+
+
+def _scale(m, url: str, params: dict, args: argparse.Namespace) -> dict:
+    kind, n = params["kind"], params["n"]
+    warm = m.prepare(m.shape(kind, 2))
+    m.in_process(warm)()
+    base = m.peak_rss_mb()
+    workflow = m.prepare(m.shape(kind, n))
+    repeat = args.repeat if n <= LARGE else 1
+    engine = m.median_of(m.in_process(workflow), repeat, warm=n <= LARGE)
+    peak = m.peak_rss_mb()
+    plain = m.median_of(m.plain(url, kind, n, delay_ms=0, slots=args.slots), repeat)
+    return {"plain": plain, "flowpilot": engine, "peak_mb": peak - base}
