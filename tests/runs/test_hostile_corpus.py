@@ -17,7 +17,7 @@ import yaml
 from django.db import InterfaceError, OperationalError
 from django.urls import reverse
 
-from runs.engine import celery_settle, checkpoint, distributed
+from runs.engine import caches, celery_settle, checkpoint, distributed
 from runs.models import Run, StepResult
 from runs.services import run_create, run_execute
 from tests.celery_support import Bus, import_flow
@@ -189,9 +189,9 @@ def hostile_provider(settings):
         "tools.builtin.data.DataToolsProvider",
         HOSTILE_PROVIDER,
     ]
-    distributed._registries.clear()
+    caches.caches_clear()
     yield
-    distributed._registries.clear()
+    caches.caches_clear()
 
 
 RAW_TOOL = """

@@ -235,8 +235,7 @@ def test_a_fatal_error_is_not_retried(echo_api):
 def test_a_step_whose_run_context_cannot_be_built_fails_the_run_instead_of_waiting(echo_api):
     run, bus = started(fan_out_flow("fan", 1))
     Workflow.objects.filter(pk=run.workflow_id).update(definition={"name": "fan", "steps": 3})
-    distributed._specs.clear()  # this process parsed the good definition already
-    caches.caches_clear()  # and compiled it
+    caches.caches_clear()  # this process parsed and compiled the good definition already
 
     verdicts = bus.drain(worker=WORKER)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from runs.engine import distributed
+from runs.engine import caches, distributed
 from runs.models import Run, StepResult
 from runs.services import run_create, run_execute, run_resume
 from runs.state import RunStatus, StepStatus
@@ -27,9 +27,9 @@ def hostile_provider(settings):
         "tools.builtin.data.DataToolsProvider",
         HOSTILE_PROVIDER,
     ]
-    distributed._registries.clear()  # this process's registry cache predates the setting
+    caches.caches_clear()  # the providers setting is part of the cache key; start clean
     yield
-    distributed._registries.clear()
+    caches.caches_clear()
 
 
 def step(sid: str, tool: str, **mapping) -> dict:
