@@ -25,7 +25,7 @@ from runs.models import Run, RunStatus, RunTrigger
 from runs.services import run_create, run_execute
 from tools.registry import ToolRegistry
 from workflows.models import Workflow, WorkflowStatus
-from workflows.pins import workflow_tool_pins
+from workflows.pins import workflow_child_pins, workflow_tool_pins
 from workflows.revisions import (
     ApprovalError,
     ApprovalForbidden,
@@ -87,8 +87,10 @@ def workflow_approve(
         run, approval = _validation_start(
             locked, approved_by=approved_by, sample_inputs=sample_inputs, registry=registry
         )
-        locked.tool_pins = workflow_tool_pins(spec=workflow_spec(locked), registry=registry)
-        locked.save(update_fields=["tool_pins"])
+        spec = workflow_spec(locked)
+        locked.tool_pins = workflow_tool_pins(spec=spec, registry=registry)
+        locked.workflow_pins = workflow_child_pins(spec=spec)
+        locked.save(update_fields=["tool_pins", "workflow_pins"])
         workflow_transition(workflow=locked, to=WorkflowStatus.VALIDATING, actor=approved_by)
     # Outside the transaction: the engine checkpoints every step as it goes.
     try:
@@ -110,8 +112,9 @@ def workflow_reapprove(
 ) -> Approval:
     """Approve an active version again, on its tools' current definitions.
 
-    For a version refused with ``tool_changed``: a validation run proves it with the
-    tools as they are now; green → the new tool hashes are recorded and it runs
+    For a version refused with ``tool_changed`` or ``workflow_changed``: a validation run
+    proves it with the tools and child workflows as they are now; green → the new hashes
+    are recorded and it runs
     again; red → nothing changes (it stays refused). The version stays ``active``
     throughout (its definition did not change). Same permission as approving.
     """
@@ -125,7 +128,9 @@ def workflow_reapprove(
             raise ApprovalStateError(
                 f"`{locked}` is {locked.status}; only an active version is re-approved"
             )
-        pins = workflow_tool_pins(spec=workflow_spec(locked), registry=registry)
+        spec = workflow_spec(locked)
+        pins = workflow_tool_pins(spec=spec, registry=registry)
+        children = workflow_child_pins(spec=spec)
         run, approval = _validation_start(
             locked, approved_by=approved_by, sample_inputs=sample_inputs, registry=registry
         )
@@ -133,7 +138,7 @@ def workflow_reapprove(
     try:
         passed = run_execute(run=run).status == RunStatus.SUCCEEDED
     finally:
-        _settle_reapproval(approval, locked, passed=passed, pins=pins)
+        _settle_reapproval(approval, locked, passed=passed, pins=pins, children=children)
     version.refresh_from_db()
     logger.info("re-approval %s of %s: %s", approval.pk, locked, approval.status)
     return approval
@@ -160,12 +165,17 @@ def _validation_start(
 
 
 def _settle_reapproval(
-    approval: Approval, workflow: Workflow, *, passed: bool, pins: dict[str, str]
+    approval: Approval,
+    workflow: Workflow,
+    *,
+    passed: bool,
+    pins: dict[str, str],
+    children: dict[str, str],
 ) -> None:
     with transaction.atomic():
         _approval_finish(approval, passed=passed)
         if passed:
-            Workflow.objects.filter(pk=workflow.pk).update(tool_pins=pins)
+            Workflow.objects.filter(pk=workflow.pk).update(tool_pins=pins, workflow_pins=children)
 
 
 def _approval_finish(approval: Approval, *, passed: bool) -> None:

@@ -43,6 +43,23 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # A child run of a `workflow` step (runs/engine/kinds/workflow.py): its parent run and step.
+    parent_run = models.ForeignKey(
+        "self",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="child_runs",
+        help_text="The run whose `workflow` step started this run (empty for a top-level run).",
+    )
+    parent_step = models.ForeignKey(
+        "StepResult",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="child_runs",
+        help_text="The `workflow` step of the parent run this run serves.",
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]

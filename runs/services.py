@@ -8,20 +8,18 @@ reads only its workflow version's frozen definition.
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
-from runs.engine import distributed
+from runs.creation import run_create
+from runs.engine import distributed, subruns
 from runs.engine.attempt import step_idempotent
 from runs.engine.context import RunContext, build_run_context
 from runs.engine.finish import MAX_SUMMARY_CHARS, run_finish, run_finished_announce
 from runs.engine.local import Observer, drive_local
-from runs.engine.secrets import inputs_refuse_secrets, run_redactor
 from runs.models import Run, StepResult
 from runs.state import (
     RUN_TERMINAL,
@@ -37,11 +35,8 @@ from runs.state import (
 )
 from tools.permissions import permission_require
 from tools.registry import ToolRegistry
-from workflows.inputs import resolve_inputs
 from workflows.models import Workflow
-from workflows.pins import workflow_pins_check
 from workflows.services import workflow_spec
-from workflows.validator import validate_workflow
 
 logger = logging.getLogger("flowpilot.runs")
 
@@ -58,40 +53,6 @@ __all__ = [
     "run_repeat",
     "run_resume",
 ]
-
-
-def run_create(
-    *,
-    workflow: Workflow,
-    trigger: str,
-    inputs: Mapping[str, Any] | None = None,
-    registry: ToolRegistry | None = None,
-) -> Run:
-    """Validate the version and the inputs, then record a pending run and its steps.
-
-    Raises ``WorkflowInvalid`` (with every problem; ``tool_changed`` when a tool of
-    an approved version changed since approval — a validation run, which proves the
-    version on the new definitions, is not refused) or ``InputsInvalid`` (also for
-    an input holding a secret value: stored inputs are read back by the run, so they
-    are never masked, and a secret is refused rather than stored).
-    """
-    spec = workflow_spec(workflow)
-    registry = registry if registry is not None else ToolRegistry.from_db()
-    validate_workflow(spec, registry=registry).raise_for_errors()
-    if trigger != RunTrigger.VALIDATION:
-        workflow_pins_check(workflow=workflow, registry=registry)
-    resolved = resolve_inputs(spec.inputs, dict(inputs or {}))
-    inputs_refuse_secrets(inputs=resolved, redactor=run_redactor(registry, os.environ))
-    with transaction.atomic():
-        run = Run.objects.create(
-            workflow=workflow,
-            definition_hash=workflow.definition_hash,
-            trigger=trigger,
-            inputs=resolved,
-        )
-        StepResult.objects.bulk_create(StepResult(run=run, step_id=s.id) for s in spec.steps)
-    logger.info("run %s created for %s (%s)", run.pk, workflow, trigger)
-    return run
 
 
 def run_execute(
@@ -111,6 +72,8 @@ def run_execute(
             ctx = build_run_context(
                 run_id=run.pk, run_uuid=str(run.uuid), spec=workflow_spec(run.workflow)
             )
+        if ctx.run_child is None:
+            ctx.run_child = _execute_child
         views = drive_local(ctx, run, observer=observer)
         if views is not None:
             run_finish(ctx, run, views)
@@ -132,12 +95,19 @@ def run_execute(
     return run
 
 
+def _execute_child(child: Run) -> Run:
+    """A `workflow` step's child run, executed in this process to its end."""
+    return run_execute(run=child)
+
+
 @transaction.atomic
 def run_prepare_resume(*, run: Run, force: bool = False) -> Run:
     """Reset a failed, cancelled (or, with ``force``, stuck running) run for resuming.
 
     Succeeded steps are kept and never run again. Fatally failed and skipped steps
-    go back to pending. An interrupted step (running when its process died) goes
+    go back to pending; the failed or cancelled child run of a `workflow` step among
+    them is prepared too, so the step resumes it instead of starting a fresh one. An
+    interrupted step (running when its process died) goes
     back to pending only if its tool is idempotent; otherwise it is marked failed
     for review, because repeating a non-idempotent call blindly could do it twice.
     """
@@ -172,7 +142,8 @@ def run_prepare_resume(*, run: Run, force: bool = False) -> Run:
         elif result.status in STEP_IN_FLIGHT | {StepStatus.SKIPPED} or (
             result.status == StepStatus.FAILED and step.on_error == "fail"
         ):
-            step_transition(result, StepStatus.PENDING, updated_at=now)
+            step_transition(result, StepStatus.PENDING, updated_at=now, claim_token="")
+            subruns.child_prepare_resume(parent=result, force=force, prepare=run_prepare_resume)
     run_transition(run, RunStatus.PENDING, finished_at=None, error_summary="", outputs=None)
     return run
 
@@ -188,6 +159,11 @@ def run_cancel(*, run: Run, actor: Any = None) -> bool:
 
     Under the run's row lock, so a Celery coordinator cannot queue a step after it;
     queued steps are skipped, so their tasks lose the claim and never start.
+
+    Sub-workflows: the child runs of its `workflow` steps are cancelled with it (and
+    theirs), and a step parked on a child (Celery) fails as cancelled, so a resume runs
+    it again. A cancelled child run fails its parked parent step, and the parent goes on
+    under that step's ``on_error``.
     """
     permission_require(actor=actor, permission=OPERATE_PERMISSION, action=f"cancel run {run.pk}")
     with transaction.atomic():
@@ -200,6 +176,11 @@ def run_cancel(*, run: Run, actor: Any = None) -> bool:
             finished_at=timezone.now(),
             lease_expires_at=None,
         )
+        subruns.parked_steps_cancel(run=run, now=timezone.now())
+    for child in subruns.active_children(run=run):
+        run_cancel(run=child, actor=actor)
+    if run.parent_step_id is not None:
+        subruns.parent_step_settle(child_run_id=run.pk)
     return True
 
 

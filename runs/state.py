@@ -35,6 +35,7 @@ class RunTrigger(models.TextChoices):
     CLI = "cli", "Command line"
     SCHEDULE = "schedule", "Schedule"
     VALIDATION = "validation", "Validation run"
+    WORKFLOW = "workflow", "Workflow step (a child run)"
 
 
 class StepStatus(models.TextChoices):
