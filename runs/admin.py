@@ -1,7 +1,8 @@
 """Run admin: status, inputs, outputs, errors and a per-step timeline."""
 
 from django.contrib import admin, messages
-from django.utils.html import format_html
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
 from django.utils.translation import ngettext
 
 from runs.models import Run, RunTrigger, StepResult
@@ -15,6 +16,20 @@ def pretty_json(value) -> str:
     if value is None:
         return "-"
     return format_html("<pre style='white-space:pre-wrap'>{}</pre>", json_preview(value))
+
+
+def run_link(run: Run) -> str:
+    """A link to a run's admin page: ``run 12 (geo_weather v1, succeeded)``."""
+    url = reverse("admin:runs_run_change", args=[run.pk])
+    return format_html("<a href='{}'>run {} ({}, {})</a>", url, run.pk, run.workflow, run.status)
+
+
+def child_run_links(runs) -> str:
+    """Links to the child runs of `workflow` steps, with the step each serves."""
+    rows = [(run_link(child), child.parent_step.step_id) for child in runs]
+    if not rows:
+        return "-"
+    return format_html_join(format_html("<br>"), "{} for step <code>{}</code>", rows)
 
 
 def _ms(delta) -> str:
@@ -35,9 +50,16 @@ class StepResultInline(admin.TabularInline):
         "step_output",
         "step_error",
         "output_truncated",
+        "child_run",
     )
     readonly_fields = fields
     ordering = ("started_at", "step_id")
+
+    @admin.display(description="child run")
+    def child_run(self, obj):
+        """The child run(s) of a `workflow` step, newest last."""
+        children = obj.child_runs.select_related("workflow", "parent_step").order_by("pk")
+        return child_run_links(children)
 
     @admin.display(description="duration")
     def took(self, obj):
@@ -61,8 +83,9 @@ class StepResultInline(admin.TabularInline):
 
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
-    list_display = ("id", "workflow", "trigger", "status", "created_at", "took")
+    list_display = ("id", "workflow", "trigger", "status", "created_at", "took", "parent")
     list_filter = ("status", "trigger", "workflow__name")
+    list_select_related = ("workflow", "parent_run__workflow", "parent_step")
     search_fields = ("workflow__name", "error_summary")
     date_hierarchy = "created_at"
     inlines = [StepResultInline]
@@ -78,8 +101,24 @@ class RunAdmin(admin.ModelAdmin):
         "started_at",
         "finished_at",
         "took",
+        "parent",
+        "children",
     )
     fields = readonly_fields
+
+    @admin.display(description="parent run")
+    def parent(self, obj):
+        """The run whose `workflow` step started this one (a child run)."""
+        if obj.parent_run_id is None:
+            return "-"
+        step = obj.parent_step.step_id if obj.parent_step_id else "?"
+        return format_html("{}, step <code>{}</code>", run_link(obj.parent_run), step)
+
+    @admin.display(description="child runs")
+    def children(self, obj):
+        """The runs its `workflow` steps started."""
+        runs = obj.child_runs.select_related("workflow", "parent_step").order_by("pk")
+        return child_run_links(runs)
 
     @admin.display(description="duration")
     def took(self, obj):

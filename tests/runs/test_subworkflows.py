@@ -170,6 +170,27 @@ def test_a_child_with_no_active_version_at_run_time_fails_the_step():
     assert "runs workflow `greet`, which has no active version" in error["message"]
 
 
+def test_the_admin_links_parent_and_child_runs_both_ways(admin_client):
+    activate(child_flow())
+    run = run_of(activate(parent_flow()), "adm")
+    child = child_of(run)
+
+    parent_page = admin_client.get(f"/admin/runs/run/{run.pk}/change/").content.decode()
+    child_page = admin_client.get(f"/admin/runs/run/{child.pk}/change/").content.decode()
+    listing = admin_client.get("/admin/runs/run/").content.decode()
+
+    to_child = (
+        f"<a href='/admin/runs/run/{child.pk}/change/'>run {child.pk} (greet v1, succeeded)</a>"
+    )
+    to_parent = f"<a href='/admin/runs/run/{run.pk}/change/'>run {run.pk} (outer v1, succeeded)</a>"
+    assert (
+        f"{to_child} for step <code>sub</code>" in parent_page
+    )  # the child runs, and the step row
+    assert parent_page.count(to_child) == 2
+    assert f"{to_parent}, step <code>sub</code>" in child_page
+    assert to_parent in listing
+
+
 # --- validation: recursion, depth, inputs, outputs -------------------------------------
 
 
