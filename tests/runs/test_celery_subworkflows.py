@@ -44,7 +44,8 @@ def at_rest(run: Run, cluster, *, timeout: float = TIMEOUT) -> Run:
         wait_until(done, timeout=timeout, what=f"run {run.pk} and its children to finish")
     except AssertionError:
         run.refresh_from_db()
-        raise AssertionError(f"run {run.pk} is {run.status}: {statuses(run)}\n{cluster.logs()}")
+        detail = f"run {run.pk} is {run.status}: {statuses(run)}\n{cluster.logs()}"
+        raise AssertionError(detail) from None
     run.refresh_from_db()
     return run
 

@@ -22,6 +22,8 @@ class FakeTool:
     input_schema: dict[str, Any]
     outputs: tuple[str, ...] = ()
     env: frozenset[str] = frozenset()
+    deprecated: bool = False
+    replacement: str | None = None
 
     def env_names(self) -> frozenset[str]:
         return self.env
@@ -75,6 +77,14 @@ REGISTRY = FakeRegistry(
                 },
                 env=frozenset({"API_TOKEN"}),
             ),
+            FakeTool(
+                "geocode_old",
+                {"type": "object", "properties": _props(q="string")},
+                ("lat", "lon"),
+                deprecated=True,
+                replacement="geocode",
+            ),
+            FakeTool("fax", {"type": "object"}, deprecated=True),
             FakeTool(
                 "send_email",
                 {
