@@ -115,10 +115,10 @@ def child_prepare_resume(
     return prepare(run=child, force=force)
 
 
-def child_run_start(*, run_id: int) -> Run | None:
+def child_run_start(*, run_id: int, publish: Publish = publish_step) -> Run | None:
     """Start a pending child run on the workers (``runs.start_run``); a duplicate
     message finds it started already and does nothing."""
     run = Run.objects.get(pk=run_id)
     if run.status != RunStatus.PENDING:
         return None
-    return start_run(run=run)
+    return start_run(run=run, publish=publish)

@@ -278,3 +278,88 @@ def test_an_unknown_or_inactive_child_workflow_is_refused():
         "step `sub` runs workflow `nobody`, but no version of `nobody` is active; approve it "
         "first, or name an active workflow"
     )
+
+
+# --- at run time: what validation cannot see ------------------------------------------
+
+
+def test_a_child_changed_after_the_parent_run_was_created_fails_the_step(approver):
+    activate(child_flow())
+    parent = approve(parent_flow(), approver, {"tag": "ok"})
+    run = run_create(workflow=parent, trigger="api", inputs={"tag": "x"})
+    activate(child_flow(description="changed"))
+
+    run = run_execute(run=run)
+
+    error = run.step_results.get(step_id="sub").error
+    assert error["type"] == "subworkflow_unavailable"
+    assert error["message"] == (
+        "workflow `greet` changed since `outer v1` was approved (v2 is active now); "
+        "re-approve `outer v1`"
+    )
+
+
+def test_nesting_past_the_limit_at_run_time_fails_the_step(settings):
+    activate(child_flow())
+    activate(caller_flow("middle", "greet"))
+    top = activate(caller_flow("top", "middle"))
+    run = run_create(workflow=top, trigger="api", inputs={"tag": "x"})
+    settings.FLOWPILOT_MAX_WORKFLOW_DEPTH = 1  # lowered after validation
+
+    run = run_execute(run=run)
+
+    middle = child_of(run)
+    error = middle.step_results.get(step_id="sub").error
+    assert error["message"] == (
+        "step `sub` would nest workflow `greet` 2 levels deep; at most 1 are allowed "
+        "(FLOWPILOT_MAX_WORKFLOW_DEPTH)"
+    )
+    assert "workflow `middle`" in run.step_results.get(step_id="sub").error["message"]
+
+
+def test_child_outputs_stored_truncated_fail_the_step_clearly(settings):
+    activate(child_flow())
+    parent = activate(parent_flow())
+    run = run_create(workflow=parent, trigger="api", inputs={"tag": "x" * 400})
+    settings.FLOWPILOT_MAX_STORED_OUTPUT_BYTES = 300
+
+    run = run_execute(run=run)
+
+    child = child_of(run)
+    assert child.status == "succeeded"
+    assert child.outputs["_truncated"] is True
+    assert run.step_results.get(step_id="sub").error["message"] == (
+        f"step `sub`: the outputs of child run {child.pk} were stored truncated (over "
+        "FLOWPILOT_MAX_STORED_OUTPUT_BYTES); raise the limit"
+    )
+
+
+def test_a_child_still_running_in_process_is_not_driven_twice():
+    activate(child_flow())
+    run = run_create(workflow=activate(parent_flow()), trigger="api", inputs={"tag": "x"})
+    parent_step = run.step_results.get(step_id="sub")
+    stuck = run_create(
+        workflow=Workflow.objects.get(name="greet"),
+        trigger="workflow",
+        inputs={"tag": "x"},
+        parent_step=parent_step,
+    )
+    Run.objects.filter(pk=stuck.pk).update(status="running")
+
+    run = run_execute(run=run)
+
+    assert run.step_results.get(step_id="sub").error["message"] == (
+        f"step `sub`: its child run {stuck.pk} is still running (its process died?); resume "
+        f"it with `resumeflow {stuck.pk} --force` first"
+    )
+
+
+def test_the_dry_run_names_the_workflow_a_step_runs(cli):
+    activate(child_flow())
+    activate(parent_flow())
+
+    result = cli("runflow", "outer", "--dry-run", "--input", "tag=x")
+
+    assert result.code == 0, result.err
+    assert "        runs workflow: greet (its active version, as a child run)" in result.lines
+    assert not Run.objects.exists()
