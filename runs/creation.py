@@ -1,7 +1,10 @@
-"""Creating a run: the version validated, its inputs checked, the run and its steps recorded.
+"""Creating the child run of a `workflow` step, from inside the engine.
 
-``run_create`` (re-exported by ``runs.services``) is here, below the engine, because a
-`workflow` step creates its child run from inside the engine (``runs.engine.kinds.workflow``).
+``runs.services.run_create`` sits above the engine (it imports the drivers), so the
+step kind (``runs.engine.kinds.workflow``) cannot call it; ``child_run_create`` makes
+the same checks for a child run — the version validated against the registry, its
+own pins (tools and child workflows changed since approval), the inputs checked and
+free of secret values — and links the run to its parent step.
 """
 
 from __future__ import annotations
@@ -26,40 +29,32 @@ from workflows.validator import validate_workflow
 logger = logging.getLogger("flowpilot.runs")
 
 
-def run_create(
+def child_run_create(
     *,
     workflow: Workflow,
-    trigger: str,
-    inputs: Mapping[str, Any] | None = None,
-    registry: ToolRegistry | None = None,
-    parent_step: StepResult | None = None,
+    inputs: Mapping[str, Any],
+    registry: ToolRegistry,
+    parent_step: StepResult,
 ) -> Run:
-    """Validate the version and the inputs, then record a pending run and its steps.
+    """Record a pending child run of ``workflow`` for the `workflow` step ``parent_step``.
 
-    Raises ``WorkflowInvalid`` (with every problem; ``tool_changed`` when a tool of
-    an approved version changed since approval, ``workflow_changed`` when a workflow
-    it runs as a step did — a validation run, which proves the version on the new
-    definitions, is not refused) or ``InputsInvalid`` (also for an input holding a
-    secret value: stored inputs are read back by the run, so they are never masked,
-    and a secret is refused rather than stored). ``parent_step`` makes it the child
-    run of that `workflow` step.
+    Raises ``WorkflowInvalid`` or ``InputsInvalid`` as ``run_create`` does; the step
+    fails with that error.
     """
     spec = workflow_spec(workflow)
-    registry = registry if registry is not None else ToolRegistry.from_db()
     validate_workflow(spec, registry=registry).raise_for_errors()
-    if trigger != RunTrigger.VALIDATION:
-        workflow_pins_check(workflow=workflow, registry=registry)
-    resolved = resolve_inputs(spec.inputs, dict(inputs or {}))
+    workflow_pins_check(workflow=workflow, registry=registry)
+    resolved = resolve_inputs(spec.inputs, dict(inputs))
     inputs_refuse_secrets(inputs=resolved, redactor=run_redactor(registry, os.environ))
     with transaction.atomic():
         run = Run.objects.create(
             workflow=workflow,
             definition_hash=workflow.definition_hash,
-            trigger=trigger,
+            trigger=RunTrigger.WORKFLOW,
             inputs=resolved,
-            parent_run_id=parent_step.run_id if parent_step is not None else None,
+            parent_run_id=parent_step.run_id,
             parent_step=parent_step,
         )
         StepResult.objects.bulk_create(StepResult(run=run, step_id=s.id) for s in spec.steps)
-    logger.info("run %s created for %s (%s)", run.pk, workflow, trigger)
+    logger.info("run %s created for %s (step %s)", run.pk, workflow, parent_step.step_id)
     return run

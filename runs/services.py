@@ -8,18 +8,20 @@ reads only its workflow version's frozen definition.
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
-from runs.creation import run_create
 from runs.engine import distributed, subruns
 from runs.engine.attempt import step_idempotent
 from runs.engine.context import RunContext, build_run_context
 from runs.engine.finish import MAX_SUMMARY_CHARS, run_finish, run_finished_announce
 from runs.engine.local import Observer, drive_local
+from runs.engine.secrets import inputs_refuse_secrets, run_redactor
 from runs.models import Run, StepResult
 from runs.state import (
     RUN_TERMINAL,
@@ -35,8 +37,11 @@ from runs.state import (
 )
 from tools.permissions import permission_require
 from tools.registry import ToolRegistry
+from workflows.inputs import resolve_inputs
 from workflows.models import Workflow
+from workflows.pins import workflow_pins_check
 from workflows.services import workflow_spec
+from workflows.validator import validate_workflow
 
 logger = logging.getLogger("flowpilot.runs")
 
@@ -53,6 +58,40 @@ __all__ = [
     "run_repeat",
     "run_resume",
 ]
+
+
+def run_create(
+    *,
+    workflow: Workflow,
+    trigger: str,
+    inputs: Mapping[str, Any] | None = None,
+    registry: ToolRegistry | None = None,
+) -> Run:
+    """Validate the version and the inputs, then record a pending run and its steps.
+
+    Raises ``WorkflowInvalid`` (with every problem; ``tool_changed`` when a tool of
+    an approved version changed since approval — a validation run, which proves the
+    version on the new definitions, is not refused) or ``InputsInvalid`` (also for
+    an input holding a secret value: stored inputs are read back by the run, so they
+    are never masked, and a secret is refused rather than stored).
+    """
+    spec = workflow_spec(workflow)
+    registry = registry if registry is not None else ToolRegistry.from_db()
+    validate_workflow(spec, registry=registry).raise_for_errors()
+    if trigger != RunTrigger.VALIDATION:
+        workflow_pins_check(workflow=workflow, registry=registry)
+    resolved = resolve_inputs(spec.inputs, dict(inputs or {}))
+    inputs_refuse_secrets(inputs=resolved, redactor=run_redactor(registry, os.environ))
+    with transaction.atomic():
+        run = Run.objects.create(
+            workflow=workflow,
+            definition_hash=workflow.definition_hash,
+            trigger=trigger,
+            inputs=resolved,
+        )
+        StepResult.objects.bulk_create(StepResult(run=run, step_id=s.id) for s in spec.steps)
+    logger.info("run %s created for %s (%s)", run.pk, workflow, trigger)
+    return run
 
 
 def run_execute(
@@ -143,7 +182,10 @@ def run_prepare_resume(*, run: Run, force: bool = False) -> Run:
             result.status == StepStatus.FAILED and step.on_error == "fail"
         ):
             step_transition(result, StepStatus.PENDING, updated_at=now, claim_token="")
-            subruns.child_prepare_resume(parent=result, force=force, prepare=run_prepare_resume)
+            if step.called_workflow() is not None:
+                subruns.child_prepare_resume(
+                    parent=result, force=force, prepare=run_prepare_resume
+                )
     run_transition(run, RunStatus.PENDING, finished_at=None, error_summary="", outputs=None)
     return run
 

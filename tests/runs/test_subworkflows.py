@@ -14,6 +14,7 @@ import time
 import pytest
 from django.db import connection
 
+from runs.creation import child_run_create
 from runs.models import Run
 from runs.services import run_cancel, run_create, run_execute, run_resume
 from tests.conftest import statuses
@@ -338,10 +339,10 @@ def test_a_child_still_running_in_process_is_not_driven_twice():
     activate(child_flow())
     run = run_create(workflow=activate(parent_flow()), trigger="api", inputs={"tag": "x"})
     parent_step = run.step_results.get(step_id="sub")
-    stuck = run_create(
+    stuck = child_run_create(
         workflow=Workflow.objects.get(name="greet"),
-        trigger="workflow",
         inputs={"tag": "x"},
+        registry=ToolRegistry.from_db(),
         parent_step=parent_step,
     )
     Run.objects.filter(pk=stuck.pk).update(status="running")

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from celery import current_app
 from django.db import connection, transaction
 
-from runs.creation import run_create
+from runs.creation import child_run_create
 from runs.engine.kinds.base import Attempt, Describe, StepKind
 from runs.models import Run, StepResult
 from runs.state import RunStatus, RunTrigger, StepStatus
@@ -113,12 +113,8 @@ def _create_child(
     ctx: RunContext, step: WorkflowStep, args: dict[str, Any], parent: StepResult
 ) -> Run:
     version = child_version(step, parent.run)
-    return run_create(
-        workflow=version,
-        trigger=RunTrigger.WORKFLOW,
-        inputs=args,
-        registry=ctx.registry,
-        parent_step=parent,
+    return child_run_create(
+        workflow=version, inputs=args, registry=ctx.registry, parent_step=parent
     )
 
 
