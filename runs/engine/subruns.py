@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from django.utils import timezone
 
@@ -48,7 +48,7 @@ def parent_step_settle(*, child_run_id: int, publish: Publish = publish_step) ->
     if result.status != StepStatus.RUNNING or result.claim_token != token:
         return False
     with run_context(result.run) as ctx:
-        step = ctx.spec.step(result.step_id)
+        step = cast(WorkflowStep, ctx.spec.step(result.step_id))  # the claim says so
         entry: dict[str, Any] = {
             "attempt": result.attempts + 1,
             "started_at": (result.started_at or ctx.now()).isoformat(),
@@ -56,8 +56,6 @@ def parent_step_settle(*, child_run_id: int, publish: Publish = publish_step) ->
             "duration_ms": _ms_since(result.started_at, ctx.now()),
         }
         try:
-            if not isinstance(step, WorkflowStep):  # the definition is frozen: never happens
-                raise SubworkflowFailed(f"step `{step.id}` is not a `workflow` step")
             outcome = StepOutcome(StepStatus.SUCCEEDED, output=child_output(step, child))
             entry["status"] = StepStatus.SUCCEEDED
         except FlowpilotError as exc:

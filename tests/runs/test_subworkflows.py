@@ -169,6 +169,10 @@ def test_a_child_with_no_active_version_at_run_time_fails_the_step():
     error = run.step_results.get(step_id="sub").error
     assert error["type"] == "subworkflow_unavailable"
     assert "runs workflow `greet`, which has no active version" in error["message"]
+    activate(child_flow(description="back"))  # a resume has no child to resume: a fresh one
+    run = run_resume(run=run)
+    assert run.status == "succeeded", run.error_summary
+    assert child_of(run).workflow.description == "back"
 
 
 def test_the_admin_links_parent_and_child_runs_both_ways(admin_client):
@@ -272,6 +276,12 @@ def test_references_to_the_childs_outputs_are_checked_like_any_steps():
     )
 
 
+def test_a_child_whose_stored_definition_no_longer_parses_counts_as_inactive():
+    child = activate(child_flow())
+    Workflow.objects.filter(pk=child.pk).update(definition={"name": "greet", "steps": "?"})
+    assert [code for code, _, _ in issues(parent_flow())] == ["unknown_workflow"]
+
+
 def test_an_unknown_or_inactive_child_workflow_is_refused():
     [(code, path, message)] = issues(parent_flow(child="nobody"))
     assert (code, path) == ("unknown_workflow", "steps[0].workflow")
@@ -333,6 +343,9 @@ def test_child_outputs_stored_truncated_fail_the_step_clearly(settings):
         f"step `sub`: the outputs of child run {child.pk} were stored truncated (over "
         "FLOWPILOT_MAX_STORED_OUTPUT_BYTES); raise the limit"
     )
+    run = run_resume(run=run)  # the child succeeded: it is read again, not resumed
+    assert run.status == "failed"
+    assert list(Run.objects.filter(parent_run=run)) == [child]
 
 
 def test_a_child_still_running_in_process_is_not_driven_twice():

@@ -15,6 +15,7 @@ import pytest
 from django.utils import timezone
 
 from runs import hooks
+from runs import tasks as runs_tasks
 from runs.engine import distributed, subruns, sweep
 from runs.engine.kinds import workflow as workflow_kind
 from runs.models import Run, StepResult
@@ -142,6 +143,18 @@ def test_cancelling_the_parent_fails_its_parked_step_and_cancels_the_child(tasks
     )
     settle(bus, tasks)  # the start message finds the child cancelled: nothing runs
     assert statuses(child) == {"say": "skipped", "shout": "skipped"}
+
+
+def test_the_tasks_do_nothing_for_a_run_that_is_no_pending_child(tasks):
+    run, bus = start("n1")
+    bus.drain()  # parked: the child is pending
+    child = Run.objects.get(parent_run=run)
+
+    assert subruns.parent_step_settle(child_run_id=child.pk, publish=bus) is False  # unfinished
+    assert subruns.parent_step_settle(child_run_id=run.pk, publish=bus) is False  # no parent
+    assert runs_tasks.start_run.run(run.pk) is None  # running already: nothing is sent
+    assert runs_tasks.settle_parent_step.run(run.pk) is None
+    assert Run.objects.get(pk=child.pk).status == "pending"
 
 
 def test_the_hook_sends_nothing_for_a_top_level_run_or_in_process(tasks, monkeypatch):
