@@ -95,9 +95,11 @@ def _park_or_read(
     with transaction.atomic():
         if child is None or child.status in (RunStatus.FAILED, RunStatus.CANCELLED):
             child = _create_child(ctx, step, args, parent)
-        StepResult.objects.filter(pk=parent.pk, status=StepStatus.RUNNING).update(
-            claim_token=f"{CHILD_CLAIM_PREFIX}{child.pk}", lease_expires_at=None
-        )
+        parked = StepResult.objects.filter(
+            pk=parent.pk, status=StepStatus.RUNNING, run__status=RunStatus.RUNNING
+        ).update(claim_token=f"{CHILD_CLAIM_PREFIX}{child.pk}", lease_expires_at=None)
+        if not parked:  # the run was cancelled meanwhile: no child is left behind
+            raise SubworkflowFailed(f"step `{step.id}`: the run ended before its child started")
         if child.status == RunStatus.PENDING:
             child_pk = child.pk
             transaction.on_commit(lambda: current_app.send_task(START_TASK, args=[child_pk]))

@@ -145,6 +145,20 @@ def test_cancelling_the_parent_fails_its_parked_step_and_cancels_the_child(tasks
     assert statuses(child) == {"say": "skipped", "shout": "skipped"}
 
 
+def test_a_step_whose_run_was_cancelled_before_it_parked_starts_no_child(tasks):
+    run, _ = start("x1")
+    sub = run.step_results.get(step_id="sub")
+    StepResult.objects.filter(pk=sub.pk).update(status="running")  # claimed by a task…
+    Run.objects.filter(pk=run.pk).update(status="cancelled")  # …when the run was cancelled
+
+    refused = pytest.raises(workflow_kind.SubworkflowFailed, match="the run ended before")
+    with distributed.run_context(run) as ctx, refused:
+        workflow_kind.execute_workflow_step(ctx, ctx.spec.step("sub"), {"tag": "x1"})
+
+    assert not Run.objects.filter(parent_run=run).exists()  # rolled back with the park
+    assert tasks.sent == []
+
+
 def test_the_tasks_do_nothing_for_a_run_that_is_no_pending_child(tasks):
     run, bus = start("n1")
     bus.drain()  # parked: the child is pending
