@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
 from django.utils import timezone
@@ -42,7 +43,9 @@ def tasks(monkeypatch):
     recorder = Tasks()
     monkeypatch.setattr(workflow_kind, "current_app", recorder)
     monkeypatch.setattr(hooks, "current_app", recorder)
-    monkeypatch.setattr(distributed, "in_process", lambda: False)
+    # Only the hook's view: patching ``distributed.in_process`` itself would leak into
+    # modules that import it by name while the patch is on (``runs.dispatch``).
+    monkeypatch.setattr(hooks, "distributed", SimpleNamespace(in_process=lambda: False))
     return recorder
 
 
@@ -175,7 +178,7 @@ def test_the_hook_sends_nothing_for_a_top_level_run_or_in_process(tasks, monkeyp
     run, _ = start("h1")
     hooks.run_finished(run_id=run.pk)
     assert tasks.sent == []
-    monkeypatch.setattr(distributed, "in_process", lambda: True)
+    monkeypatch.setattr(hooks, "distributed", SimpleNamespace(in_process=lambda: True))
     child = Run.objects.create(
         workflow=run.workflow, definition_hash="x", trigger="workflow", parent_run=run,
         parent_step=StepResult.objects.get(run=run, step_id="sub"),
