@@ -255,6 +255,8 @@ FLOWPILOT_MAX_STORED_OUTPUT_BYTES = env.int(
 # (comma-separated names or globs such as ``REPORT_*``); see docs/security.md.
 FLOWPILOT_ENV_ALLOW = env.list("FLOWPILOT_ENV_ALLOW", default=[])
 FLOWPILOT_MAX_PARALLEL_STEPS = env.int("FLOWPILOT_MAX_PARALLEL_STEPS", default=8)
+# How many levels of `workflow` steps (sub-workflows) may nest; deeper is a validation error.
+FLOWPILOT_MAX_WORKFLOW_DEPTH = env.int("FLOWPILOT_MAX_WORKFLOW_DEPTH", default=5)
 # Runs older than this many days may be removed by `purgeruns` (0 keeps them forever).
 FLOWPILOT_RUN_RETENTION_DAYS = env.int("FLOWPILOT_RUN_RETENTION_DAYS", default=90)
 # The daily retention task deletes at most this many runs per transaction.
@@ -263,6 +265,7 @@ FLOWPILOT_RETENTION_BATCH = env.int("FLOWPILOT_RETENTION_BATCH", default=500)
 # Hooks: lower layers announce events by these dotted names, never by importing an
 # upper layer (workflows/hooks.py). Each hook only queues a Celery task.
 FLOWPILOT_RUN_FINISHED_HOOKS = [
+    "runs.hooks.run_finished",  # a child run of a parked `workflow` step wakes its parent
     "schedules.hooks.run_finished",
     "notifications.hooks.run_finished",
     "review.hooks.run_finished",  # settles the approval of a validation run

@@ -57,6 +57,12 @@ class Approval(models.Model):
         help_text="A re-approval: the tool hashes its validation run proves, recorded on the "
         "version when the run passes. Empty: a first approval.",
     )
+    workflow_pins = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="A re-approval: the definition hashes of the child workflows its `workflow` "
+        "steps run, recorded on the version with the tool hashes when the run passes.",
+    )
 
     class Meta:
         db_table = "runs_approval"

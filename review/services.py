@@ -44,7 +44,7 @@ from runs.state import run_transition
 from tools.registry import ToolRegistry
 from workflows.inputs import resolve_inputs
 from workflows.models import Workflow, WorkflowStatus
-from workflows.pins import workflow_tool_pins
+from workflows.pins import workflow_child_pins, workflow_tool_pins
 from workflows.revisions import (
     ApprovalError,
     ApprovalForbidden,
@@ -123,8 +123,10 @@ def workflow_approve(
         run, approval = _validation_start(
             locked, approved_by=approved_by, sample_inputs=sample_inputs, registry=registry
         )
-        locked.tool_pins = workflow_tool_pins(spec=workflow_spec(locked), registry=registry)
-        locked.save(update_fields=["tool_pins"])
+        spec = workflow_spec(locked)
+        locked.tool_pins = workflow_tool_pins(spec=spec, registry=registry)
+        locked.workflow_pins = workflow_child_pins(spec=spec)
+        locked.save(update_fields=["tool_pins", "workflow_pins"])
         workflow_transition(workflow=locked, to=WorkflowStatus.VALIDATING, actor=approved_by)
     # Outside the transaction: the engine checkpoints every step as it goes.
     _validation_drive(run)
@@ -142,11 +144,12 @@ def workflow_reapprove(
 ) -> Approval:
     """Approve an active version again, on its tools' current definitions.
 
-    For a version refused with ``tool_changed``: a validation run proves it with the
-    tools as they are now; green → the new tool hashes (kept on the approval until
-    then) are recorded and it runs again; red → nothing changes (it stays refused).
-    The version stays ``active`` throughout (its definition did not change). Same
-    permission as approving; the run goes through the driver, as for an approval.
+    For a version refused with ``tool_changed`` or ``workflow_changed``: a validation run
+    proves it with the tools and child workflows as they are now; green → the new hashes
+    (kept on the approval until then) are recorded and it runs again; red → nothing
+    changes (it stays refused). The version stays ``active`` throughout (its definition
+    did not change). Same permission as approving; the run goes through the driver, as
+    for an approval.
     """
     permission_require(
         user=approved_by, permission=APPROVE_PERMISSION, action=f"re-approve {version}"
@@ -161,12 +164,14 @@ def workflow_reapprove(
         # The definition was approved already; only the author rule applies again.
         policy = approval_policy_for(name=locked.name)
         approval_policy_check(version=locked, user=approved_by, tally=Tally(policy, ()))
-        pins = workflow_tool_pins(spec=workflow_spec(locked), registry=registry)
+        spec = workflow_spec(locked)
+        pins = workflow_tool_pins(spec=spec, registry=registry)
+        children = workflow_child_pins(spec=spec)
         run, approval = _validation_start(
             locked, approved_by=approved_by, sample_inputs=sample_inputs, registry=registry
         )
-        approval.tool_pins = pins
-        approval.save(update_fields=["tool_pins"])
+        approval.tool_pins, approval.workflow_pins = pins, children
+        approval.save(update_fields=["tool_pins", "workflow_pins"])
     _validation_drive(run)
     version.refresh_from_db()
     approval.refresh_from_db()
@@ -194,7 +199,13 @@ def validation_settle(*, run_id: int) -> Approval | None:
             return None
         passed = run.status == RunStatus.SUCCEEDED
         if approval.tool_pins is not None:
-            _settle_reapproval(approval, approval.workflow, passed=passed, pins=approval.tool_pins)
+            _settle_reapproval(
+                approval,
+                approval.workflow,
+                passed=passed,
+                pins=approval.tool_pins,
+                children=approval.workflow_pins or {},
+            )
         else:
             _settle(approval, approval.workflow, passed=passed, actor=approval.approved_by)
     logger.info("approval %s of %s: %s", approval.pk, approval.workflow, approval.status)
@@ -268,12 +279,17 @@ def _validation_start(
 
 
 def _settle_reapproval(
-    approval: Approval, workflow: Workflow, *, passed: bool, pins: dict[str, str]
+    approval: Approval,
+    workflow: Workflow,
+    *,
+    passed: bool,
+    pins: dict[str, str],
+    children: dict[str, str],
 ) -> None:
     with transaction.atomic():
         _approval_finish(approval, passed=passed)
         if passed:
-            Workflow.objects.filter(pk=workflow.pk).update(tool_pins=pins)
+            Workflow.objects.filter(pk=workflow.pk).update(tool_pins=pins, workflow_pins=children)
 
 
 def _approval_finish(approval: Approval, *, passed: bool) -> None:

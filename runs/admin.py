@@ -33,6 +33,20 @@ def pretty_json(value) -> str:
     return format_html("<pre style='white-space:pre-wrap'>{}</pre>", json_preview(value))
 
 
+def run_link(run: Run) -> str:
+    """A link to a run's admin page: ``run 12 (geo_weather v1, succeeded)``."""
+    url = reverse("admin:runs_run_change", args=[run.pk])
+    return format_html("<a href='{}'>run {} ({}, {})</a>", url, run.pk, run.workflow, run.status)
+
+
+def child_run_links(runs) -> str:
+    """Links to the child runs of `workflow` steps, with the step each serves."""
+    rows = [(run_link(child), child.parent_step.step_id) for child in runs]
+    if not rows:
+        return "-"
+    return format_html_join(format_html("<br>"), "{} for step <code>{}</code>", rows)
+
+
 def _ms(delta) -> str:
     return f"{delta.total_seconds() * 1000:.0f} ms" if delta is not None else "-"
 
@@ -74,10 +88,10 @@ class WorkflowNameFilter(admin.SimpleListFilter):
 class RunAdmin(RunOperationViews, admin.ModelAdmin):
     change_form_template = "runs/run/change_form.html"
     change_list_template = "runs/run/change_list.html"
-    list_display = ("id", "workflow", "trigger", "status_badge", "created_at", "took")
+    list_display = ("id", "workflow", "trigger", "status_badge", "created_at", "took", "parent")
     list_display_links = ("id", "workflow")
     list_filter = ("status", "trigger", WorkflowNameFilter)
-    list_select_related = ("workflow",)
+    list_select_related = ("workflow", "parent_run__workflow", "parent_step")
     search_fields = ("workflow__name", "error_summary")
     date_hierarchy = "created_at"
     readonly_fields = (
@@ -93,9 +107,18 @@ class RunAdmin(RunOperationViews, admin.ModelAdmin):
         "finished_at",
         "took",
         "links",
+        "parent",
+        "children",
     )
     fieldsets = (
-        (None, {"fields": ("workflow", "trigger", "status", "error_summary", "links")}),
+        (
+            None,
+            {
+                "fields": (
+                    "workflow", "trigger", "status", "error_summary", "links", "parent", "children"
+                )
+            },
+        ),
         (
             "Inputs and outputs",
             {"classes": ("collapse",), "fields": ("pretty_inputs", "pretty_outputs")},
@@ -157,6 +180,20 @@ class RunAdmin(RunOperationViews, admin.ModelAdmin):
                 )
             )
         return format_html_join(mark_safe("<br>"), "{}", ((p,) for p in parts))
+
+    @admin.display(description="parent run")
+    def parent(self, obj):
+        """The run whose `workflow` step started this one (a child run)."""
+        if obj.parent_run_id is None:
+            return "-"
+        step = obj.parent_step.step_id if obj.parent_step_id else "?"
+        return format_html("{}, step <code>{}</code>", run_link(obj.parent_run), step)
+
+    @admin.display(description="child runs")
+    def children(self, obj):
+        """The runs its `workflow` steps started."""
+        runs = obj.child_runs.select_related("workflow", "parent_step").order_by("pk")
+        return child_run_links(runs)
 
     @admin.display(description="duration")
     def took(self, obj):

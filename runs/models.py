@@ -68,6 +68,23 @@ class Run(models.Model):
         help_text="A replay: the validation run whose recorded tool calls this run was served "
         "offline (runs/replay/).",
     )
+    # A child run of a `workflow` step (runs/engine/kinds/workflow.py): its parent run and step.
+    parent_run = models.ForeignKey(
+        "self",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="child_runs",
+        help_text="The run whose `workflow` step started this run (empty for a top-level run).",
+    )
+    parent_step = models.ForeignKey(
+        "StepResult",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="child_runs",
+        help_text="The `workflow` step of the parent run this run serves.",
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -16,7 +16,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from runs.engine import caches, distributed
+from runs.engine import caches, distributed, subruns
 from runs.engine.attempt import step_idempotent
 from runs.engine.context import RunContext, build_run_context
 from runs.engine.finish import MAX_SUMMARY_CHARS, run_finish, run_finished_announce
@@ -150,6 +150,8 @@ def run_execute(
                 registry=caches.registry_for(caches.tools_state()),
                 taps=call_recorder_for(run),
             )
+        if ctx.run_child is None:
+            ctx.run_child = _execute_child
         driven = drive_local(ctx, run, observer=observer)
         if driven is not None:
             run_finish(ctx, run, driven.views, results=driven.results)
@@ -171,12 +173,19 @@ def run_execute(
     return run
 
 
+def _execute_child(child: Run) -> Run:
+    """A `workflow` step's child run, executed in this process to its end."""
+    return run_execute(run=child)
+
+
 @transaction.atomic
 def run_prepare_resume(*, run: Run, force: bool = False) -> Run:
     """Reset a failed, cancelled (or, with ``force``, stuck running) run for resuming.
 
     Succeeded steps are kept and never run again. Fatally failed and skipped steps
-    go back to pending. An interrupted step (running when its process died) goes
+    go back to pending; the failed or cancelled child run of a `workflow` step among
+    them is prepared too, so the step resumes it instead of starting a fresh one. An
+    interrupted step (running when its process died) goes
     back to pending only if its tool is idempotent; otherwise it is marked failed
     for review, because repeating a non-idempotent call blindly could do it twice.
     """
@@ -213,7 +222,11 @@ def run_prepare_resume(*, run: Run, force: bool = False) -> Run:
         elif result.status in STEP_IN_FLIGHT | {StepStatus.SKIPPED} or (
             result.status == StepStatus.FAILED and step.on_error == "fail"
         ):
-            step_transition(result, StepStatus.PENDING, updated_at=now)
+            step_transition(result, StepStatus.PENDING, updated_at=now, claim_token="")
+            if step.called_workflow() is not None:
+                subruns.child_prepare_resume(
+                    parent=result, force=force, prepare=run_prepare_resume
+                )
     run_transition(run, RunStatus.PENDING, finished_at=None, error_summary="", outputs=None)
     return run
 
@@ -229,6 +242,11 @@ def run_cancel(*, run: Run, actor: Any = None) -> bool:
 
     Under the run's row lock, so a Celery coordinator cannot queue a step after it;
     queued steps are skipped, so their tasks lose the claim and never start.
+
+    Sub-workflows: the child runs of its `workflow` steps are cancelled with it (and
+    theirs), and a step parked on a child (Celery) fails as cancelled, so a resume runs
+    it again. A cancelled child run fails its parked parent step, and the parent goes on
+    under that step's ``on_error``.
     """
     permission_require(actor=actor, permission=OPERATE_PERMISSION, action=f"cancel run {run.pk}")
     with transaction.atomic():
@@ -241,6 +259,11 @@ def run_cancel(*, run: Run, actor: Any = None) -> bool:
             finished_at=timezone.now(),
             lease_expires_at=None,
         )
+        subruns.parked_steps_cancel(run=run, now=timezone.now())
+    for child in subruns.active_children(run=run):
+        run_cancel(run=child, actor=actor)
+    if run.parent_step_id is not None:
+        subruns.parent_step_settle(child_run_id=run.pk)
     return True
 
 

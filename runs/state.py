@@ -37,6 +37,7 @@ class RunTrigger(models.TextChoices):
     SCHEDULE = "schedule", "Schedule"
     VALIDATION = "validation", "Validation run"
     REPLAY = "replay", "Replay (offline, recorded responses)"
+    WORKFLOW = "workflow", "Workflow step (a child run)"
 
 
 class StepStatus(models.TextChoices):

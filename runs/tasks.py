@@ -12,7 +12,8 @@ from __future__ import annotations
 from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
-from runs.engine import celery_step, distributed, sweep
+from runs import hooks
+from runs.engine import celery_step, distributed, subruns, sweep
 
 INFRASTRUCTURE_ERRORS = (OperationalError, InterfaceError)
 
@@ -51,3 +52,29 @@ def execute_step(self, step_result_id: int) -> None:
 def sweep_steps() -> dict[str, int]:
     """Take back steps lost with their worker (scheduled by Celery beat)."""
     return sweep.steps_sweep()
+
+
+@shared_task(
+    name="runs.start_run",
+    acks_late=True,
+    ignore_result=True,
+    autoretry_for=INFRASTRUCTURE_ERRORS,
+    retry_backoff=True,
+    max_retries=10,
+)
+def start_run(run_id: int) -> None:
+    """Start a pending run on the workers (a `workflow` step's child run)."""
+    subruns.child_run_start(run_id=run_id)
+
+
+@shared_task(
+    name=hooks.SETTLE_PARENT_TASK,
+    acks_late=True,
+    ignore_result=True,
+    autoretry_for=INFRASTRUCTURE_ERRORS,
+    retry_backoff=True,
+    max_retries=10,
+)
+def settle_parent_step(child_run_id: int) -> None:
+    """A child run finished: settle the `workflow` step parked on it, advance its run."""
+    subruns.parent_step_settle(child_run_id=child_run_id)

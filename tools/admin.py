@@ -30,20 +30,39 @@ from tools.services import tools_set_enabled
 
 @admin.register(Tool)
 class ToolAdmin(admin.ModelAdmin):
-    list_display = ("name", "kind", "enabled", "updated_at")
-    list_filter = ("kind", "enabled")
+    list_display = (
+        "name",
+        "kind",
+        "enabled",
+        "lifecycle",
+        "origin",
+        "refreshed_at",
+        "updated_at",
+    )
+    list_filter = ("kind", "enabled", "deprecated")
     search_fields = ("name", "description", "source")
     ordering = ("name",)
-    readonly_fields = ("pretty_spec", "pretty_input_schema", "created_at", "updated_at")
+    readonly_fields = (
+        "pretty_spec",
+        "pretty_input_schema",
+        "origin",
+        "lifecycle",
+        "refreshed_at",
+        "created_at",
+        "updated_at",
+    )
     fields = (
         "name",
         "kind",
         "enabled",
+        "lifecycle",
         "description",
         "outputs",
+        "origin",
         "source",
         "pretty_input_schema",
         "pretty_spec",
+        "refreshed_at",
         "created_at",
         "updated_at",
     )
@@ -73,6 +92,17 @@ class ToolAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         return (*self.readonly_fields, "name", "kind", "description", "outputs", "source")
+
+    @admin.display(description="Origin")
+    def origin(self, obj: Tool) -> str:
+        """The file, MCP server or built-in provider it came from."""
+        return obj.origin
+
+    @admin.display(description="Lifecycle", ordering="deprecated")
+    def lifecycle(self, obj: Tool) -> str:
+        if not obj.deprecated:
+            return "current"
+        return f"deprecated → {obj.replacement}" if obj.replacement else "deprecated"
 
     @admin.display(description="Spec (templates only, no secrets)")
     def pretty_spec(self, obj: Tool) -> str:

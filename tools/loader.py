@@ -38,6 +38,7 @@ NEW_KEYS = frozenset(
         "name", "kind", "description", "base_url", "request", "auth", "inputs",
         "response_extract", "outputs", "timeout", "retry", "idempotent", "secret_env",
         "cookies", "response", "pagination", "follow_redirects", "max_redirects", "breaker",
+        "deprecated", "replacement",
     }
 )  # fmt: skip
 LEGACY_KEYS = frozenset(
@@ -46,7 +47,7 @@ LEGACY_KEYS = frozenset(
         "query_params", "params", "body_template", "body", "auth_type", "auth_header",
         "auth_token", "auth_value", "auth_query", "auth_username", "auth_password",
         "parameters", "input_schema", "output_fields", "extract", "timeout", "retry",
-        "idempotent", "idempotency_header", "secret_env",
+        "idempotent", "idempotency_header", "secret_env", "deprecated", "replacement",
     }
 )  # fmt: skip
 _LEGACY_MARKERS = frozenset({"method", "url", "auth_type", "auth_header", "output_fields"})
@@ -287,7 +288,10 @@ def new_to_spec_dict(data: dict[str, Any]) -> dict[str, Any]:
     """The current file form → the ``ToolSpec`` field layout."""
     spec: dict[str, Any] = {
         k: data[k]
-        for k in ("name", "kind", "description", "outputs", "retry", "idempotent", "secret_env")
+        for k in (
+            "name", "kind", "description", "outputs", "retry", "idempotent", "secret_env",
+            "deprecated", "replacement",
+        )
         if k in data
     }
     if "inputs" in data:
@@ -312,7 +316,7 @@ def legacy_to_new(data: dict[str, Any]) -> dict[str, Any]:
         k: data[k]
         for k in (
             "name", "kind", "description", "timeout", "retry", "idempotent", "base_url",
-            "secret_env",
+            "secret_env", "deprecated", "replacement",
         )
         if k in data
     }

@@ -21,9 +21,25 @@ class Tool(models.Model):
     outputs = models.JSONField(default=list, blank=True, help_text="Output field names.")
     spec = models.JSONField(default=dict, help_text="The normalized tool definition (no secrets).")
     source = models.CharField(
-        max_length=500, blank=True, help_text="File the tool was loaded from."
+        max_length=500,
+        blank=True,
+        help_text="Where it came from: the tool or MCP server file, or the built-in provider.",
     )
     enabled = models.BooleanField(default=True, help_text="Disabled tools cannot be called.")
+    deprecated = models.BooleanField(
+        default=False,
+        help_text="No longer to be used: the planner does not offer it, the validator warns "
+        "on every use; it still runs (set in its file or by its provider).",
+    )
+    replacement = models.CharField(
+        max_length=64, blank=True, default="", help_text="A deprecated tool's successor."
+    )
+    refreshed_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When `loadtools` (or the built-in sync) last read its definition, changed "
+        "or not.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -40,6 +56,18 @@ class Tool(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def origin(self) -> str:
+        """Where it came from, for people: ``file x.yaml``, ``MCP server time (x.yaml)``,
+        ``built-in tools.builtin.data.DataProvider``."""
+        if self.kind == ToolKind.BUILTIN:
+            return f"built-in {self.source}" if self.source else "built-in"
+        if self.kind == ToolKind.MCP:
+            server = ((self.spec or {}).get("mcp") or {}).get("server") or {}
+            where = f" ({self.source})" if self.source else ""
+            return f"MCP server {server.get('name', '?')}{where}"
+        return f"file {self.source}" if self.source else "-"
 
 
 class BreakerStateChoice(models.TextChoices):

@@ -32,9 +32,23 @@ _ASPECTS: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
 
 
 def tool_definition_hash(spec: ToolSpec) -> str:
-    """sha256 of the canonical JSON of the stored definition (keys sorted)."""
-    canonical = json.dumps(spec.stored(), sort_keys=True, separators=(",", ":"))
+    """sha256 of the canonical JSON of the stored definition (keys sorted).
+
+    The lifecycle (``deprecated``, ``replacement``; an MCP server file's ``deprecated``)
+    is left out: deprecating a tool changes what it is offered for, not what a call
+    does, so it never refuses the workflows approved with it.
+    """
+    canonical = json.dumps(_without_lifecycle(spec.stored()), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _without_lifecycle(stored: dict[str, Any]) -> dict[str, Any]:
+    kept = {k: v for k, v in stored.items() if k not in ("deprecated", "replacement")}
+    server = (kept.get("mcp") or {}).get("server")
+    if isinstance(server, dict) and "deprecated" in server:
+        server = {k: v for k, v in server.items() if k != "deprecated"}
+        kept["mcp"] = {**kept["mcp"], "server": server}
+    return kept
 
 
 def tool_revision_record(*, spec: ToolSpec, source: str = "") -> str:

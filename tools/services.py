@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +95,8 @@ def tool_upsert(*, spec: ToolSpec, source: str) -> str:
     """Create or update the row for ``spec``; returns created/updated/unchanged.
 
     ``enabled`` is left as an operator set it on existing rows. Every new
-    definition is also a row of the tool's history (``ToolRevision``).
+    definition is also a row of the tool's history (``ToolRevision``). The row's
+    ``refreshed_at`` records the read, changed or not.
     """
     values = {
         "kind": spec.kind,
@@ -103,13 +105,18 @@ def tool_upsert(*, spec: ToolSpec, source: str) -> str:
         "outputs": list(spec.outputs),
         "spec": spec.stored(),
         "source": source[:500],
+        "deprecated": spec.deprecated,
+        "replacement": spec.replacement or "",
     }
+    now = timezone.now()
     with transaction.atomic():
         row = Tool.objects.select_for_update().filter(name=spec.name).first()
         tool_revision_record(spec=spec, source=source[:500])
         if row is None:
-            Tool.objects.create(name=spec.name, **values)
+            Tool.objects.create(name=spec.name, refreshed_at=now, **values)
             return "created"
+        # An UPDATE of this column alone leaves ``updated_at`` (the registry's cache key).
+        Tool.objects.filter(pk=row.pk).update(refreshed_at=now)
         if all(getattr(row, k) == v for k, v in values.items()):
             return "unchanged"
         for key, value in values.items():
@@ -177,6 +184,33 @@ def _load_one(
             report.tools.append(LoadedTool(name, "mcp", "removed", str(path)))
 
 
+def tool_prune_candidates(*, directory: str | Path, report: LoadReport) -> list[Tool]:
+    """The stored http and MCP tools that came from under ``directory`` (a directory or
+    one file) and that ``report`` — the load of that directory just made — did not
+    find: their file is gone or no longer defines them. A file that failed to load
+    still exists, so its tools are never candidates. By name.
+    """
+    root = Path(directory)
+    if not root.exists():
+        return []
+    root = root.resolve()
+    found = {t.name for t in report.tools if t.action != "removed"}
+    broken = {Path(e.source).resolve() for e in report.errors}
+    candidates = []
+    for row in Tool.objects.filter(kind__in=["http", "mcp"]).exclude(source="").order_by("name"):
+        source = Path(row.source).resolve()
+        inside = source == root or source.is_relative_to(root)
+        if inside and row.name not in found and source not in broken:
+            candidates.append(row)
+    return candidates
+
+
+def tools_delete(*, names: Iterable[str]) -> int:
+    """Delete the named tool rows (their history stays); returns how many."""
+    deleted, _ = Tool.objects.filter(name__in=sorted(set(names))).delete()
+    return deleted
+
+
 def mcp_server_tools_remove(*, server: McpServer, keep: set[str]) -> list[str]:
     """Delete the rows of ``server``'s tools it no longer lists; returns their names.
 
@@ -211,6 +245,10 @@ class ToolEntry:
     inputs: list[str]  # required ones end with "*"
     outputs: list[str]
     enabled: bool
+    deprecated: bool = False
+    replacement: str = ""
+    origin: str = ""  # the file, MCP server or built-in provider it came from
+    refreshed_at: datetime | None = None  # when it was last loaded (None: never stored)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -220,10 +258,14 @@ class ToolEntry:
             "inputs": self.inputs,
             "outputs": self.outputs,
             "enabled": self.enabled,
+            "deprecated": self.deprecated,
+            "replacement": self.replacement or None,
+            "origin": self.origin,
+            "refreshed_at": self.refreshed_at.isoformat() if self.refreshed_at else None,
         }
 
 
-def _entry(spec: ToolSpec, enabled: bool) -> ToolEntry:
+def _entry(spec: ToolSpec, enabled: bool, row: Tool | None = None) -> ToolEntry:
     # Required ones in their declared order, then the rest by name: the same listing
     # whatever key order the database's JSON column hands back (jsonb reorders keys).
     required = set(spec.required_inputs)
@@ -236,6 +278,10 @@ def _entry(spec: ToolSpec, enabled: bool) -> ToolEntry:
         inputs=[f"{n}*" if n in required else n for n in names],
         outputs=list(spec.outputs),
         enabled=enabled,
+        deprecated=spec.deprecated,
+        replacement=spec.replacement or "",
+        origin=row.origin if row is not None else "",
+        refreshed_at=row.refreshed_at if row is not None else None,
     )
 
 
@@ -248,8 +294,10 @@ def tool_entries(*, providers: Iterable[BuiltinProvider] | None = None) -> list[
         except ValueError as exc:
             logger.warning("tool %s has an invalid stored spec: %s", row.name, exc)
             continue
-        entries[row.name] = _entry(spec, row.enabled)
+        entries[row.name] = _entry(spec, row.enabled, row)
     for provider in load_providers() if providers is None else providers:
         for spec in provider.specs():
-            entries.setdefault(spec.name, _entry(spec, True))
+            entry = _entry(spec, True)
+            where = f"built-in {type(provider).__module__}.{type(provider).__qualname__}"
+            entries.setdefault(spec.name, replace(entry, origin=f"{where} (not stored)"))
     return [entries[name] for name in sorted(entries)]

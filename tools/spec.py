@@ -168,6 +168,22 @@ class ToolSpec(FrozenModel):
     secret_env: list[str] = Field(
         default_factory=list, description="Env variables whose values are secrets wherever used."
     )
+    deprecated: bool = Field(
+        False,
+        description="No longer to be used: the planner does not offer it and the validator "
+        "warns on every use (it still runs).",
+    )
+    replacement: str | None = Field(
+        None, pattern=TOOL_NAME_PATTERN, description="A deprecated tool's successor, if any."
+    )
+
+    @model_validator(mode="after")
+    def _lifecycle(self) -> ToolSpec:
+        if self.replacement is not None and not self.deprecated:
+            raise ValueError("`replacement` is only for a deprecated tool (set `deprecated: true`)")
+        if self.replacement == self.name:
+            raise ValueError(f"tool {self.name!r} cannot be its own replacement")
+        return self
 
     @field_validator("secret_env")
     @classmethod

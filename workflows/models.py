@@ -90,6 +90,12 @@ class Workflow(models.Model):
         help_text="Whether the planner may show this version, once active, as a template for "
         "similar goals: when similar, preferred, or never. Set by a reviewer.",
     )
+    workflow_pins = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Workflow its `workflow` steps run -> the definition hash of the version "
+        "active at approval; a run refuses a child changed since.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -123,7 +129,9 @@ class Workflow(models.Model):
 class Step(models.Model):
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="steps")
     step_id = models.CharField(max_length=64, help_text="Unique slug within the version.")
-    kind = models.CharField(max_length=16, help_text="tool, llm, decision, transform or foreach.")
+    kind = models.CharField(
+        max_length=16, help_text="tool, llm, decision, transform, foreach or workflow."
+    )
     tool = models.CharField(max_length=64, blank=True, help_text="Tool called, for tool/foreach.")
     position = models.PositiveIntegerField(help_text="Order in the file.")
     input_mapping = models.JSONField(default=dict, blank=True)
@@ -139,7 +147,9 @@ class Step(models.Model):
                 fields=["workflow", "step_id"], name="step_id_unique_per_version"
             ),
             models.CheckConstraint(
-                condition=models.Q(kind__in=["tool", "llm", "decision", "transform", "foreach"]),
+                condition=models.Q(
+                    kind__in=["tool", "llm", "decision", "transform", "foreach", "workflow"]
+                ),
                 name="step_kind_valid",
             ),
             models.CheckConstraint(

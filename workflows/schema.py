@@ -122,6 +122,10 @@ class _StepBase(_Model):
         """Its raw mappings by field name (references are read from these)."""
         return {"input_mapping": self.input_mapping}
 
+    def called_workflow(self) -> str | None:
+        """The name of the workflow it runs as a child run (``None``: it runs none)."""
+        return None
+
     @field_validator("input_mapping")
     @classmethod
     def _param_names(cls, value: dict[str, Any]) -> dict[str, Any]:
@@ -288,6 +292,23 @@ class ForeachStep(_StepBase):
         return {"input_mapping": self.input_mapping, "item_mapping": self.item_mapping}
 
 
+class WorkflowStep(_StepBase):
+    """Runs another active workflow as a child run: its mapped inputs are the child's
+    inputs, its output the child's outputs (docs/steps.md)."""
+
+    kind: Literal["workflow"] = "workflow"
+    workflow: str = Field(
+        pattern=WORKFLOW_NAME_PATTERN,
+        description="Name of the active workflow to run; approval pins its definition hash.",
+    )
+
+    def step_time_limit(self) -> float | None:
+        return None  # the child's steps keep their own time limits
+
+    def called_workflow(self) -> str | None:
+        return self.workflow
+
+
 def multiselect_keys(expression: str) -> tuple[str, ...] | None:
     """The keys of a JMESPath expression that is one ``{key: expr, …}`` hash, else None."""
     try:
@@ -299,7 +320,7 @@ def multiselect_keys(expression: str) -> tuple[str, ...] | None:
     return tuple(child["value"] for child in node["children"])
 
 
-AnyStep = ToolStep | LLMStep | DecisionStep | TransformStep | ForeachStep
+AnyStep = ToolStep | LLMStep | DecisionStep | TransformStep | ForeachStep | WorkflowStep
 Step = Annotated[AnyStep, Field(discriminator="kind")]
 
 

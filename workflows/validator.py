@@ -37,6 +37,7 @@ from workflows.validation.report import (
 )
 from workflows.validation.schema_errors import schema_issues
 from workflows.validation.structure import check_structure
+from workflows.validation.subworkflows import ActiveWorkflows, WorkflowLookup
 from workflows.validation.tool_checks import check_tools
 from workflows.validation.types import check_foreach_items, check_input_defaults
 
@@ -107,6 +108,14 @@ ISSUE_CODES = frozenset(
         "prompt_invalid",
         "output_schema_invalid",
         "endpoint_unknown",
+        # workflow steps
+        "unknown_workflow",
+        "unknown_workflow_input",
+        "missing_workflow_input",
+        "workflow_recursion",
+        "workflow_too_deep",
+        # tool lifecycle (a warning)
+        "tool_deprecated",
     }
 )
 
@@ -126,14 +135,22 @@ _CHECKS: tuple[Callable[[FlowContext], list[ValidationIssue]], ...] = (
 
 
 def validate_workflow(
-    data: Mapping[str, Any] | WorkflowSpec, *, registry: ToolLookup | None
+    data: Mapping[str, Any] | WorkflowSpec,
+    *,
+    registry: ToolLookup | None,
+    workflows: WorkflowLookup | None = None,
 ) -> ValidationReport:
     """Validate a workflow against a tool registry; never raises for a bad workflow.
 
     ``registry`` needs only ``get(name) -> tool spec | None`` (see
     ``workflows.validation.context``). ``None`` skips every tool-dependent
-    check (tools, parameters, output fields) — for schema-only callers.
+    check (tools, parameters, output fields) — for schema-only callers — and the
+    checks of `workflow` steps too. ``workflows`` reads the workflows those steps run
+    (``workflows.validation.subworkflows``); by default, their active versions in the
+    database, read only when the workflow has such a step.
     """
+    if workflows is None and registry is not None:
+        workflows = ActiveWorkflows()
     if isinstance(data, WorkflowSpec):
         spec = data
     else:
@@ -143,16 +160,16 @@ def validate_workflow(
             issues = schema_issues(exc, data)
             salvaged, placeholders = salvage(data)
             if salvaged is not None:
-                issues += outside(_cross_checks(salvaged, registry)[0], placeholders)
+                issues += outside(_cross_checks(salvaged, registry, workflows)[0], placeholders)
             return ValidationReport(sort_issues(issues))
-    issues, graph = _cross_checks(spec, registry)
+    issues, graph = _cross_checks(spec, registry, workflows)
     return ValidationReport(sort_issues(issues), spec, graph)
 
 
 def _cross_checks(
-    spec: WorkflowSpec, registry: ToolLookup | None
+    spec: WorkflowSpec, registry: ToolLookup | None, workflows: WorkflowLookup | None
 ) -> tuple[list[ValidationIssue], FlowGraph | None]:
-    ctx = FlowContext.build(spec, registry)
+    ctx = FlowContext.build(spec, registry, workflows)
     issues, graph = check_structure(ctx)
     for check in _CHECKS:
         issues += check(ctx)

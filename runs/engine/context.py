@@ -94,6 +94,9 @@ class RunContext:
     breakers: CircuitBreakers | None = None  # per-host circuit breakers; None: off
     mcp: McpSessions | None = None  # this run's MCP sessions, opened on first use
     taps: CallTaps | None = None  # records (validation) or replays the HTTP exchanges
+    # In process: drives a `workflow` step's child run to its end (``runs.services`` sets
+    # it); None on Celery, where such a step parks instead (runs/engine/kinds/workflow.py).
+    run_child: Callable[[Any], Any] | None = None
     now: Clock = DEFAULT_CLOCK
     sleep: Callable[[float], None] = time.sleep
     rand: random.Random = field(default_factory=random.Random)

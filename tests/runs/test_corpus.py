@@ -156,7 +156,7 @@ EXAMPLES = sorted((DOCS / "examples").glob("*.yaml"))
 
 
 def test_there_is_one_documented_example_per_step_kind():
-    kinds = {"tool", "decision", "transform", "foreach", "llm"}
+    kinds = {"tool", "decision", "transform", "foreach", "llm", "workflow"}
     assert {p.stem for p in EXAMPLES} == kinds
     for path in EXAMPLES:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -177,6 +177,8 @@ def test_validateflow_accepts_each_documented_example(path, cli):
     from tests.conftest import EXAMPLE_TOOLS_DIR
     from workflows.validator import UNSUPPORTED_KINDS
 
+    if path.stem == "workflow":  # it runs the shipped geo_weather, which must be active
+        _activate_geo_weather(cli)
     result = cli("validateflow", str(path), "--tools", str(EXAMPLE_TOOLS_DIR))
 
     if path.stem in UNSUPPORTED_KINDS:  # a kind whose runtime is not in this checkout
@@ -189,6 +191,31 @@ def test_validateflow_accepts_each_documented_example(path, cli):
     assert result.lines == [f"{path}: valid (0 errors, 0 warnings)"]
 
 
+def _activate_geo_weather(cli) -> None:
+    from tests.conftest import EXAMPLE_TOOLS_DIR, EXAMPLES_DIR
+
+    assert cli("loadtools", str(EXAMPLE_TOOLS_DIR)).code == 0
+    result = cli("importflow", str(EXAMPLES_DIR / "geo_weather.yaml"), "--activate")
+    assert result.code == 0, result.out + result.err
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_workflow_example_runs_geo_weather_as_a_child_run(fake_api, cli):
+    _activate_geo_weather(cli)
+
+    run = _run_example(cli, "workflow", "ip=8.8.8.8")
+
+    assert run.status == "succeeded", run.error_summary
+    child = Run.objects.get(parent_run=run)
+    assert child.workflow.name == "geo_weather"
+    assert child.inputs == {"ip": "8.8.8.8"}
+    assert run.outputs["city"] == child.outputs["city"]
+    assert run.outputs["report"] == (
+        f"{child.outputs['city']} ( {child.outputs['country']} ): "
+        f"{child.outputs['temperature_c']} C"
+    )
+
+
 def _run_example(cli, name: str, *inputs: str):
     from tests.conftest import EXAMPLE_TOOLS_DIR
 
@@ -197,7 +224,7 @@ def _run_example(cli, name: str, *inputs: str):
         args += ["--input", pair]
     result = cli(*args)
     assert result.code == 0, result.out + result.err
-    return Run.objects.order_by("-pk").first()
+    return Run.objects.filter(parent_run__isnull=True).order_by("-pk").first()
 
 
 @pytest.mark.django_db(transaction=True)

@@ -20,6 +20,7 @@ EXAMPLES = {
     "decision": {"branches": ["yes"], "conditions": {"yes": "true"}},
     "transform": {"expression": "a"},
     "foreach": {"tool": "t", "input_mapping": {"items": [1]}, "timeout": 5},
+    "workflow": {"workflow": "child", "input_mapping": {"x": 1}, "timeout": 5},
 }
 
 
@@ -53,10 +54,10 @@ def test_every_kind_answers_the_engines_questions(name):
 
 
 def test_the_facts_of_each_kind():
-    tool, llm, decision, transform, foreach = (example(k) for k in EXAMPLES)
+    tool, llm, decision, transform, foreach, workflow = (example(k) for k in EXAMPLES)
 
-    assert [s.needs_llm() for s in (tool, llm, decision, transform, foreach)] == [
-        False, True, False, False, False,
+    assert [s.needs_llm() for s in (tool, llm, decision, transform, foreach, workflow)] == [
+        False, True, False, False, False, False,
     ]  # fmt: skip
     assert example("decision").model_copy(update={"decision_prompt": "which?"}).needs_llm()
     assert foreach.retries_per_item
@@ -72,3 +73,9 @@ def test_the_facts_of_each_kind():
     assert set(KINDS["decision"].compile(decision)) == {"yes"}
     assert set(KINDS["transform"].compile(transform)) == {"expression"}
     assert isinstance(foreach, ForeachStep)
+    # a workflow step runs a child run: no tools of its own, no time limit of one try
+    assert workflow.called_workflow() == "child"
+    assert tool.called_workflow() is None
+    assert workflow.direct_tools() == workflow.model_tools() == ()
+    assert workflow.step_time_limit() is None
+    assert workflow.output_tool() is None

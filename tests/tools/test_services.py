@@ -162,7 +162,9 @@ def test_listtools_table_and_json(tool_dir):
     Tool.objects.filter(name="first_tool").update(enabled=False)
     out, _, _ = _run("listtools")
     lines = out.splitlines()
-    assert lines[0].split() == ["NAME", "KIND", "INPUTS", "OUTPUTS", "DESCRIPTION"]
+    assert lines[0].split() == [
+        "NAME", "KIND", "INPUTS", "OUTPUTS", "ORIGIN", "REFRESHED", "DESCRIPTION",
+    ]  # fmt: skip
     repo = next(line for line in lines if line.startswith("repo_info"))
     assert "owner*, repo*, per_page" in repo
     assert "full_name, stars" in repo

@@ -22,6 +22,8 @@ class FakeTool:
     input_schema: dict[str, Any]
     outputs: tuple[str, ...] = ()
     env: frozenset[str] = frozenset()
+    deprecated: bool = False
+    replacement: str | None = None
 
     def env_names(self) -> frozenset[str]:
         return self.env
@@ -76,6 +78,14 @@ REGISTRY = FakeRegistry(
                 env=frozenset({"API_TOKEN"}),
             ),
             FakeTool(
+                "geocode_old",
+                {"type": "object", "properties": _props(q="string")},
+                ("lat", "lon"),
+                deprecated=True,
+                replacement="geocode",
+            ),
+            FakeTool("fax", {"type": "object"}, deprecated=True),
+            FakeTool(
                 "send_email",
                 {
                     "type": "object",
@@ -86,6 +96,44 @@ REGISTRY = FakeRegistry(
         )
     }
 )
+
+
+def _caller(name: str, child: str) -> WorkflowSpec:
+    step = {"id": "inner", "kind": "workflow", "workflow": child}
+    step["input_mapping"] = {"city": "$input.city"}
+    return WorkflowSpec.model_validate(
+        {"name": name, "inputs": {"city": {"type": "string"}}, "steps": [step]}
+    )
+
+
+# The active workflows `workflow` steps of the golden files run (no database here).
+WORKFLOWS = {
+    "weather_at": WorkflowSpec.model_validate(
+        {
+            "name": "weather_at",
+            "inputs": {"city": {"type": "string"}, "days": {"type": "integer", "default": 1}},
+            "steps": [
+                {
+                    "id": "geo",
+                    "kind": "tool",
+                    "tool": "geocode",
+                    "input_mapping": {"city": "$input.city"},
+                },
+                {
+                    "id": "wx",
+                    "kind": "tool",
+                    "tool": "forecast",
+                    "input_mapping": {"lat": "geo.lat", "lon": "geo.lon", "days": "$input.days"},
+                },
+            ],
+            "outputs": {"temperature": "wx.temperature", "summary": "wx.summary"},
+        }
+    ),
+    "nest1": _caller("nest1", "weather_at"),
+    **{f"nest{n}": _caller(f"nest{n}", f"nest{n - 1}") for n in range(2, 7)},
+    "ping": _caller("ping", "pong"),
+    "pong": _caller("pong", "ping"),
+}
 
 
 def load_flow(path: Path) -> tuple[Any, list[str]]:
@@ -111,7 +159,7 @@ def golden_files(kind: str) -> list[Path]:
 @pytest.mark.parametrize("path", golden_files("invalid"), ids=lambda p: p.stem)
 def test_invalid_golden_flow(path):
     data, expected = load_flow(path)
-    report = validate_workflow(data, registry=REGISTRY)
+    report = validate_workflow(data, registry=REGISTRY, workflows=WORKFLOWS)
     assert codes(report) == expected, [f"{i.path}: {i.message}" for i in report.issues]
     assert path.stem in expected, "a golden file shows the issue it is named after"
 
@@ -119,7 +167,7 @@ def test_invalid_golden_flow(path):
 @pytest.mark.parametrize("path", golden_files("valid"), ids=lambda p: p.stem)
 def test_valid_golden_flow(path):
     data, expected = load_flow(path)
-    report = validate_workflow(data, registry=REGISTRY)
+    report = validate_workflow(data, registry=REGISTRY, workflows=WORKFLOWS)
     assert expected == []
     assert report.issues == (), [f"{i.path}: {i.message}" for i in report.issues]
     assert report.ok

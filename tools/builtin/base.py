@@ -29,6 +29,8 @@ class BuiltinTool:
     handler: str
     outputs: tuple[str, ...] = ()
     idempotent: bool = True
+    deprecated: bool = False  # not offered to the planner; the validator warns on each use
+    replacement: str | None = None  # a deprecated tool's successor
 
 
 class BuiltinProvider:
@@ -44,6 +46,11 @@ class BuiltinProvider:
                 "inputSchema": tool.input_schema,
                 "outputs": list(tool.outputs),
                 "annotations": {"idempotentHint": tool.idempotent},
+                **(
+                    {"deprecated": True, "replacement": tool.replacement}
+                    if tool.deprecated
+                    else {}
+                ),
             }
             for tool in self.tools
         ]
@@ -64,6 +71,8 @@ class BuiltinProvider:
                 input_schema=item.get("inputSchema") or {"type": "object", "properties": {}},
                 outputs=list(item.get("outputs", [])),
                 idempotent=bool(item.get("annotations", {}).get("idempotentHint", True)),
+                deprecated=bool(item.get("deprecated", False)),
+                replacement=item.get("replacement"),
             )
             for item in self.list_tools()
         ]

@@ -19,6 +19,8 @@ from tools.errors import TemplateError
 from tools.policy import RetryPolicy
 from tools.templating import iter_strings, placeholders
 
+TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"  # tools.spec's (which builds on this module)
+
 SERVER_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,40}$"
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
@@ -62,6 +64,11 @@ class McpServer(BaseModel):
     timeout: float = Field(30.0, gt=0, le=3600, description="Seconds per call.")
     retry: RetryPolicy | None = None
     idempotent: bool | None = Field(None, description="None: from the tools' annotations.")
+    deprecated: dict[str, str | None] = Field(
+        default_factory=dict,
+        description="Deprecated tools by their name on the server -> the registered name of "
+        "the replacement (or null).",
+    )
 
     @field_validator("command", "url", "args", "env", "headers")
     @classmethod
@@ -83,6 +90,19 @@ class McpServer(BaseModel):
         for name in value:
             if not re.match(ENV_NAME_PATTERN, name):
                 raise ValueError(f"{name!r} is not an environment variable name")
+        return value
+
+    @field_validator("deprecated")
+    @classmethod
+    def _deprecated_names(cls, value: dict[str, str | None]) -> dict[str, str | None]:
+        for tool, replacement in value.items():
+            if not tool or len(tool) > 128:
+                raise ValueError(f"deprecated tool name {tool!r} must be 1 to 128 characters")
+            if replacement is not None and not re.match(TOOL_NAME_PATTERN, replacement):
+                raise ValueError(
+                    f"replacement {replacement!r} of {tool!r} is not a tool name "
+                    f"({TOOL_NAME_PATTERN})"
+                )
         return value
 
     @model_validator(mode="after")

@@ -45,6 +45,12 @@ def mcp_server_specs(*, server: McpServer, env: Mapping[str, str]) -> list[ToolS
         except ValidationError as exc:
             first = exc.errors()[0]
             problems.append(f"tool {tool.name!r}: {first['msg']}")
+    listed_names = {tool.name for tool in listed}
+    problems += [
+        f"`deprecated` names tool {name!r}, which the server does not list"
+        for name in sorted(server.deprecated)
+        if name not in listed_names
+    ]
     if problems:
         raise ToolConfigError(f"MCP server {server.name!r}: " + "; ".join(problems))
     return [specs[name] for name in sorted(specs)]
@@ -65,4 +71,6 @@ def _spec(server: McpServer, tool: types.Tool, name: str) -> ToolSpec:
         timeout=server.timeout,
         secret_env=list(server.secret_env),
         mcp=McpToolConfig(server=server, tool=tool.name),
+        deprecated=tool.name in server.deprecated,
+        replacement=server.deprecated.get(tool.name),
     )

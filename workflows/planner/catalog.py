@@ -71,14 +71,16 @@ def select_tools(
 
     Every tool when there are at most ``all_up_to``; otherwise the ``limit`` best
     BM25 matches (ties by name), plus ``pinned`` tools and tools whose exact
-    name appears in ``query``.
+    name appears in ``query``. Deprecated tools are never offered: a pinned or
+    named one brings its replacement instead.
     """
-    names = registry.names()
+    names = offered_tools(registry)
+    pinned = [_successor(registry, n) for n in pinned]
     if len(names) <= all_up_to:
         return names
-    described = registry.describe()
-    wanted = [n for n in pinned if n in registry][:MAX_PINNED]
-    words = set(re.findall(r"[A-Za-z0-9_-]+", query))
+    described = registry.describe(names)
+    wanted = [n for n in pinned if n in names][:MAX_PINNED]
+    words = {_successor(registry, w) for w in re.findall(r"[A-Za-z0-9_-]+", query)}
     wanted += [n for n in names if n in words][:MAX_PINNED]
     terms = tokenize(query)
     if terms:
@@ -89,6 +91,26 @@ def select_tools(
         )
         wanted += [name for score, name in ranked if score > 0][:limit]
     return sorted(set(wanted))
+
+
+def offered_tools(registry: ToolRegistry) -> list[str]:
+    """The registry's tools the planner may offer: every one not deprecated, by name."""
+    return [n for n in registry.names() if not _is_deprecated(registry, n)]
+
+
+def _is_deprecated(registry: ToolRegistry, name: str) -> bool:
+    spec = registry.get(name)
+    return spec is not None and spec.deprecated
+
+
+def _successor(registry: ToolRegistry, name: str) -> str:
+    """A deprecated tool's replacement (followed at most a few steps), else the name."""
+    for _ in range(5):
+        spec = registry.get(name)
+        if spec is None or not spec.deprecated or not spec.replacement:
+            return name
+        name = spec.replacement
+    return name
 
 
 def compact_schema(schema: Mapping[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple, Protocol
 from workflows.graph import iter_leaves, parse_leniently, step_mappings
 from workflows.schema import WorkflowSpec
 from workflows.validation.report import format_path
+from workflows.validation.subworkflows import WorkflowLookup, child_output_fields
 
 
 class ToolSpecLike(Protocol):
@@ -46,11 +47,17 @@ class FlowContext:
     parsed: list[dict[str, dict[str, Any]]]  # per step: mapping field -> param -> parsed
     step_leaves: list[list[Leaf]]  # per step
     output_leaves: list[Leaf]
+    workflows: WorkflowLookup | None = None  # the workflows `workflow` steps run
     _tools: dict[str, Any] = field(default_factory=dict)
     _labels: dict[str, set[str]] | None = None
 
     @classmethod
-    def build(cls, spec: WorkflowSpec, registry: ToolLookup | None) -> FlowContext:
+    def build(
+        cls,
+        spec: WorkflowSpec,
+        registry: ToolLookup | None,
+        workflows: WorkflowLookup | None = None,
+    ) -> FlowContext:
         ids = frozenset(step.id for step in spec.steps)
         first_index: dict[str, int] = {}
         parsed, step_leaves = [], []
@@ -73,7 +80,7 @@ class FlowContext:
             Leaf(format_path(("outputs", *path)), leaf, "outputs")
             for path, leaf in iter_leaves(outputs)
         ]
-        return cls(spec, registry, ids, first_index, parsed, step_leaves, output_leaves)
+        return cls(spec, registry, ids, first_index, parsed, step_leaves, output_leaves, workflows)
 
     def step(self, step_id: str) -> Any:
         """The first step with this id, or ``None``."""
@@ -107,6 +114,10 @@ class FlowContext:
         """The declared top-level fields of a step's output; ``None`` when any may be read
         (a tool that declares no outputs, a transform whose shape is known only at run time).
         """
+        child = step.called_workflow()
+        if child is not None:
+            found = None if self.workflows is None else self.workflows.get(child)
+            return None if found is None else child_output_fields(found)
         name = step.output_tool()
         if name is None:
             return step.output_fields()

@@ -1,4 +1,4 @@
-"""Per-kind rules: the unsupported-kind gate, and the hook for decision/transform/foreach/llm.
+"""Per-kind rules: the unsupported-kind gate, and the hook for each kind's own checks.
 
 The gate is one table (empty today: every kind has a runtime). An entry there
 reports ``kind_not_supported``; add that code back to ``ISSUE_CODES`` with a
@@ -17,11 +17,19 @@ from tools.errors import TemplateError
 from tools.llm.endpoints import endpoint_names
 from tools.templating import placeholders
 from workflows.expressions import ExpressionError, compile_condition
-from workflows.schema import DecisionStep, ForeachStep, LLMStep, ToolStep, TransformStep
+from workflows.schema import (
+    DecisionStep,
+    ForeachStep,
+    LLMStep,
+    ToolStep,
+    TransformStep,
+    WorkflowStep,
+)
 from workflows.transform import TransformError, compile_transform
 from workflows.validation.context import FlowContext
 from workflows.validation.hints import condition_fix, schema_type_fix, transform_fix
 from workflows.validation.report import ValidationIssue, error, suggest
+from workflows.validation.subworkflows import check_workflow_step
 
 # Step kinds the executor cannot run yet -> why. Remove an entry to enable the kind.
 UNSUPPORTED_KINDS: dict[str, str] = {}
@@ -188,6 +196,10 @@ def _tool(step: ToolStep, path: str, ctx: FlowContext) -> list[ValidationIssue]:
     return []  # its tool and parameters are checked with every tool (tool_checks)
 
 
+def _workflow(step: WorkflowStep, path: str, ctx: FlowContext) -> list[ValidationIssue]:
+    return check_workflow_step(step, path, ctx.spec.name, ctx.workflows)
+
+
 # Every kind of the ``Step`` union -> its own checks: (step, its path, the flow) -> issues.
 KIND_CHECKS: dict[str, Callable[[Any, str, FlowContext], list[ValidationIssue]]] = {
     "tool": _tool,
@@ -195,4 +207,5 @@ KIND_CHECKS: dict[str, Callable[[Any, str, FlowContext], list[ValidationIssue]]]
     "decision": _decision,
     "transform": _transform,
     "foreach": _foreach,
+    "workflow": _workflow,
 }

@@ -22,7 +22,14 @@ from jsonschema.validators import validator_for
 
 from workflows.validation.confusables import describe, skeleton
 from workflows.validation.context import FlowContext, ToolSpecLike
-from workflows.validation.report import ValidationIssue, error, format_path, names, suggest
+from workflows.validation.report import (
+    ValidationIssue,
+    error,
+    format_path,
+    names,
+    suggest,
+    warning,
+)
 from workflows.validation.types import value_issues
 
 
@@ -60,10 +67,21 @@ def _named_tools(index: int, step: Any) -> list[tuple[str, str]]:
     return direct + offered
 
 
+def _deprecated(ctx: FlowContext, step: Any, path: str, name: str) -> list[ValidationIssue]:
+    """A warning per use of a deprecated tool, naming its replacement when it has one."""
+    tool = ctx.tool(name)
+    if tool is None or not getattr(tool, "deprecated", False):
+        return []
+    replacement = getattr(tool, "replacement", None)
+    fix = f"; use `{replacement}` instead" if replacement else "; it has no replacement"
+    message = f"step `{step.id}` uses tool `{name}`, which is deprecated{fix}"
+    return [warning("tool_deprecated", path, message, step.id)]
+
+
 def _check_tool_name(
     ctx: FlowContext, step: Any, path: str, name: str, allowed: frozenset[str]
 ) -> list[ValidationIssue]:
-    issues = []
+    issues = _deprecated(ctx, step, path, name)
     if ctx.tool(name) is None:
         message = f"step `{step.id}` uses tool `{name}`, which is not registered"
         registered = ctx.tool_names()

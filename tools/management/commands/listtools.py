@@ -5,11 +5,24 @@ from __future__ import annotations
 import json
 
 from tools.commands import FlowpilotCommand
-from tools.services import tool_entries
+from tools.services import ToolEntry, tool_entries
+
+HEADER = ("NAME", "KIND", "INPUTS", "OUTPUTS", "ORIGIN", "REFRESHED", "DESCRIPTION")
+
+
+def _name(entry: ToolEntry) -> str:
+    notes = [] if entry.enabled else ["disabled"]
+    if entry.deprecated:
+        notes.append(f"deprecated → {entry.replacement}" if entry.replacement else "deprecated")
+    return entry.name + (f" ({'; '.join(notes)})" if notes else "")
 
 
 class Command(FlowpilotCommand):
-    help = "List tools (stored and built-in): name, kind, description, inputs (* = required)."
+    help = (
+        "List tools (stored and built-in): name (disabled, deprecated → replacement), kind, "
+        "inputs (* = required), outputs, origin (file, MCP server, built-in provider), when "
+        "it was last refreshed (UTC), description."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--json", action="store_true", help="Print JSON instead of a table.")
@@ -21,18 +34,20 @@ class Command(FlowpilotCommand):
             return
         rows = [
             (
-                e.name + ("" if e.enabled else " (disabled)"),
+                _name(e),
                 e.kind,
                 ", ".join(e.inputs) or "-",
                 ", ".join(e.outputs) or "-",
+                e.origin or "-",
+                e.refreshed_at.strftime("%Y-%m-%d %H:%M") if e.refreshed_at else "-",
                 e.description,
             )
             for e in entries
         ]
-        header = ("NAME", "KIND", "INPUTS", "OUTPUTS", "DESCRIPTION")
-        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
-        for row in [header, *rows]:
-            cells = [row[i].ljust(widths[i]) for i in range(4)]
-            self.stdout.write("  ".join([*cells, row[4]]).rstrip())
+        last = len(HEADER) - 1
+        widths = [max(len(r[i]) for r in [HEADER, *rows]) for i in range(last)]
+        for row in [HEADER, *rows]:
+            cells = [row[i].ljust(widths[i]) for i in range(last)]
+            self.stdout.write("  ".join([*cells, row[last]]).rstrip())
         if not rows:
             self.stdout.write("No tools. Load some with `manage.py loadtools examples/tools`.")

@@ -1,0 +1,60 @@
+"""Creating the child run of a `workflow` step, from inside the engine.
+
+``runs.services.run_create`` sits above the engine (it imports the drivers), so the
+step kind (``runs.engine.kinds.workflow``) cannot call it; ``child_run_create`` makes
+the same checks for a child run — the version validated against the registry, its
+own pins (tools and child workflows changed since approval), the inputs checked and
+free of secret values — and links the run to its parent step.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from django.db import transaction
+
+from runs.engine.secrets import inputs_refuse_secrets, run_redactor
+from runs.models import Run, StepResult
+from runs.state import RunTrigger
+from tools.registry import ToolRegistry
+from workflows.inputs import resolve_inputs
+from workflows.models import Workflow
+from workflows.pins import workflow_pins_check
+from workflows.services import workflow_spec
+from workflows.validator import validate_workflow
+
+logger = logging.getLogger("flowpilot.runs")
+
+
+def child_run_create(
+    *,
+    workflow: Workflow,
+    inputs: Mapping[str, Any],
+    registry: ToolRegistry,
+    parent_step: StepResult,
+) -> Run:
+    """Record a pending child run of ``workflow`` for the `workflow` step ``parent_step``.
+
+    Raises ``WorkflowInvalid`` or ``InputsInvalid`` as ``run_create`` does; the step
+    fails with that error.
+    """
+    spec = workflow_spec(workflow)
+    validate_workflow(spec, registry=registry).raise_for_errors()
+    workflow_pins_check(workflow=workflow, registry=registry)
+    resolved = resolve_inputs(spec.inputs, dict(inputs))
+    inputs_refuse_secrets(inputs=resolved, redactor=run_redactor(registry, os.environ))
+    with transaction.atomic():
+        run = Run.objects.create(
+            workflow=workflow,
+            definition_hash=workflow.definition_hash,
+            trigger=RunTrigger.WORKFLOW,
+            inputs=resolved,
+            parent_run_id=parent_step.run_id,
+            parent_step=parent_step,
+        )
+        StepResult.objects.bulk_create(StepResult(run=run, step_id=s.id) for s in spec.steps)
+    logger.info("run %s created for %s (step %s)", run.pk, workflow, parent_step.step_id)
+    return run

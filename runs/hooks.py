@@ -1,0 +1,22 @@
+"""The runs app's own run-finished hook (``FLOWPILOT_RUN_FINISHED_HOOKS``).
+
+A child run of a `workflow` step parked on Celery wakes its parent step: the hook queues
+``runs.settle_parent_step`` (``runs.engine.subruns.parent_step_settle``). In process
+there is nothing to do: the parent step waits for its child itself.
+"""
+
+from __future__ import annotations
+
+from celery import current_app
+
+from runs.engine import distributed
+from runs.models import Run
+
+SETTLE_PARENT_TASK = "runs.settle_parent_step"
+
+
+def run_finished(*, run_id: int) -> None:
+    if distributed.in_process():
+        return
+    if Run.objects.filter(pk=run_id, parent_step__isnull=False).exists():
+        current_app.send_task(SETTLE_PARENT_TASK, args=[run_id])
