@@ -54,8 +54,13 @@ def _ms(delta) -> str:
 def _step_row(step) -> dict:
     """A step of the run page with its stored records as capped previews ("show full")."""
     result = step.result
+    children = ""
+    if step.kind == "workflow":  # the child runs of a `workflow` step, linked from its card
+        runs = result.child_runs.select_related("workflow", "parent_step").order_by("pk")
+        children = child_run_links(runs)
     return {
         "step": step,
+        "children": children,
         "inputs": json_preview(result.inputs) if result.inputs is not None else "",
         "output": json_preview(result.output) if result.output is not None else "",
         "error": json_preview(step.error) if step.error else "",

@@ -67,6 +67,7 @@ from runs.engine.distributed import (
     time_limit_of,
     tools_key,
 )
+from runs.engine.finish import run_finished_announce
 from runs.engine.heartbeat import heartbeat
 from runs.engine.kinds.base import Attempt
 from runs.engine.local import CheckpointTruncated
@@ -349,10 +350,12 @@ def _fail_unstartable(
             StepResult.objects.filter(pk=result.pk, claim_token=token), StepStatus.FAILED,
             error=error, finished_at=at, claim_token="", lease_expires_at=None, updated_at=at,
         )  # fmt: skip
-        run_transition(
+        if run_transition(
             Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING), RunStatus.FAILED,
             finished_at=at,
             error_summary=f"step `{result.step_id}` could not start: {error['message']}"[:5000],
-        )  # fmt: skip
+        ):  # fmt: skip
+            # Like any finished run: a failure report, a parked parent step, an approval.
+            run_finished_announce(run)
     logger.error("run %s step %s could not start: %s", run.pk, result.step_id, exc.message)
     return Verdict(claimed=True, status=StepStatus.FAILED)

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
+from django.contrib.auth import get_user_model
 
 from runs.models import Run
 from tests.conftest import CONTROL_TOOLS_DIR
@@ -195,7 +196,10 @@ def _activate_geo_weather(cli) -> None:
     from tests.conftest import EXAMPLE_TOOLS_DIR, EXAMPLES_DIR
 
     assert cli("loadtools", str(EXAMPLE_TOOLS_DIR)).code == 0
-    result = cli("importflow", str(EXAMPLES_DIR / "geo_weather.yaml"), "--activate")
+    get_user_model().objects.create_superuser("corpus-admin", "admin@example.com", "x")
+    result = cli(
+        "importflow", str(EXAMPLES_DIR / "geo_weather.yaml"), "--activate", "--as", "corpus-admin"
+    )
     assert result.code == 0, result.out + result.err
 
 

@@ -232,7 +232,18 @@ def test_a_fatal_error_is_not_retried(echo_api):
     assert results(run)["s01"].attempts == 1
 
 
-def test_a_step_whose_run_context_cannot_be_built_fails_the_run_instead_of_waiting(echo_api):
+FINISHED: list[int] = []  # run ids the test hook below was told about
+
+
+def finished_hook(*, run_id: int) -> None:
+    FINISHED.append(run_id)
+
+
+def test_a_step_whose_run_context_cannot_be_built_fails_the_run_instead_of_waiting(
+    echo_api, settings
+):
+    settings.FLOWPILOT_RUN_FINISHED_HOOKS = [f"{__name__}.finished_hook"]
+    FINISHED.clear()
     run, bus = started(fan_out_flow("fan", 1))
     Workflow.objects.filter(pk=run.workflow_id).update(definition={"name": "fan", "steps": 3})
     caches.caches_clear()  # this process parsed and compiled the good definition already
@@ -246,6 +257,7 @@ def test_a_step_whose_run_context_cannot_be_built_fails_the_run_instead_of_waiti
     assert run.status == "failed"
     assert "could not start" in run.error_summary
     assert echo_api.requests() == []
+    assert [run.pk] == FINISHED  # announced like any finished run (reports, parents, approvals)
 
 
 def test_an_output_stored_truncated_fails_the_step_that_reads_it(echo_api, settings):
