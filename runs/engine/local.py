@@ -9,9 +9,10 @@ that were in flight.
 from __future__ import annotations
 
 import logging
+import queue
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +66,10 @@ def drive_local(ctx: RunContext, run: Run, *, observer: Observer | None = None) 
     )
     notify = observer or (lambda event, result: None)
     futures: dict[Future, str] = {}
+    # Finished futures arrive here (a done callback): a turn waits for one and takes
+    # whatever else finished, without walking every future in flight (a wide run has
+    # thousands queued on the pool).
+    arrived: queue.SimpleQueue[Future] = queue.SimpleQueue()
     done: list[tuple[str, StepOutcome]] = []
     cancel_check = _Every(CANCEL_CHECK_SECONDS)
     turn = _Turn(ctx, run, results, ready, views, previews)
@@ -84,15 +89,25 @@ def drive_local(ctx: RunContext, run: Run, *, observer: Observer | None = None) 
             for step_id, args in started:
                 step = spec.step(step_id)
                 first = (results[step_id].attempts or 0) + 1
-                futures[pool.submit(run_with_retries, ctx, step, args, first_attempt=first)] = (
-                    step_id
-                )
+                future = pool.submit(run_with_retries, ctx, step, args, first_attempt=first)
+                futures[future] = step_id
+                future.add_done_callback(arrived.put)
             if not futures:
                 if decided.actions.done or not (decided.actions.start or decided.actions.skip):
                     return Driven(views, results)
                 continue
-            finished, _ = wait(futures, return_when=FIRST_COMPLETED)
+            finished = _finished(arrived)
             done = [(futures.pop(f), f.result()) for f in sorted(finished, key=futures.__getitem__)]
+
+
+def _finished(arrived: queue.SimpleQueue[Future]) -> list[Future]:
+    """The futures that finished: wait for one, then take every other already there."""
+    finished = [arrived.get()]
+    while True:
+        try:
+            finished.append(arrived.get_nowait())
+        except queue.Empty:
+            return finished
 
 
 def _settle_cancelled(

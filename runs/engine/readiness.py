@@ -22,6 +22,7 @@ Rules:
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -121,7 +122,13 @@ class Readiness:
         }
         self._ready = [plan.position[s] for s, n in self._waiting.items() if n == 0]
         heapq.heapify(self._ready)
-        self._in_flight = {s for s, st in self._states.items() if st.status in STEP_IN_FLIGHT}
+        # Steps in flight, kept sorted by graph position (two parallel lists), so ``next``
+        # copies them instead of sorting thousands of running steps on every turn.
+        flying = sorted(
+            plan.position[s] for s, st in self._states.items() if st.status in STEP_IN_FLIGHT
+        )
+        self._flying_at = flying
+        self._flying = [graph.order[p] for p in flying]
         self._fatal = {s for s, st in self._states.items() if _fatal(st)}
         self._held: list[str] = []  # ready to run, but a fatal failure stops new starts
 
@@ -135,13 +142,22 @@ class Readiness:
             raise ValueError(f"step `{step_id}` cannot go back from {before.status}")
         self._states[step_id] = state
         self._waiting.pop(step_id, None)
-        self._in_flight.discard(step_id)
-        if state.status in STEP_IN_FLIGHT:
-            self._in_flight.add(step_id)
+        self._flight(step_id, flying=state.status in STEP_IN_FLIGHT)
         if _fatal(state):
             self._fatal.add(step_id)
         if state.status in STEP_TERMINAL and before.status not in STEP_TERMINAL:
             self._free_children(step_id)
+
+    def _flight(self, step_id: str, *, flying: bool) -> None:
+        """Add ``step_id`` to the steps in flight, or take it out (sorted by position)."""
+        at = self._plan.position[step_id]
+        i = bisect_left(self._flying_at, at)
+        present = i < len(self._flying_at) and self._flying_at[i] == at
+        if flying and not present:
+            self._flying_at.insert(i, at)
+            self._flying.insert(i, step_id)
+        elif not flying and present:
+            del self._flying_at[i], self._flying[i]
 
     def _free_children(self, step_id: str) -> None:
         position = self._plan.position
@@ -171,7 +187,7 @@ class Readiness:
                 del self._waiting[step_id]
                 start.append(step_id)
         position = self._plan.position
-        in_flight = tuple(sorted(self._in_flight, key=position.__getitem__))
+        in_flight = tuple(self._flying)
         fatal = tuple(sorted(self._fatal, key=position.__getitem__))
         done = not in_flight and not start
         return Actions(tuple(start), tuple(skip), in_flight, fatal, done)
