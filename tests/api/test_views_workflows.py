@@ -117,6 +117,16 @@ def test_list_filters_by_name_and_status_newest_version_first(make_client):
     assert page["count"] == 3
     assert [r["version"] for r in page["results"]] == [2]
     assert "offset=2" in page["next"]
+    # A limit or offset beyond 64 bits is no 500: the limit is capped, the offset empty.
+    huge = str(2**71)
+    capped = client.get("/api/v1/workflows/", {"limit": huge}).json()
+    assert [(r["name"], r["version"]) for r in capped["results"]] == [
+        ("other", 1),
+        ("sales_report", 2),
+        ("sales_report", 1),
+    ]
+    far = client.get("/api/v1/workflows/", {"limit": huge, "offset": huge}).json()
+    assert (far["count"], far["results"]) == (3, [])
 
 
 def test_detail_has_definition_graph_validation_and_hash(make_client):
