@@ -5,14 +5,16 @@ sends the same request again with the same key. ``run_create_idempotent`` return
 the run that key created, never a second one, even when two requests race: the
 key row and the run are inserted in one transaction and the database's unique
 constraint on (user, key) decides which one wins; the loser's transaction rolls
-back (its run with it) and it answers with the winner's run.
+back (its run with it) and it answers with the winner's run. ``run_once`` is the
+same for any way of creating a run; the API's restart uses it with
+``restart_fingerprint`` (the run restarted and the step).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -41,6 +43,12 @@ def run_fingerprint(*, workflow: Workflow, inputs: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def restart_fingerprint(*, run: Run, from_step: str | None) -> str:
+    """What a restart request asked for: the run restarted and the step (None: the trigger)."""
+    text = json.dumps(["restart", run.pk, from_step], separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def run_create_idempotent(
     *,
     workflow: Workflow,
@@ -57,20 +65,39 @@ def run_create_idempotent(
     request that created the run enqueues it.
     """
     inputs = dict(inputs or {})
+    return run_once(
+        user=user,
+        key=key,
+        fingerprint=run_fingerprint(workflow=workflow, inputs=inputs) if key is not None else "",
+        create=lambda: run_create(
+            workflow=workflow, trigger=trigger, inputs=inputs, registry=registry
+        ),
+    )
+
+
+def run_once(
+    *, user, key: str | None, fingerprint: str, create: Callable[[], Run]
+) -> tuple[Run, bool]:
+    """``create()`` a pending run and enqueue it, once per (user, ``key``).
+
+    Returns ``(run, created)``. Without a key every call creates a run. The same key
+    with the same ``fingerprint`` (what the request asked for) returns the run it
+    created; with another fingerprint it raises ``IdempotencyKeyReused``. The key row
+    and the run are written in one transaction, so a refusal by ``create`` stores
+    neither, and only the request that created the run enqueues it.
+    """
     if key is None:
-        run = run_create(workflow=workflow, trigger=trigger, inputs=inputs, registry=registry)
-        return run_enqueue(run=run), True
+        return run_enqueue(run=create()), True
     if not key.strip() or len(key) > MAX_KEY_LENGTH or not key.isprintable():
         raise IdempotencyKeyInvalid(
             f"the Idempotency-Key must be 1 to {MAX_KEY_LENGTH} printable characters"
         )
-    fingerprint = run_fingerprint(workflow=workflow, inputs=inputs)
     existing = _existing(user=user, key=key, fingerprint=fingerprint)
     if existing is not None:
         return existing, False
     try:
         with transaction.atomic():
-            run = run_create(workflow=workflow, trigger=trigger, inputs=inputs, registry=registry)
+            run = create()
             RunIdempotencyKey.objects.create(user=user, key=key, fingerprint=fingerprint, run=run)
     except IntegrityError:
         # A concurrent request with this key committed first: answer with its run.

@@ -44,6 +44,7 @@ __all__ = [
     "RestartNeedsConfirmation",
     "RestartPlan",
     "RestartRefused",
+    "RestartStepUnknown",
     "restart_plan",
     "run_restart",
     "run_restart_prepare",
@@ -52,6 +53,12 @@ __all__ = [
 
 class RestartRefused(RunError):
     code = "restart_refused"
+
+
+class RestartStepUnknown(RestartRefused):
+    """The step to restart from is not a step of the run's version."""
+
+    code = "unknown_step"
 
 
 class RestartNeedsConfirmation(RunError):
@@ -101,7 +108,7 @@ def restart_plan(
     spec = workflow_spec(version)
     graph = build_graph(spec)
     if from_step is not None and from_step not in graph.step_ids:
-        raise RestartRefused(
+        raise RestartStepUnknown(
             f"run {run.pk} of `{version}` has no step `{from_step}`; its steps are "
             + ", ".join(f"`{s}`" for s in graph.order)
         )
@@ -232,5 +239,5 @@ def _confirmation_message(plan: RestartPlan) -> str:
         f"restarting run {plan.run.pk} {where} runs again {steps}, which "
         f"{'is' if len(plan.non_idempotent) == 1 else 'are'} not idempotent: the target "
         "system may act a second time. Check it, then confirm (--yes; in the admin, the "
-        "confirmation box)"
+        'confirmation box; over the API, "confirm": true)'
     )
