@@ -21,6 +21,7 @@ from rest_framework.views import set_rollback
 
 from api.exceptions import ApiError
 from runs.idempotency import IdempotencyKeyInvalid, IdempotencyKeyReused
+from runs.restart import RestartNeedsConfirmation, RestartStepUnknown
 from runs.services import RunStateError
 from schedules.services import ScheduleInvalid
 from tools.errors import FlowpilotError
@@ -46,6 +47,7 @@ STATUS_BY_ERROR: tuple[tuple[type[FlowpilotError], int], ...] = (
     (DefinitionUnchanged, status.HTTP_409_CONFLICT),
     (WorkflowTransitionError, status.HTTP_409_CONFLICT),
     (RunStateError, status.HTTP_409_CONFLICT),
+    (RestartNeedsConfirmation, status.HTTP_409_CONFLICT),
     (PlanNotRevisable, status.HTTP_409_CONFLICT),
     (PlanRoundsExhausted, status.HTTP_409_CONFLICT),
     (IdempotencyKeyReused, status.HTTP_422_UNPROCESSABLE_ENTITY),
@@ -72,6 +74,13 @@ def error_details(exc: FlowpilotError) -> list[dict[str, str]]:
             }
             for name, problem in zip(exc.fields, exc.problems, strict=True)
         ]
+    elif isinstance(exc, RestartNeedsConfirmation):
+        return [
+            {"path": "confirm", "code": exc.code, "message": f"step `{step}` is not idempotent"}
+            for step in exc.steps
+        ]
+    elif isinstance(exc, RestartStepUnknown):
+        return [{"path": "from_step", "code": exc.code, "message": exc.message}]
     else:
         return []
     return [{"path": i.path, "code": i.code, "message": i.message} for i in issues]

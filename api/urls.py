@@ -40,6 +40,7 @@ urlpatterns = [
     path(
         VERSION + "archive/", WorkflowViewSet.as_view({"post": "archive"}), name="workflow-archive"
     ),
+    path(VERSION + "replay/", WorkflowViewSet.as_view({"post": "replay"}), name="workflow-replay"),
     path(
         VERSION + "approve/",
         VersionDesignViewSet.as_view({"post": "approve"}),
@@ -61,6 +62,7 @@ urlpatterns = [
     path("runs/<int:pk>/", RunViewSet.as_view({"get": "retrieve"}), name="run-detail"),
     path("runs/<int:pk>/cancel/", RunViewSet.as_view({"post": "cancel"}), name="run-cancel"),
     path("runs/<int:pk>/resume/", RunViewSet.as_view({"post": "resume"}), name="run-resume"),
+    path("runs/<int:pk>/restart/", RunViewSet.as_view({"post": "restart"}), name="run-restart"),
     path("runs/<int:pk>/wait/", RunViewSet.as_view({"get": "wait"}), name="run-wait"),
     path(
         "webhooks/",

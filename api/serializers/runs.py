@@ -1,4 +1,9 @@
-"""Runs and their step results, as stored (inputs and outputs already redacted)."""
+"""Runs and their step results, as stored (inputs and outputs already redacted).
+
+The JSON values that may be null are declared without ``allow_null``: these shapes
+are only answered, never read, and drf-spectacular would describe a nullable "any
+JSON" as ``oneOf: [{}, {type: null}]``, which ``null`` matches twice (invalid).
+"""
 
 from rest_framework import serializers
 
@@ -9,6 +14,22 @@ class RunSerializer(serializers.ModelSerializer):
     workflow = serializers.CharField(source="workflow.name", read_only=True)
     version = serializers.IntegerField(source="workflow.version", read_only=True)
     url = serializers.SerializerMethodField()
+    outputs = serializers.JSONField(help_text="Run outputs, when it succeeded; else null.")
+    restarted_from = serializers.IntegerField(
+        source="restarted_from_id",
+        read_only=True,
+        allow_null=True,
+        help_text="The run this one restarts (null: not a restart).",
+    )
+    restarted_from_step = serializers.CharField(
+        read_only=True, help_text="The step it restarted from; '' for a restart from the trigger."
+    )
+    replay_of = serializers.IntegerField(
+        source="replay_of_id",
+        read_only=True,
+        allow_null=True,
+        help_text="The validation run this replay answered from (null: not a replay).",
+    )
 
     class Meta:
         model = Run
@@ -26,6 +47,9 @@ class RunSerializer(serializers.ModelSerializer):
             "created_at",
             "started_at",
             "finished_at",
+            "restarted_from",
+            "restarted_from_step",
+            "replay_of",
         ]
 
     def get_url(self, obj) -> str:
@@ -33,9 +57,9 @@ class RunSerializer(serializers.ModelSerializer):
 
 
 class StepResultSerializer(serializers.ModelSerializer):
-    inputs = serializers.JSONField(allow_null=True, help_text="Resolved inputs, secrets redacted.")
-    output = serializers.JSONField(allow_null=True, help_text="Step output, secrets scrubbed.")
-    error = serializers.JSONField(allow_null=True, help_text="{type, message, retryable}.")
+    inputs = serializers.JSONField(help_text="Resolved inputs, secrets redacted (or null).")
+    output = serializers.JSONField(help_text="Step output, secrets scrubbed (or null).")
+    error = serializers.JSONField(help_text="{type, message, retryable}, or null.")
     attempt_log = serializers.JSONField(help_text="One entry per try.")
 
     class Meta:
@@ -43,6 +67,7 @@ class StepResultSerializer(serializers.ModelSerializer):
         fields = [
             "step_id",
             "status",
+            "reused",
             "attempts",
             "attempt_log",
             "inputs",
@@ -73,3 +98,55 @@ class RunResumeSerializer(serializers.Serializer):
     force = serializers.BooleanField(
         default=False, help_text="Resume a run stuck `running` whose process died."
     )
+
+
+class JsonBooleanField(serializers.BooleanField):
+    """``true`` or ``false`` as JSON: a confirmation is never read from ``"yes"`` or ``1``."""
+
+    default_error_messages = {"invalid": "must be true or false (a JSON boolean)"}
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool):
+            return data
+        self.fail("invalid")
+
+
+class RunRestartSerializer(serializers.Serializer):
+    from_step = serializers.CharField(
+        max_length=64,
+        required=False,
+        allow_null=True,
+        help_text="The step to run again, with every step downstream of it; every other "
+        "step's result is reused. Absent or null: from the trigger (every step again).",
+    )
+    confirm = JsonBooleanField(
+        default=False,
+        help_text="Confirm re-running steps whose tool is not idempotent (without it such a "
+        "restart is a 409 `restart_needs_confirmation` naming them).",
+    )
+
+
+class ReplayRequestSerializer(serializers.Serializer):
+    validation_run = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        help_text="A validation run of this version; default: its newest succeeded one.",
+    )
+
+
+class StepReplaySerializer(serializers.Serializer):
+    step = serializers.CharField()
+    verdict = serializers.ChoiceField(choices=["matched", "differs"])
+    differences = serializers.ListField(
+        child=serializers.CharField(), help_text="One line per place that differs."
+    )
+
+
+class ReplayReportSerializer(serializers.Serializer):
+    replay_run = serializers.IntegerField(help_text="The new run (trigger `replay`).")
+    replay_run_url = serializers.CharField()
+    validation_run = serializers.IntegerField(help_text="The run whose recordings answered.")
+    matched = serializers.BooleanField(help_text="Every step matched the validation run.")
+    summary = serializers.CharField()
+    steps = StepReplaySerializer(many=True, help_text="In graph order.")

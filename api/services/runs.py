@@ -1,12 +1,14 @@
-"""Starting a run by name over the API, once per Idempotency-Key."""
+"""Starting a run by name, and restarting one from a step, over the API: once per
+Idempotency-Key."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from runs.idempotency import run_create_idempotent
+from runs.idempotency import restart_fingerprint, run_create_idempotent, run_once
 from runs.models import Run, RunTrigger
+from runs.restart import run_restart_prepare
 from workflows.selectors import workflow_get_runnable
 
 
@@ -29,4 +31,26 @@ def run_start(
         inputs=inputs,
         user=user,
         key=idempotency_key,
+    )
+
+
+def run_restart_start(
+    *, run: Run, from_step: str | None, confirm: bool, user, idempotency_key: str | None
+) -> tuple[Run, bool]:
+    """``run`` restarted from ``from_step`` (None: from the trigger) as a new run, enqueued
+    like a started one; returns ``(run, created)`` as ``run_start`` does — the same key
+    for the same run and step answers the run it created. Refused as
+    ``run_restart_prepare`` refuses (``RestartNeedsConfirmation`` without ``confirm`` when
+    a re-run step is not idempotent, ``RestartRefused``, ``RunStateError``…)."""
+    return run_once(
+        user=user,
+        key=idempotency_key,
+        fingerprint=restart_fingerprint(run=run, from_step=from_step),
+        create=lambda: run_restart_prepare(
+            run=run,
+            from_step=from_step,
+            confirm_non_idempotent=confirm,
+            trigger=RunTrigger.API,
+            actor=user,
+        ),
     )

@@ -1,5 +1,5 @@
 """Runs: create (Idempotency-Key), list (filters), detail with step results, cancel,
-resume, wait (long poll)."""
+resume, restart from a step (Idempotency-Key), wait (long poll)."""
 
 from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -11,10 +11,11 @@ from api.selectors import run_detail_list, run_list
 from api.serializers.runs import (
     RunCreateSerializer,
     RunDetailSerializer,
+    RunRestartSerializer,
     RunResumeSerializer,
     RunSerializer,
 )
-from api.services.runs import run_start
+from api.services.runs import run_restart_start, run_start
 from api.views.common import IDEMPOTENCY_KEY
 from runs.services import run_cancel, run_resume
 from runs.waiting import run_wait
@@ -41,6 +42,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         "create": [*VIEW, "runs.add_run"],
         "cancel": OPERATE,
         "resume": OPERATE,
+        "restart": OPERATE,
     }
 
     def get_queryset(self):
@@ -86,6 +88,32 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             run=self.get_object(), force=params.validated_data["force"], actor=request.user
         )
         return Response(RunDetailSerializer(run_detail_list().get(pk=run.pk)).data)
+
+    @extend_schema(
+        request=RunRestartSerializer,
+        parameters=[IDEMPOTENCY_KEY],
+        responses={201: RunDetailSerializer, 200: RunDetailSerializer},
+    )
+    def restart(self, request, pk):
+        """Restart a finished run (succeeded, failed or cancelled) as a new run of the same
+        version and inputs, linked to it: ``from_step`` and every step downstream of it
+        run again, every other step's result is reused (never executed); without
+        ``from_step``, every step runs again. Started like ``POST /runs/`` (on the workers
+        when a broker is configured). A re-run step whose tool is not idempotent needs
+        ``confirm``: without it, 409 ``restart_needs_confirmation`` naming the steps. With
+        an ``Idempotency-Key`` a repeated request answers 200 with the run it created."""
+        params = RunRestartSerializer(data=request.data)
+        params.is_valid(raise_exception=True)
+        data = params.validated_data
+        run, created = run_restart_start(
+            run=self.get_object(),
+            from_step=data.get("from_step"),
+            confirm=data["confirm"],
+            user=request.user,
+            idempotency_key=request.headers.get("Idempotency-Key"),
+        )
+        body = RunDetailSerializer(run_detail_list().get(pk=run.pk)).data
+        return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
     @extend_schema(
         parameters=[

@@ -1,4 +1,5 @@
-"""Workflow versions: list, create (validated), validate, versions, detail, export, archive.
+"""Workflow versions: list, create (validated), validate, versions, detail, export, archive,
+replay (offline, against a validation run's recorded calls).
 
 Versions are addressed by name and number (``/workflows/sales_report/versions/2/``),
 the way people name them; the design-phase actions on one version are in
@@ -7,11 +8,12 @@ the way people name them; the design-phase actions on one version are in
 
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
-from rest_framework import status, viewsets
+from rest_framework import exceptions, status, viewsets
 from rest_framework.response import Response
 
 from api.filters import WorkflowFilter
-from api.selectors import workflow_describe, workflow_versions
+from api.selectors import run_list, workflow_describe, workflow_versions
+from api.serializers.runs import ReplayReportSerializer, ReplayRequestSerializer
 from api.serializers.workflows import (
     DefinitionSerializer,
     ExportSerializer,
@@ -20,11 +22,22 @@ from api.serializers.workflows import (
     WorkflowDetailSerializer,
     WorkflowSerializer,
 )
+from runs.replay.report import ReplayReport
+from runs.replay.services import version_replay
 from workflows.files import dump_workflow, parse_workflow_text
 from workflows.services import workflow_archive, workflow_export
 from workflows.versions import workflow_check, workflow_create_version
 
 VIEW = ["workflows.view_workflow"]
+
+
+def replay_body(report: ReplayReport) -> dict:
+    """The replay report as the API answers it: ids, verdicts, the summary line."""
+    return {
+        **report.as_dict(),
+        "replay_run_url": f"/api/v1/runs/{report.replay_run.pk}/",
+        "summary": report.summary,
+    }
 
 
 def definition_of(params) -> dict:
@@ -46,6 +59,7 @@ class WorkflowViewSet(viewsets.GenericViewSet):
         "retrieve": VIEW,
         "export": VIEW,
         "archive": ["workflows.change_workflow"],
+        "replay": [*VIEW, "runs.view_run", "runs.operate_run"],
     }
 
     def get_queryset(self):
@@ -118,3 +132,24 @@ class WorkflowViewSet(viewsets.GenericViewSet):
         """Archive a version; it never runs by name again (its runs stay)."""
         workflow = workflow_archive(workflow=self.get_object(), actor=request.user)
         return Response(WorkflowSerializer(workflow).data)
+
+    @extend_schema(request=ReplayRequestSerializer, responses={200: ReplayReportSerializer})
+    def replay(self, request, name, version):
+        """Replay the version offline: a new run (trigger ``replay``) whose every HTTP call
+        is answered from a validation run's recordings — nothing is sent — compared step by
+        step with that validation run. Runs in this request (no network, no workers); 200
+        with ``matched`` false when a step differs. Refused (400 ``replay_refused``) for a
+        run that is not a validation run of this version, a version without a succeeded
+        validation run, and steps that do not call over HTTP (``llm`` steps, LLM
+        decisions, MCP tools)."""
+        params = ReplayRequestSerializer(data=request.data)
+        params.is_valid(raise_exception=True)
+        workflow = self.get_object()
+        run_id = params.validated_data.get("validation_run")
+        source = None
+        if run_id is not None:
+            source = run_list().filter(pk=run_id).first()
+            if source is None:
+                raise exceptions.ValidationError({"validation_run": [f"no run {run_id}"]})
+        report = version_replay(version=workflow, validation_run=source, actor=request.user)
+        return Response(ReplayReportSerializer(replay_body(report)).data)
