@@ -1,4 +1,5 @@
-"""docs/api.md's walkthrough, webhook and schedules blocks, run as written with bash and curl.
+"""docs/api.md's walkthrough, restart and replay, webhook and schedules blocks, run as
+written with bash and curl.
 
 Every ``sh`` block after a ``<!-- tested -->`` line is run, in order, as one bash
 script (``set -euo pipefail``: any failing command or HTTP error fails the test)
@@ -29,15 +30,17 @@ def doc_blocks() -> list[str]:
     return TESTED.findall(DOC.read_text(encoding="utf-8"))
 
 
-def test_the_page_has_the_walkthrough_webhook_and_schedules_blocks():
+def test_the_page_has_the_walkthrough_restart_webhook_and_schedules_blocks():
     blocks = doc_blocks()
 
-    assert len(blocks) == 3
+    assert len(blocks) == 4
     assert "/api/v1/plans/" in blocks[0]
     assert "approve/" in blocks[0]
     assert "wait/" in blocks[0]
-    assert "openssl dgst -sha256 -hmac" in blocks[1]
-    assert "/api/v1/schedules/" in blocks[2]
+    assert "restart/" in blocks[1]
+    assert "/replay/" in blocks[1]
+    assert "openssl dgst -sha256 -hmac" in blocks[2]
+    assert "/api/v1/schedules/" in blocks[3]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -64,6 +67,9 @@ def test_the_curl_walkthrough_runs_as_written(live_server, planner_llm, output_d
     assert "proposed: sales_digest v1" in lines
     assert any(line.startswith("approval: passed, validation run /api/v1/runs/") for line in lines)
     assert "run: succeeded" in lines
+    assert "restart: succeeded, from step size" in lines
+    assert "reused: load by_region" in lines
+    assert "replay matched: true" in lines
     assert "webhook run: succeeded" in lines
     assert lines[-3:] == ["0 9 * * 1-5", "holidays", "fire log entries: 1"]
     schedule = Schedule.objects.get()
@@ -81,7 +87,11 @@ def test_the_curl_walkthrough_runs_as_written(live_server, planner_llm, output_d
     assert [(r.trigger, r.status) for r in runs] == [
         ("validation", "succeeded"),
         ("api", "succeeded"),
-        ("api", "succeeded"),
+        ("api", "succeeded"),  # the restart
+        ("replay", "succeeded"),
+        ("api", "succeeded"),  # the webhook's
     ]
-    assert runs[2].inputs["threshold"] == 500
+    assert (runs[2].restarted_from, runs[2].restarted_from_step) == (runs[1], "size")
+    assert runs[3].replay_of == runs[0]
+    assert runs[4].inputs["threshold"] == 500
     assert (output_dir / "digest.html").exists()  # 1000 of revenue and more: the report
