@@ -55,6 +55,30 @@ def test_a_restart_from_a_step_runs_on_the_workers_and_reuses_the_rest(workers, 
     assert again.restarted_from_id == first.pk
 
 
+def test_a_restart_over_the_api_is_queued_on_the_workers(workers, echo_tools):
+    from tests.api.conftest import client_for
+    from tests.factories import UserFactory
+
+    workflow = import_flow(fan_out_flow("restart_api_wk", 3, delay=0.1))
+    first = run_enqueue(run=run_create(workflow=workflow, trigger="api", inputs={"tag": "ra"}))
+    first = finished(first, cluster=workers)
+    assert first.status == "succeeded", first.error_summary
+    echo_tools.clear()
+    client = client_for(UserFactory(username="api-ops", superuser=True))
+
+    response = client.post(f"/api/v1/runs/{first.pk}/restart/", {"from_step": "s03"}, format="json")
+
+    body = response.json()
+    assert response.status_code == 201, body
+    assert body["status"] in {"pending", "running"}  # queued like POST /runs/, not run here
+    again = finished(Run.objects.get(pk=body["id"]), cluster=workers)
+    assert again.status == "succeeded", again.error_summary
+    assert sent(echo_tools, "ra") == {"n03": 1}  # s01 and s02 reused: no call
+    rows = {r.step_id: r for r in again.step_results.all()}
+    assert rows["s03"].attempt_log[0]["worker"] in {workers.node("w1"), workers.node("w2")}
+    assert (again.trigger, again.restarted_from_id) == ("api", first.pk)
+
+
 def test_a_validation_run_runs_on_the_workers_and_activates_the_version(
     workers, echo_tools, approver
 ):
