@@ -33,6 +33,8 @@ class RunStatus(models.TextChoices):
 class RunTrigger(models.TextChoices):
     MANUAL = "manual", "Manual (admin)"
     API = "api", "API"
+    WEBHOOK = "webhook", "Webhook trigger"
+    MCP = "mcp", "MCP client (flowpilot's MCP server)"
     CLI = "cli", "Command line"
     SCHEDULE = "schedule", "Schedule"
     VALIDATION = "validation", "Validation run"

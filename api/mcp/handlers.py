@@ -33,6 +33,7 @@ from api.views.design import PlanViewSet
 from api.views.runs import RunViewSet
 from api.views.tools import ToolViewSet
 from api.views.workflows import WorkflowViewSet, definition_of
+from runs.state import RunTrigger
 from runs.waiting import run_wait
 from workflows.versions import workflow_check
 
@@ -158,6 +159,7 @@ def run_workflow(
         inputs=data["inputs"],
         user=user,
         idempotency_key=idempotency_key,
+        trigger=RunTrigger.MCP,
     )
     if seconds:
         run_wait(run_id=run.pk, timeout=seconds)

@@ -19,15 +19,17 @@ def run_start(
     inputs: Mapping[str, Any] | None,
     user,
     idempotency_key: str | None,
+    trigger: str = RunTrigger.API,
 ) -> tuple[Run, bool]:
     """The active version of ``workflow_name`` (or the given active ``version``), run with
     ``inputs``; returns ``(run, created)`` — ``created`` is false when the key was used
     before for the same request. ``WorkflowNotFound`` / ``InputsInvalid`` /
-    ``IdempotencyKeyReused`` otherwise."""
+    ``IdempotencyKeyReused`` otherwise. ``trigger``: ``api``, or ``mcp`` for a run an
+    agent starts through flowpilot's MCP server."""
     workflow = workflow_get_runnable(name=workflow_name, version=version)
     return run_create_idempotent(
         workflow=workflow,
-        trigger=RunTrigger.API,
+        trigger=trigger,
         inputs=inputs,
         user=user,
         key=idempotency_key,

@@ -7,7 +7,8 @@ is outside the replay window, when the signature does not match (or the trigger
 does not exist or is disabled — the same answer, so a URL's existence is not
 told), and when the same signature was accepted before (a replay; the unique
 constraint on (trigger, signature) decides, also between concurrent requests).
-The body, a JSON object, is the run's inputs, checked against the declared ones.
+The body, a JSON object, is the run's inputs, checked against the declared ones;
+the run's trigger is ``webhook``.
 Rotating a trigger replaces its URL and its secret: both old ones stop working.
 """
 
@@ -118,7 +119,7 @@ def webhook_deliver(
             delivery = WebhookDelivery.objects.create(
                 trigger=trigger, signature=digest, timestamp=sent_at
             )
-            run = run_create(workflow=workflow, trigger=RunTrigger.API, inputs=inputs)
+            run = run_create(workflow=workflow, trigger=RunTrigger.WEBHOOK, inputs=inputs)
             delivery.run = run
             delivery.save(update_fields=["run"])
     except IntegrityError as exc:

@@ -89,7 +89,7 @@ def test_the_curl_walkthrough_runs_as_written(live_server, planner_llm, output_d
         ("api", "succeeded"),
         ("api", "succeeded"),  # the restart
         ("replay", "succeeded"),
-        ("api", "succeeded"),  # the webhook's
+        ("webhook", "succeeded"),
     ]
     assert (runs[2].restarted_from, runs[2].restarted_from_step) == (runs[1], "size")
     assert runs[3].replay_of == runs[0]

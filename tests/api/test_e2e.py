@@ -56,7 +56,7 @@ def test_file_to_outputs_through_the_webhook(live_server, output_dir, fast_passw
         time.sleep(0.2)
 
     assert run["status"] == "succeeded", run["error_summary"]
-    assert run["trigger"] == "api"
+    assert run["trigger"] == "webhook"
     assert run["inputs"] == {
         "csv_path": "data/sales.csv",
         "top": 2,

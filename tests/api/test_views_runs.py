@@ -157,6 +157,10 @@ def test_list_filters_and_orders_newest_first(make_client, active):
     def ids(**query):
         return [r["id"] for r in client.get("/api/v1/runs/", query).json()["results"]]
 
+    hooked = RunFactory(workflow=active, status="succeeded", trigger="webhook")
+    agent = RunFactory(workflow=active, status="succeeded", trigger="mcp")
+    assert (ids(trigger="webhook"), ids(trigger="mcp")) == ([hooked.pk], [agent.pk])
+    Run.objects.filter(pk__in=[hooked.pk, agent.pk]).delete()
     assert ids() == [elsewhere.pk, new.pk, old.pk]
     assert ids(workflow="sales_report") == [new.pk, old.pk]
     assert ids(status="failed") == [old.pk]

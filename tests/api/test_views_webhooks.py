@@ -54,7 +54,7 @@ def test_a_signed_delivery_starts_a_run_with_the_body_as_inputs(trigger):
 
     assert response.status_code == 202, response.json()
     run = Run.objects.get(pk=response.json()["id"])
-    assert (run.trigger, run.status, run.inputs["top"]) == ("api", "succeeded", 2)
+    assert (run.trigger, run.status, run.inputs["top"]) == ("webhook", "succeeded", 2)
     assert WebhookDelivery.objects.get().run == run
 
 

@@ -137,6 +137,10 @@ def test_listruns_with_filters(cli, fake_api, monkeypatch):
 
     assert ids("--status", "failed") == [str(failed.pk)]
     assert ids("--trigger", "api") == [str(succeeded.pk)]
+    Run.objects.filter(pk=failed.pk).update(trigger="webhook")
+    assert ids("--trigger", "webhook") == [str(failed.pk)]
+    assert cli("listruns", "--trigger", "mcp").out.strip() == "no runs match"
+    Run.objects.filter(pk=failed.pk).update(trigger="cli")
     assert ids("--workflow", "repo_report") == [str(failed.pk)]
     assert ids("--since", "1h", "--limit", "1") == [str(succeeded.pk)]
     assert ids("--since", timezone.now().date().isoformat()) == [str(succeeded.pk), str(failed.pk)]

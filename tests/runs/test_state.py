@@ -46,6 +46,16 @@ def run():
     return run
 
 
+def test_the_database_accepts_every_trigger_and_refuses_others(run):
+    from django.db import IntegrityError, transaction
+
+    for trigger in ("webhook", "mcp", *RunTrigger.values):
+        Run.objects.create(workflow=run.workflow, definition_hash="h", trigger=trigger)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Run.objects.create(workflow=run.workflow, definition_hash="h", trigger="telepathy")
+    assert set(Run.objects.values_list("trigger", flat=True)) == set(RunTrigger.values)
+
+
 def test_a_step_moves_only_along_the_table_and_the_instance_follows(run):
     result = run.step_results.get()
 

@@ -62,7 +62,7 @@ def test_an_agent_plans_a_person_approves_the_agent_runs_and_reads(
     )
     run = body(ran)
     assert run["status"] == "succeeded", run
-    assert (run["trigger"], run["inputs"]["threshold"]) == ("api", 5)
+    assert (run["trigger"], run["inputs"]["threshold"]) == ("mcp", 5)
     assert {s["step_id"]: s["status"] for s in run["steps"]}["report"] == "succeeded"
     assert [w["version"] for w in body(read)["workflows"]] == [version.version]
 

@@ -58,7 +58,7 @@ def test_plan_approve_run_read_over_stdio(stdio_env, planner_llm, example_tools,
     run = ran.structured_content
     assert run["status"] == "succeeded", run
     assert got.is_error  # run ids start at 1: a clear refusal, not a crash
-    assert Run.objects.get(pk=run["id"]).trigger == "api"
+    assert Run.objects.get(pk=run["id"]).trigger == "mcp"
 
     (read,) = over_stdio(env, calls(("get_run", {"run_id": run["id"]})))
     assert read.structured_content["outputs"] == run["outputs"]
