@@ -215,6 +215,12 @@ class CircuitBreakers:
     def close(self) -> None:
         self.store.close()
 
+    def refresh(self) -> None:
+        """Re-read what the store's run view keeps (``KnownHosts``); else nothing."""
+        refresh = getattr(self.store, "refresh", None)
+        if refresh is not None:
+            self._store_call("(all hosts)", refresh)
+
 
 @contextmanager
 def breaker_guard(

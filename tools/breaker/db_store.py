@@ -81,6 +81,10 @@ class DatabaseBreakerStore:
         # Called only when admit found a row (a clean admission's success writes nothing).
         Breaker.objects.filter(host=host).delete()
 
+    def hosts(self) -> frozenset[str]:
+        """The hosts that have a row (counted failures, open or half-open)."""
+        return frozenset(Breaker.objects.values_list("host", flat=True))
+
     def states(self) -> list[BreakerState]:
         return [
             BreakerState(
