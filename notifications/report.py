@@ -13,10 +13,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from runs.engine.caches import spec_for
 from runs.models import Run, RunStatus, RunTrigger, StepResult, StepStatus, ToolCallRecording
 from tools.models import Tool
 from tools.redaction import Redactor
-from workflows.services import workflow_spec
 
 ENV_PREFIX = "$env."
 
@@ -121,7 +121,7 @@ def _recorded_calls(baseline: StepResult) -> list[dict[str, Any]]:
 
 def _redactor(run: Run) -> Redactor:
     """Every secret the run's tools could have used, read from the environment now."""
-    spec = workflow_spec(run.workflow)
+    _, spec = spec_for(run.workflow)
     names: set[str] = set()
     for step in spec.steps:
         names |= {

@@ -22,19 +22,22 @@ from django.utils import timezone
 from notifications.channels import email_send, webhook_post
 from notifications.models import Channel, Delivery, DeliveryStatus, Event
 from notifications.report import report_build
+from runs.engine.caches import spec_for
 from runs.models import Run, RunStatus, RunTrigger
 from workflows.schema import Notifications
-from workflows.services import workflow_spec
 
 logger = logging.getLogger("flowpilot.notifications")
 
 Sleep = Callable[[float], None]
 
+# Runs that get no report: the review page and the replay report show their results.
+QUIET_TRIGGERS = frozenset({RunTrigger.VALIDATION, RunTrigger.REPLAY})
+
 
 def run_events(*, run: Run, wanted: list[str]) -> list[str]:
     """Which of the workflow's ``on`` events this finished run is."""
-    if run.trigger in (RunTrigger.VALIDATION, RunTrigger.REPLAY):
-        return []  # the review page and the replay report show their own results
+    if run.trigger in QUIET_TRIGGERS:
+        return []
     if run.status == RunStatus.FAILED:
         return [Event.FAILED] if Event.FAILED in wanted else []
     if run.status != RunStatus.SUCCEEDED:
@@ -63,7 +66,8 @@ def _previous_failed(run: Run) -> bool:
 def notification_run_finished(*, run_id: int, sleep: Sleep = time.sleep) -> list[Delivery]:
     """Send every report ``run`` deserves, once each; returns the deliveries made now."""
     run = Run.objects.select_related("workflow").get(pk=run_id)
-    config: Notifications = workflow_spec(run.workflow).notifications
+    _, spec = spec_for(run.workflow)  # parsed once per definition in this process
+    config: Notifications = spec.notifications
     made = []
     for event in run_events(run=run, wanted=list(config.on)):
         report = report_build(run=run, event=event)

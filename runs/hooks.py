@@ -7,6 +7,8 @@ there is nothing to do: the parent step waits for its child itself.
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import current_app
 
 from runs.engine import distributed
@@ -15,8 +17,8 @@ from runs.models import Run
 SETTLE_PARENT_TASK = "runs.settle_parent_step"
 
 
-def run_finished(*, run_id: int) -> None:
-    if distributed.in_process():
+def run_finished(*, run_id: int, child: bool | None = None, **_: Any) -> None:
+    if distributed.in_process() or child is False:
         return
-    if Run.objects.filter(pk=run_id, parent_step__isnull=False).exists():
+    if child or Run.objects.filter(pk=run_id, parent_step__isnull=False).exists():
         current_app.send_task(SETTLE_PARENT_TASK, args=[run_id])

@@ -13,6 +13,14 @@ from workflows.models import Workflow, WorkflowStatus
 from workflows.selectors import workflow_list
 
 
+def run_trigger(*, run_id: int, trigger: str | None = None) -> str | None:
+    """``trigger`` when the announcer passed it (a run-finished hook's keyword), else
+    the stored run's; None when there is no such run."""
+    if trigger is not None:
+        return trigger
+    return Run.objects.filter(pk=run_id).values_list("trigger", flat=True).first()
+
+
 def run_latest_by_workflow(*, include_archived: bool = False) -> QuerySet[Workflow]:
     """Every stored version with its run count and its newest run, in one query.
 

@@ -169,7 +169,8 @@ def run_execute(
     finally:
         if context is None and ctx is not None:
             ctx.close()
-    run.refresh_from_db()
+    if run.status not in RUN_TERMINAL:  # finished here, the instance holds what was written
+        run.refresh_from_db()
     return run
 
 

@@ -6,15 +6,18 @@ schedule a workflow file declares match the version just activated.
 
 from __future__ import annotations
 
+from typing import Any
+
 from runs.dispatch import task_send
-from runs.models import Run, RunTrigger
+from runs.models import RunTrigger
+from runs.selectors import run_trigger
 from schedules.services import schedule_sync_declared
 from schedules.tasks import run_finished as run_finished_task
 from workflows.models import Workflow
 
 
-def run_finished(*, run_id: int) -> None:
-    if Run.objects.filter(pk=run_id, trigger=RunTrigger.SCHEDULE).exists():
+def run_finished(*, run_id: int, trigger: str | None = None, **_: Any) -> None:
+    if run_trigger(run_id=run_id, trigger=trigger) == RunTrigger.SCHEDULE:
         task_send(run_finished_task, run_id)
 
 

@@ -98,7 +98,7 @@ def _fetch(spec: ToolSpec, prepared: PreparedRequest, ctx: ToolCallContext, time
     anything is sent (``circuit_open``); a retryable failure counts against the host."""
     http = spec.http
     assert http is not None
-    with breaker_guard(ctx.breakers, prepared.url, http.breaker):
+    with breaker_guard(ctx.breakers, prepared.merged_url, http.breaker):
         return _fetch_page(http, prepared, ctx, timeout)
 
 
@@ -187,10 +187,7 @@ def _where(prepared: PreparedRequest, ctx: ToolCallContext) -> str:
 
 
 def _full_url(prepared: PreparedRequest) -> str:
-    url = httpx.URL(prepared.url)
-    if prepared.params:
-        url = url.copy_merge_params(prepared.params)
-    return str(url)
+    return str(prepared.merged_url)
 
 
 def _info(

@@ -16,6 +16,7 @@ auth credential, the headers and query parameters listed in ``secret_headers`` /
 from __future__ import annotations
 
 import re
+from functools import cached_property
 from typing import Any, Literal
 
 from jsonschema import Draft202012Validator
@@ -242,12 +243,22 @@ class ToolSpec(FrozenModel):
 
     def env_names(self) -> frozenset[str]:
         """Every env variable this tool reads: its ``{{env.NAME}}`` references (its
-        declared configuration) and its ``secret_env``."""
+        declared configuration) and its ``secret_env``. Worked out once per spec (a
+        frozen model): every run reads it for every tool of its registry."""
+        return self._declared_env
+
+    @cached_property
+    def _declared_env(self) -> frozenset[str]:
         return frozenset(self.secret_env) | env_refs(self.stored())
 
     def secret_env_names(self) -> frozenset[str]:
         """The env variables whose values are secrets: read by the auth credential or a
-        declared secret header/query parameter, or listed in ``secret_env``."""
+        declared secret header/query parameter, or listed in ``secret_env``. Worked out
+        once per spec, like ``env_names``."""
+        return self._declared_secret_env
+
+    @cached_property
+    def _declared_secret_env(self) -> frozenset[str]:
         names = set(self.secret_env)
         if self.http is not None:
             auth = self.http.auth

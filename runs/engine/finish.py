@@ -62,8 +62,16 @@ def run_finished_announce(run: Run) -> None:
     The hooks are named in ``FLOWPILOT_RUN_FINISHED_HOOKS`` and run after the commit
     that finished the run; each only queues a task, so the finishing worker does not
     wait for an email or a webhook. ``runs`` never imports the layers it wakes up.
+    They get the run's id and what never changes about it — its ``trigger`` and
+    whether it is a ``child`` run of a workflow step — so a hook that is not concerned
+    reads nothing (a hook must accept further keyword arguments).
     """
-    hooks_announce(setting="FLOWPILOT_RUN_FINISHED_HOOKS", run_id=run.pk)
+    hooks_announce(
+        setting="FLOWPILOT_RUN_FINISHED_HOOKS",
+        run_id=run.pk,
+        trigger=run.trigger,
+        child=run.parent_step_id is not None,
+    )
 
 
 def run_outputs(

@@ -1,7 +1,9 @@
 """The in-process driver: ready steps run in parallel on a thread pool.
 
 Only this coordinating thread touches the database (SQLite-friendly); worker
-threads make the tool calls. After every finished step its StepResult is written
+threads make the tool calls (the database breaker store is read here too, through
+``tools.breaker.run_view``: a step thread makes a statement only for a host whose
+breaker has counted a failure). After every finished step its StepResult is written
 (the checkpoint) before anything new starts, so a crash loses at most the steps
 that were in flight.
 """
@@ -26,6 +28,7 @@ from runs.engine.readiness import Actions, Readiness, StepState
 from runs.engine.resolve import resolve_step_call
 from runs.models import Run, StepResult
 from runs.state import RunStatus, StepStatus
+from tools.breaker.run_view import REFRESH_SECONDS, in_process_view
 from tools.errors import FlowpilotError
 from workflows.references import StepRef, iter_refs
 from workflows.schema import AnyStep
@@ -72,6 +75,10 @@ def drive_local(ctx: RunContext, run: Run, *, observer: Observer | None = None) 
     arrived: queue.SimpleQueue[Future] = queue.SimpleQueue()
     done: list[tuple[str, StepOutcome]] = []
     cancel_check = _Every(CANCEL_CHECK_SECONDS)
+    # Healthy hosts' breakers cost the step threads no statement (tools.breaker.run_view).
+    ctx.breakers = in_process_view(ctx.breakers)
+    breaker_check = _Every(REFRESH_SECONDS)
+    breaker_check.due()  # read just now
     turn = _Turn(ctx, run, results, ready, views, previews)
     with ThreadPoolExecutor(
         max_workers=ctx.limits.max_parallel_steps, thread_name_prefix=f"run{run.pk}"
@@ -80,6 +87,8 @@ def drive_local(ctx: RunContext, run: Run, *, observer: Observer | None = None) 
             if cancel_check.due() and _cancelled(run):
                 _settle_cancelled(ctx, futures, results, notify, done)
                 return None
+            if ctx.breakers is not None and breaker_check.due():
+                ctx.breakers.refresh()
             decided = with_db_retries(
                 lambda: turn.write(done),  # noqa: B023
                 what=f"recording a turn of run {run.pk}",

@@ -5,11 +5,13 @@ through its attempts. Runs go through ``runflow`` against the recording fake."""
 from __future__ import annotations
 
 import pytest
+from django.db import connection
 
 from runs.models import Run, StepResult
 from tests.conftest import write_flow
 from tests.runs.test_e2e_failures import repo_flow, runflow
 from tools.breaker.core import breaker_host
+from tools.breaker.db_store import DatabaseBreakerStore
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -56,3 +58,53 @@ def test_a_run_against_an_open_breaker_fails_fast(fake_api, cli, tmp_path, break
     assert step.error["host"] == breaker_host(fake_api.url)
     assert step.error["retry_at"] in step.error["message"]
     assert "circuit breaker" in result.out + result.err
+
+
+def test_a_healthy_host_costs_the_step_threads_no_statement(
+    fake_api, cli, tmp_path, breaker_settings, monkeypatch
+):
+    """In process, the database store is read by the run's coordinating thread (the set
+    of hosts with a row); a call to a healthy host reads nothing from its step thread."""
+    admitted, listed = [], []
+    monkeypatch.setattr(DatabaseBreakerStore, "admit", _spy(DatabaseBreakerStore.admit, admitted))
+    monkeypatch.setattr(DatabaseBreakerStore, "hosts", _spy(DatabaseBreakerStore.hosts, listed))
+    flow = write_flow(tmp_path, repo_flow())
+
+    assert runflow(cli, flow, "owner=octo-org", "repo=widgets").code == 0
+    assert admitted == []
+    assert len(listed) >= 1
+    assert len(fake_api.requests("github_repo")) == 1
+
+
+def test_a_run_leaves_no_database_connection_behind(fake_api, cli, tmp_path, breaker_settings):
+    """A step thread that had to read or write a breaker row (a failing host) closes its
+    connection: runs do not pile up idle sessions on the database."""
+    if connection.vendor != "postgresql":
+        pytest.skip("counts the server's sessions: the PostgreSQL pass")
+    breaker_settings.FLOWPILOT_BREAKER_FAILURES = 5
+    fake_api.fail("github_repo", status=503, times=2)
+    retry = {"max_attempts": 3, "initial_delay": 0.01, "jitter": 0}
+    flow = write_flow(tmp_path, repo_flow(retry=retry))
+    before = _sessions()
+
+    for _ in range(3):
+        assert runflow(cli, flow, "owner=octo-org", "repo=widgets").code == 0
+
+    assert _sessions() == before
+    assert [r.status for r in fake_api.requests("github_repo")] == [503, 503, 200, 200, 200]
+
+
+def _spy(method, calls: list):
+    def spied(self, *args, **kwargs):
+        calls.append(args)
+        return method(self, *args, **kwargs)
+
+    return spied
+
+
+def _sessions() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        )
+        return cursor.fetchone()[0]

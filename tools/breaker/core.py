@@ -105,14 +105,17 @@ class BreakerState:
 @dataclass(frozen=True)
 class Admission:
     """A store's answer to "may this call go?": ``allowed``, as the half-open ``trial``,
-    or refused until ``retry_at``."""
+    or refused until ``retry_at``. ``clean``: the store holds nothing for the host (no
+    failure counted), so a success has nothing to forget and writes nothing."""
 
     allowed: bool
     trial: bool = False
     retry_at: datetime | None = None
+    clean: bool = False
 
 
-ALLOW = Admission(allowed=True)
+ALLOW = Admission(allowed=True)  # closed, with failures counted
+CLEAN = Admission(allowed=True, clean=True)  # nothing stored for the host
 
 
 class BreakerStore(Protocol):
@@ -140,10 +143,10 @@ class BreakerStore(Protocol):
     def close(self) -> None: ...
 
 
-def breaker_host(url: str) -> str:
+def breaker_host(url: str | httpx.URL) -> str:
     """The breaker key of a request URL: ``host:port`` (the scheme's default port when
     none is written), lower-cased, IPv6 in brackets."""
-    parsed = httpx.URL(url)
+    parsed = url if isinstance(url, httpx.URL) else httpx.URL(url)
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
     host = parsed.host.lower()
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -159,13 +162,17 @@ class CircuitBreakers:
     clock: Clock = timezone.now
 
     @contextmanager
-    def guard(self, url: str, config: BreakerConfig | None = None) -> Iterator[None]:
+    def guard(self, url: str | httpx.URL, config: BreakerConfig | None = None) -> Iterator[None]:
         """Around one request to ``url``: refuse it while the host's breaker is open
         (raising ``CircuitOpen`` before anything is sent), then record its outcome.
 
         A retryable ``FlowpilotError`` raised inside counts as a failure; a normal exit
         or any other ``FlowpilotError`` (the host answered) as a success. Anything else
-        records nothing (a trial is then replaced after the cool-down).
+        records nothing (a trial is then replaced after the cool-down). A success after
+        a ``clean`` admission (the usual case: a healthy host) writes nothing, so a
+        healthy call costs the store one read; a failure another worker counted during
+        the call then stays counted (the consecutive count is approximate by the calls
+        in flight, never by a state change: opening and the trial are atomic).
 
         The breaker fails open: when its store is unavailable (Redis down, a locked
         database), the call goes through uncounted and a warning is logged — a breaker
@@ -178,16 +185,18 @@ class CircuitBreakers:
         admission = self._store_call(host, self.store.admit, host, now=self.clock(), policy=policy)
         if admission is not None and not admission.allowed:
             raise CircuitOpen(host=host, retry_at=admission.retry_at, now=self.clock())
+        clean = admission is not None and admission.clean
         try:
             yield
         except FlowpilotError as exc:
             if exc.retryable:
                 now = self.clock()
                 self._store_call(host, self.store.record_failure, host, now=now, policy=policy)
-            else:
+            elif not clean:
                 self._store_call(host, self.store.record_success, host)
             raise
-        self._store_call(host, self.store.record_success, host)
+        if not clean:
+            self._store_call(host, self.store.record_success, host)
 
     def _store_call(
         self, host: str, method: Callable[..., T], *args: Any, **kwargs: Any
@@ -206,10 +215,16 @@ class CircuitBreakers:
     def close(self) -> None:
         self.store.close()
 
+    def refresh(self) -> None:
+        """Re-read what the store's run view keeps (``KnownHosts``); else nothing."""
+        refresh = getattr(self.store, "refresh", None)
+        if refresh is not None:
+            self._store_call("(all hosts)", refresh)
+
 
 @contextmanager
 def breaker_guard(
-    breakers: CircuitBreakers | None, url: str, config: BreakerConfig | None = None
+    breakers: CircuitBreakers | None, url: str | httpx.URL, config: BreakerConfig | None = None
 ) -> Iterator[None]:
     """``breakers.guard(url, config)``, or nothing when the caller passed no breakers."""
     if breakers is None:

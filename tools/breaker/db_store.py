@@ -5,16 +5,22 @@ Every change is one conditional UPDATE whose ``WHERE`` names the state it expect
 two workers can never both take the half-open trial or both apply a transition: the
 second UPDATE matches no row. No explicit locks, which keeps SQLite (one writer at a
 time) and PostgreSQL on the same code.
+
+A healthy host has no row. Admitting its call is one plain ``SELECT`` of the state
+column (a statement written once, not built by the ORM per call: this runs before
+every HTTP request) and its success writes nothing (``CLEAN``), so a healthy call
+costs one indexed read.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from functools import cache
 
-from django.db import DatabaseError, IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, connections, router, transaction
 from django.db.models import Case, F, Value, When
 
-from tools.breaker.core import ALLOW, Admission, BreakerPolicy, BreakerState, seconds
+from tools.breaker.core import ALLOW, CLEAN, Admission, BreakerPolicy, BreakerState, seconds
 from tools.models import Breaker, BreakerStateChoice
 
 OPEN, HALF_OPEN, CLOSED = (
@@ -30,6 +36,11 @@ class DatabaseBreakerStore:
     errors: tuple[type[Exception], ...] = (DatabaseError,)
 
     def admit(self, host: str, *, now: datetime, policy: BreakerPolicy) -> Admission:
+        state = _stored_state(host)
+        if state is None:
+            return CLEAN
+        if state == CLOSED:
+            return ALLOW
         for _ in range(3):  # a lost race re-reads the row; three rounds always settle
             row = Breaker.objects.filter(host=host).first()
             if row is None or row.state == CLOSED:
@@ -67,9 +78,12 @@ class DatabaseBreakerStore:
         return bool(rows.filter(state=CLOSED, failures__gte=policy.failures).update(**opening))
 
     def record_success(self, host: str) -> None:
-        # Read first: a healthy host (the usual case) costs no write.
-        if Breaker.objects.filter(host=host).exists():
-            Breaker.objects.filter(host=host).delete()
+        # Called only when admit found a row (a clean admission's success writes nothing).
+        Breaker.objects.filter(host=host).delete()
+
+    def hosts(self) -> frozenset[str]:
+        """The hosts that have a row (counted failures, open or half-open)."""
+        return frozenset(Breaker.objects.values_list("host", flat=True))
 
     def states(self) -> list[BreakerState]:
         return [
@@ -102,3 +116,21 @@ class DatabaseBreakerStore:
                 Breaker.objects.create(host=host)
         except IntegrityError:
             pass  # another worker created it first
+
+
+def _stored_state(host: str) -> str | None:
+    """The host's stored state, or None when it has no row: one prepared ``SELECT``."""
+    alias = router.db_for_read(Breaker)
+    with connections[alias].cursor() as cursor:
+        cursor.execute(_state_sql(alias), [host])
+        row = cursor.fetchone()
+    return None if row is None else str(row[0])
+
+
+@cache
+def _state_sql(alias: str) -> str:
+    quote = connections[alias].ops.quote_name
+    meta = Breaker._meta
+    state, host = meta.get_field("state").column, meta.get_field("host").column
+    # Only quoted identifiers of our own model are formatted in; the host is a parameter.
+    return f"SELECT {quote(state)} FROM {quote(meta.db_table)} WHERE {quote(host)} = %s"  # noqa: S608

@@ -15,14 +15,15 @@ from datetime import UTC, datetime
 
 import redis
 
-from tools.breaker.core import ALLOW, Admission, BreakerPolicy, BreakerState
+from tools.breaker.core import ALLOW, CLEAN, Admission, BreakerPolicy, BreakerState
 
 # KEYS[1] = the host's hash; ARGV = now, cooldown (the trial's slot) in ms, ttl in s.
-# Returns {"allow"} | {"trial"} | {"refuse", due}.
+# Returns {"clean"} (no hash) | {"allow"} | {"trial"} | {"refuse", due}.
 _ADMIT = """
 local h = redis.call('HMGET', KEYS[1], 'state', 'retry_at', 'trial_until')
 local state = h[1]
-if not state or state == 'closed' then return {'allow'} end
+if not state then return {'clean'} end
+if state == 'closed' then return {'allow'} end
 local now = tonumber(ARGV[1])
 local due = h[2]
 if state == 'half_open' then due = h[3] end
@@ -94,6 +95,8 @@ class RedisBreakerStore:
         args = [_ms(now), _ms(policy.cooldown), self._ttl(policy)]
         answer = self._admit(keys=[self._key(host)], args=args)
         verdict = _text(answer[0])
+        if verdict == "clean":
+            return CLEAN
         if verdict == "allow":
             return ALLOW
         if verdict == "trial":

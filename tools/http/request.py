@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import httpx
@@ -49,6 +50,15 @@ class PreparedRequest:
     @property
     def json(self) -> Any:
         return self.body.json
+
+    @cached_property
+    def merged_url(self) -> httpx.URL:
+        """``url`` with ``params`` merged into its own query (httpx's ``params=`` would
+        replace a query already in the URL: a next-page link's, or one written in
+        ``request.url``). Parsed once per request: read it only once the request is
+        complete (``prepare_request`` and the OAuth2 step have run)."""
+        url = httpx.URL(self.url)
+        return url.copy_merge_params(self.params) if self.params else url
 
 
 def prepare_request(spec: ToolSpec, arguments: dict, ctx: ToolCallContext) -> PreparedRequest:

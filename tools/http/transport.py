@@ -3,8 +3,9 @@
 **Deadline.** ``timeout`` bounds the whole attempt — connecting, waiting for the
 headers and reading the whole body — not each socket read: a server trickling one
 byte a second cannot hold a step longer than its timeout. httpx's own timeouts bound
-each phase; a watchdog timer shuts the connection's socket down when the attempt's
-deadline passes, which ends a read in progress at once.
+each phase; a watchdog shuts the connection's socket down when the attempt's deadline
+passes, which ends a read in progress at once (its timer is an entry in the process's
+one deadline thread, ``tools.http.deadlines``, not a thread per request).
 
 **Encodings.** The request asks for ``gzip, deflate, identity`` explicitly (httpx
 would offer ``br``/``zstd`` whenever those packages happen to be installed), and the
@@ -33,6 +34,7 @@ import httpx
 
 from tools.calls import ToolCallContext
 from tools.errors import FlowpilotError, ToolResponseInvalid, ToolTimeout, ToolUnreachable
+from tools.http.deadlines import DEADLINES, Deadline
 from tools.http.request import PreparedRequest
 
 _INFLATE_PIECE = 64 * 1024
@@ -57,15 +59,16 @@ class _Watchdog:
         self.fired = False
         self._stream: Any = None
         self._lock = threading.Lock()
-        self._timer = threading.Timer(max(seconds, 0.0), self._fire)
-        self._timer.daemon = True
+        self._seconds = seconds
+        self._deadline: Deadline | None = None
 
     def __enter__(self) -> _Watchdog:
-        self._timer.start()
+        self._deadline = DEADLINES.schedule(self._seconds, self._fire)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._timer.cancel()
+        if self._deadline is not None:
+            self._deadline.cancel()
 
     def trace(self, event: str, info: dict[str, Any]) -> None:
         """httpcore trace hook: remember a new connection's stream as soon as it exists."""
@@ -121,9 +124,7 @@ def _exchange(
 ) -> Received:
     request = ctx.http.build_request(
         prepared.method,
-        # Merged here: httpx's ``params=`` would replace a query already in the URL
-        # (a next-page link's, or one written in request.url).
-        httpx.URL(prepared.url).copy_merge_params(prepared.params),
+        prepared.merged_url,
         headers=prepared.headers,
         timeout=timeout,
         extensions={"trace": watchdog.trace},

@@ -235,7 +235,7 @@ def test_a_fatal_error_is_not_retried(echo_api):
 FINISHED: list[int] = []  # run ids the test hook below was told about
 
 
-def finished_hook(*, run_id: int) -> None:
+def finished_hook(*, run_id: int, **_) -> None:
     FINISHED.append(run_id)
 
 

@@ -10,9 +10,11 @@ import pytest
 from tests.tools.breaker.conftest import flaky_spec
 from tests.tools.conftest import Reply
 from tools.breaker.core import BreakerPolicy, CircuitBreakers, breaker_host
+from tools.breaker.db_store import DatabaseBreakerStore
 from tools.breaker.redis_store import RedisBreakerStore
 from tools.errors import CircuitOpen, ToolHTTPError, ToolRateLimited, ToolTimeout, ToolUnreachable
 from tools.http_client import call_http_tool
+from tools.models import Breaker
 
 pytestmark = pytest.mark.django_db
 
@@ -243,3 +245,53 @@ def test_an_unavailable_store_lets_calls_through_with_a_warning(
     assert len(server.requests) == 6
     assert "circuit breaker store unavailable for 127.0.0.1:" in caplog.text
     store.close()
+
+
+class CountingStore:
+    """Wraps a store and counts the calls each operation gets."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.errors = inner.errors
+        self.calls: list[str] = []
+
+    def __getattr__(self, name):
+        method = getattr(self.inner, name)
+
+        def counted(*args, **kwargs):
+            self.calls.append(name)
+            return method(*args, **kwargs)
+
+        return counted
+
+
+def test_a_healthy_host_costs_one_read_and_no_write(server, call, store, clock):
+    counting = CountingStore(store)
+    breakers = CircuitBreakers(store=counting, policy=BreakerPolicy(failures=3), clock=clock)
+    call(through=breakers)
+    call(through=breakers)
+    assert counting.calls == ["admit", "admit"]  # clean: nothing to forget
+    assert store.states() == []
+
+
+def test_a_success_after_counted_failures_forgets_them(server, call, store, clock):
+    counting = CountingStore(store)
+    breakers = CircuitBreakers(store=counting, policy=BreakerPolicy(failures=3), clock=clock)
+    server.reply(UNAVAILABLE)
+    fail_times(lambda: call(through=breakers), 2)
+    server.reply(Reply.json({"ok": True}))
+    call(through=breakers)
+    assert counting.calls[-2:] == ["admit", "record_success"]
+    assert store.states() == []
+    call(through=breakers)  # clean again: one read
+    assert counting.calls[-1] == "admit"
+
+
+def test_a_healthy_call_is_one_statement_on_the_database(
+    server, call, clock, django_assert_num_queries
+):
+    Breaker.objects.all().delete()
+    breakers = CircuitBreakers(store=DatabaseBreakerStore(), clock=clock)
+    call(through=breakers)  # warm
+    with django_assert_num_queries(1):
+        call(through=breakers)
