@@ -114,4 +114,5 @@ def _scale(m, url: str, params: dict, args: argparse.Namespace) -> dict:
     engine = m.median_of(m.in_process(workflow), repeat, warm=n <= LARGE)
     peak = m.peak_rss_mb()
     plain = m.median_of(m.plain(url, kind, n, delay_ms=0, slots=args.slots), repeat)
-    return {"plain": plain, "flowpilot": engine, "peak_mb": peak - base}
+    heap = m.heap_peak_mb(m.in_process(workflow))  # one more run, traced (slower, untimed)
+    return {"plain": plain, "flowpilot": engine, "peak_mb": peak - base, "heap_mb": heap}

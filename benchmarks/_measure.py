@@ -11,9 +11,11 @@ as the slots otherwise) and raw Celery (``benchmarks.raw_celery``, one task per 
 
 from __future__ import annotations
 
+import gc
 import resource
 import statistics
 import time
+import tracemalloc
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -167,6 +169,20 @@ def median_of(fn: Callable[[], Any], repeat: int, *, warm: bool = True) -> float
         own = fn()
         times.append(own if isinstance(own, float) else time.perf_counter() - started)
     return statistics.median(times)
+
+
+def heap_peak_mb(fn: Callable[[], Any]) -> float:
+    """The peak of what ``fn`` allocates on the Python heap (``tracemalloc``), in MiB.
+
+    Unlike the process's peak RSS, it does not depend on what earlier runs freed for
+    the allocator to reuse, nor on SQLite's page cache: the engine's own memory."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1] / (1024 * 1024)
+    finally:
+        tracemalloc.stop()
 
 
 def peak_rss_mb() -> float:

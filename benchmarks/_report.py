@@ -94,8 +94,8 @@ def _figure(figure: str, cell: dict | None) -> str:
 def scaling(rows: list[dict]) -> list[str]:
     out = [
         "| shape (in process, SQLite) | steps | wall time | plain | overhead per step "
-        "| vs 100 steps | peak memory | per step |",
-        "|---|---|---|---|---|---|---|---|",
+        "| vs 100 steps | peak RSS | per step | heap peak | per step |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         per = _per_step_ms(row)
@@ -104,7 +104,8 @@ def scaling(rows: list[dict]) -> list[str]:
         out.append(
             f"| {row['shape']} | {row['n']:,} | {row['flowpilot'] * 1000:.1f} ms | "
             f"{row['plain'] * 1000:.1f} ms | {per:.2f} ms | {versus} | "
-            f"{row['peak_mb']:.1f} MiB | {row['peak_mb'] * 1024 / row['n']:.1f} KiB |"
+            f"{row['peak_mb']:.1f} MiB | {row['peak_mb'] * 1024 / row['n']:.1f} KiB | "
+            f"{_mib(row.get('heap_mb'))} | {_kib_per_step(row.get('heap_mb'), row['n'])} |"
         )
     return out
 
@@ -191,11 +192,26 @@ def _scale_checks(rows: list[dict]) -> Iterator[tuple[str, str, bool]]:
             )
         if len(sizes) >= 2:
             low, high = _at(rows, shape, sizes[-2]), _at(rows, shape, sizes[-1])
-            per_low, per_high = low["peak_mb"] / low["n"], high["peak_mb"] / high["n"]
+            # The engine's own allocations (tracemalloc); peak RSS, shown beside, also
+            # counts memory earlier runs freed for reuse and SQLite's page cache.
+            key = "heap_mb" if "heap_mb" in low and "heap_mb" in high else "peak_mb"
+            per_low, per_high = low[key] / low["n"], high[key] / high["n"]
             ratio = per_high / per_low if per_low > 0 else float("inf")
+            rss = ""
+            if key == "heap_mb":
+                rss = f"; peak RSS {high['peak_mb'] * 1024 / high['n']:.1f} vs "
+                rss += f"{low['peak_mb'] * 1024 / low['n']:.1f} KiB"
             yield (
-                f"{shape}: peak memory linear (per step at {high['n']:,} <= "
+                f"{shape}: peak memory linear (heap per step at {high['n']:,} <= "
                 f"{MEMORY_LINEAR:g}x that at {low['n']:,})",
-                f"{per_high * 1024:.1f} vs {per_low * 1024:.1f} KiB",
+                f"{per_high * 1024:.1f} vs {per_low * 1024:.1f} KiB{rss}",
                 ratio <= MEMORY_LINEAR,
             )
+
+
+def _mib(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} MiB"
+
+
+def _kib_per_step(value: float | None, n: int) -> str:
+    return "-" if value is None else f"{value * 1024 / n:.1f} KiB"
