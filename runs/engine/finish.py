@@ -14,7 +14,7 @@ from runs.engine import checkpoint
 from runs.engine.context import RunContext
 from runs.engine.resolve import resolve
 from runs.models import Run, StepResult
-from runs.state import RunStatus, StepStatus, run_transition
+from runs.state import RunStatus, RunTrigger, StepStatus, run_transition
 from workflows.hooks import hooks_announce
 from workflows.references import parse_value
 
@@ -62,7 +62,11 @@ def run_finished_announce(run: Run) -> None:
     The hooks are named in ``FLOWPILOT_RUN_FINISHED_HOOKS`` and run after the commit
     that finished the run; each only queues a task, so the finishing worker does not
     wait for an email or a webhook. ``runs`` never imports the layers it wakes up.
+    A replay (``runs.replay``) is announced to no one: it is an offline comparison,
+    not a run anything waits for or reports on.
     """
+    if run.trigger == RunTrigger.REPLAY:
+        return
     hooks_announce(setting="FLOWPILOT_RUN_FINISHED_HOOKS", run_id=run.pk)
 
 
