@@ -246,6 +246,22 @@ def test_a_recorded_reply_cut_at_the_cap_cannot_be_replayed(validated):
     assert any("replay_incomplete" in line for line in clock.differences)
 
 
+def test_the_validation_runs_page_lists_its_recorded_calls_by_kind(validated, admin_client):
+    page = admin_client.get(f"/admin/runs/run/{validated.run.pk}/change/").content.decode()
+
+    assert "recorded calls (3): what a replay answers from" in page  # the `ask` step
+    assert (
+        '<tr data-kind="mcp"><td>mcp</td><td><code>tools/call mcp:fake/add</code></td>'
+        "<td>result</td>"
+    ) in page
+    assert "<code>tools/call mcp:fake/add</code> · item 1</td>" in page  # the model's call
+    assert (
+        '<tr data-kind="llm"><td>llm</td><td><code>chat llm:default/fake-planner</code></td>'
+        "<td>reply (tool_calls, 1 tool call)</td>"
+    ) in page
+    assert "<td>reply (stop)</td>" in page
+
+
 # --- errors recorded, and raised again in the replay ----------------------------------
 
 
