@@ -294,6 +294,9 @@ FLOWPILOT_WEBHOOK_SECRET = env("FLOWPILOT_WEBHOOK_SECRET", default="")
 FLOWPILOT_WEBHOOK_ATTEMPTS = env.int("FLOWPILOT_WEBHOOK_ATTEMPTS", default=5)
 FLOWPILOT_WEBHOOK_BACKOFF = env.float("FLOWPILOT_WEBHOOK_BACKOFF", default=2.0)
 FLOWPILOT_WEBHOOK_TIMEOUT = env.float("FLOWPILOT_WEBHOOK_TIMEOUT", default=10.0)
+# A failed run's report replays its version offline against the version's validation
+# run and includes what differs (runs/replay/; nothing is sent, no file is written).
+FLOWPILOT_REPORT_REPLAY = env.bool("FLOWPILOT_REPORT_REPLAY", default=True)
 
 # Circuit breaker per external host (tools/breaker/): shared by every worker, in Redis
 # when the broker is Redis, else in the database. auto | redis | database | off.

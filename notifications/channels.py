@@ -56,6 +56,11 @@ def email_text(report: dict[str, Any]) -> tuple[str, str]:
     ]
     if report["error_summary"]:
         lines.append(f"Summary: {report['error_summary']}")
+    if report.get("replay"):
+        lines += ["", f"Replay against the validation run: {report['replay']['summary']}"]
+        for step in report["replay"].get("differences", []):
+            lines.append(f"  differs  {step['step']}")
+            lines += [f"             {line}" for line in step["lines"]]
     for step in report["failed_steps"]:
         lines += [
             "",

@@ -1,30 +1,47 @@
-"""The report about a run: what failed, with what request and response, and how that
-step differs from the same step in the validation run (with the HTTP calls that run
-recorded for it).
+"""The report about a run: what failed, with what request and response, how that step
+differs from the same step in the validation run (with the calls that run recorded
+for it), and — for a failed run, when ``FLOWPILOT_REPORT_REPLAY`` is on — what a
+replay of the version against its validation run finds (``runs.replay``).
 
-Built only from stored rows: step inputs and errors are stored with secrets masked
-by the engine, and the report is scrubbed once more with every secret value the
-workflow's tools could have sent (``$env`` names and tool auth variables), so no
-channel ever carries a secret.
+Built from stored rows: step inputs and errors are stored with secrets masked by the
+engine, and the report is scrubbed once more with every secret value the workflow's
+tools could have sent (``$env`` names and tool auth variables), so no channel ever
+carries a secret. The replay sends nothing (its calls are answered from the
+recordings), writes no file and announces nothing; whatever it raises becomes the
+replay's one line, never a report that is not sent.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
+from django.conf import settings
+
+from notifications.models import Event
 from runs.engine.caches import spec_for
 from runs.models import Run, RunStatus, RunTrigger, StepResult, StepStatus, ToolCallRecording
+from runs.replay.services import version_replay
+from tools.errors import FlowpilotError
 from tools.models import Tool
 from tools.redaction import Redactor
 
 ENV_PREFIX = "$env."
+MAX_RECORDED_CALLS = 20
+logger = logging.getLogger("flowpilot.notifications")
 
 
 def report_build(*, run: Run, event: str) -> dict[str, Any]:
-    """The report as JSON-ready data (the webhook body; the email renders it)."""
+    """The report as JSON-ready data (the webhook body; the email renders it).
+
+    ``replay`` is the replay difference of a failed run (``replay_difference``), or
+    None (another event, or ``FLOWPILOT_REPORT_REPLAY`` off)."""
     workflow = run.workflow
     failing = _failing_steps(run)
+    replay = None
+    if event == Event.FAILED and settings.FLOWPILOT_REPORT_REPLAY:
+        replay = replay_difference(run=run)
     report = {
         "event": event,
         "workflow": workflow.name,
@@ -36,8 +53,33 @@ def report_build(*, run: Run, event: str) -> dict[str, Any]:
         "started_at": run.started_at.isoformat() if run.started_at else None,
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
         "failed_steps": [_step_report(run, r) for r in failing],
+        "replay": replay,
     }
     return _redactor(run).scrub(report)
+
+
+def replay_difference(*, run: Run) -> dict[str, Any]:
+    """``run``'s version replayed offline against its newest green validation run:
+    the summary, and each differing step's lines. Never raises: a replay refused or
+    broken is reported as its summary line."""
+    try:
+        replay = version_replay(version=run.workflow)
+    except FlowpilotError as exc:
+        return {"summary": f"not replayed: {exc.message}"}
+    except Exception as exc:  # the report goes out whatever the replay did
+        logger.exception("run %s: replaying its version for the report failed", run.pk)
+        return {"summary": f"the replay failed: {type(exc).__name__}: {exc}"}
+    return {
+        "summary": replay.summary,
+        "matched": replay.matched,
+        "replay_run": replay.replay_run.pk,
+        "validation_run": replay.source_run.pk,
+        "differences": [
+            {"step": step.step_id, "lines": list(step.differences)}
+            for step in replay.steps
+            if step.differences
+        ],
+    }
 
 
 def _failing_steps(run: Run) -> list[StepResult]:
@@ -108,14 +150,17 @@ def step_diff(result: StepResult, baseline: StepResult | None) -> dict[str, Any]
 
 
 def _recorded_calls(baseline: StepResult) -> list[dict[str, Any]]:
-    """The HTTP exchanges the validation run recorded for the step (masked when stored):
-    what it sent then, and what it got — beside this run's request and error."""
+    """The calls the validation run recorded for the step (masked when stored): what
+    it sent then, and what it got — beside this run's request and error. ``kind`` is
+    ``http`` (method, URL), ``mcp`` (``tools/call``, ``mcp:<server>/<tool>``) or
+    ``llm`` (``chat``, ``llm:<endpoint>/<model>``)."""
     if baseline.pk is None:
         return []
+    calls = ToolCallRecording.objects.filter(step_result_id=baseline.pk).order_by("id")
     return [
-        {"method": c.method, "url": c.url, "status": c.status,
-         "error": (c.error or {}).get("type")}
-        for c in ToolCallRecording.objects.filter(step_result_id=baseline.pk).order_by("id")[:20]
+        {"kind": c.kind, "tool": c.tool, "method": c.method, "url": c.url,
+         "status": c.status, "error": (c.error or {}).get("type")}
+        for c in calls[:MAX_RECORDED_CALLS]
     ]  # fmt: skip
 
 

@@ -70,15 +70,27 @@ def notification_run_finished(*, run_id: int, sleep: Sleep = time.sleep) -> list
     config: Notifications = spec.notifications
     made = []
     for event in run_events(run=run, wanted=list(config.on)):
+        channels = [c for c in _channels(config) if not _delivered(run, c, event)]
+        if not channels:
+            continue  # every report of this event went out already: build (replay) nothing
         report = report_build(run=run, event=event)
-        if config.email:
-            target = ", ".join(config.email)
-            if delivery := _claim(run, Channel.EMAIL, event, target, report):
-                made.append(_send_email(delivery, config.email, report))
-        webhook = config.webhook
-        if webhook and (delivery := _claim(run, Channel.WEBHOOK, event, webhook, report)):
-            made.append(_send_webhook(delivery, report, _webhook_key(config), sleep))
+        for channel in channels:
+            if channel == Channel.EMAIL:
+                target = ", ".join(config.email)
+                if delivery := _claim(run, Channel.EMAIL, event, target, report):
+                    made.append(_send_email(delivery, config.email, report))
+            elif delivery := _claim(run, Channel.WEBHOOK, event, config.webhook or "", report):
+                made.append(_send_webhook(delivery, report, _webhook_key(config), sleep))
     return made
+
+
+def _channels(config: Notifications) -> list[str]:
+    wanted = ((Channel.EMAIL, config.email), (Channel.WEBHOOK, config.webhook))
+    return [channel for channel, target in wanted if target]
+
+
+def _delivered(run: Run, channel: str, event: str) -> bool:
+    return Delivery.objects.filter(run=run, channel=channel, event=event).exists()
 
 
 def _claim(run: Run, channel: str, event: str, target: str, report: dict) -> Delivery | None:

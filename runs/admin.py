@@ -20,7 +20,7 @@ from runs.admin_views import RunOperationViews, run_change_url
 from runs.links import run_links
 from runs.models import Run, RunStatus, RunTrigger
 from runs.run_view import run_status_data, run_view
-from runs.selectors import run_status_strips
+from runs.selectors import run_recorded_calls, run_status_strips
 from runs.services import run_cancel, run_repeat, run_resume
 from tools.errors import FlowpilotError
 from tools.jsondata import json_preview
@@ -51,8 +51,9 @@ def _ms(delta) -> str:
     return f"{delta.total_seconds() * 1000:.0f} ms" if delta is not None else "-"
 
 
-def _step_row(step) -> dict:
-    """A step of the run page with its stored records as capped previews ("show full")."""
+def _step_row(step, recorded: list[dict] | None = None) -> dict:
+    """A step of the run page with its stored records as capped previews ("show full"),
+    and the calls it recorded (a validation run: ``run_recorded_calls``)."""
     result = step.result
     children = ""
     if step.kind == "workflow":  # the child runs of a `workflow` step, linked from its card
@@ -65,6 +66,7 @@ def _step_row(step) -> dict:
         "output": json_preview(result.output) if result.output is not None else "",
         "error": json_preview(step.error) if step.error else "",
         "message": _message(step.error),
+        "recorded": recorded or [],
     }
 
 
@@ -239,10 +241,11 @@ class RunAdmin(RunOperationViews, admin.ModelAdmin):
         extra = dict(extra_context or {})
         if run is not None and self.has_view_permission(request, run):
             view = run_view(run=run)
+            recorded = run_recorded_calls(run=run)
             extra.update(
                 run_page=view,
                 run_state=run_status_data(view),
-                step_rows=[_step_row(step) for step in view.steps],
+                step_rows=[_step_row(step, recorded.get(step.step_id)) for step in view.steps],
                 run_links=run_links(run=run),
                 title=f"Run {run.pk} of {run.workflow.name} v{run.workflow.version}",
             )

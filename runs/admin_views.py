@@ -88,8 +88,9 @@ class RunOperationViews:
             "form": forms.Form(),
             "action": "replay",
             "submit_label": "Replay offline",
-            "intro": "Runs this version again with every HTTP call answered from this "
-            "validation run's recordings (nothing is sent), then compares each step.",
+            "intro": "Runs this version again with every HTTP, MCP and LLM call answered from "
+            "this validation run's recordings (nothing is sent, no file is written), then "
+            "compares each step.",
         }
         if request.method != "POST":
             return self._operate_page(request, run, title, **page)

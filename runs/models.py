@@ -187,13 +187,27 @@ class StepResult(models.Model):
         return None
 
 
+class RecordingKind(models.TextChoices):
+    HTTP = "http", "HTTP exchange"
+    MCP = "mcp", "MCP tool call"
+    LLM = "llm", "LLM chat call"
+
+
 class ToolCallRecording(models.Model):
-    """One HTTP exchange of a validation run's tool call: what was sent and received.
+    """One call a validation run's step made: what was sent and what came back.
+
+    Three kinds (``kind``): an **HTTP** exchange of a tool call (method, URL, body and
+    headers, status, response headers and body), an **MCP** tool call (``request``:
+    server, tool and arguments; ``response``: the server's result), or an **LLM** chat
+    call of an ``llm`` step or an LLM decision (``request``: endpoint, the model the
+    step names, messages, tools, response format and options; ``response``: content,
+    tool calls, finish reason, usage, the model that answered, the HTTP tries). An
+    answer that never came is in ``error``.
 
     Written through the run's ``CallRecorder`` (``runs.replay.recorder``), which the
-    engine hands to every tool call in its ``ToolCallContext``; ``replayflow`` serves
-    these back instead of the network. Everything is masked by value with the run's
-    redactor (secrets read ``***``) and bodies are capped at
+    engine hands to every tool call and model call; ``replayflow`` serves these back
+    instead of the network, the MCP server and the LLM endpoint. Everything is masked
+    by value with the run's redactor (secrets read ``***``) and capped at
     ``FLOWPILOT_MAX_STORED_OUTPUT_BYTES`` (``body_truncated``).
     """
 
@@ -203,26 +217,67 @@ class ToolCallRecording(models.Model):
     item = models.IntegerField(
         null=True, blank=True, help_text="The foreach item or llm tool-call index; empty: none."
     )
-    tool = models.CharField(max_length=200)
-    method = models.CharField(max_length=16)
-    url = models.TextField(help_text="The full URL with its query, secrets masked.")
+    kind = models.CharField(
+        max_length=8,
+        choices=RecordingKind.choices,
+        default=RecordingKind.HTTP,
+        help_text="What was called: an HTTP exchange, an MCP tool or the LLM.",
+    )
+    tool = models.CharField(
+        max_length=200, help_text="The tool called; for an LLM call, the endpoint's name."
+    )
+    method = models.CharField(
+        max_length=16, help_text="HTTP: the method; MCP: `tools/call`; LLM: `chat`."
+    )
+    url = models.TextField(
+        help_text="HTTP: the full URL with its query, secrets masked; MCP: "
+        "`mcp:<server>/<tool>`; LLM: `llm:<endpoint>/<model sent>`."
+    )
     request_headers = models.JSONField(default=dict, blank=True)
     request_body = models.TextField(blank=True, help_text="The body sent, as text, masked.")
+    request = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="MCP and LLM calls: the request as a replay compares it (masked); "
+        "`{preview, truncated}` when over the recording cap.",
+    )
+    request_hash = models.CharField(
+        max_length=64,
+        blank=True,
+        default="",
+        help_text="MCP and LLM calls: SHA-256 of the masked request's canonical JSON, "
+        "which a replay matches.",
+    )
     status = models.IntegerField(null=True, blank=True, help_text="Empty: no answer (error).")
     response_headers = models.JSONField(default=dict, blank=True)
     response_body = models.TextField(blank=True, help_text="Decoded body (UTF-8), masked.")
     response_encoding = models.CharField(max_length=40, blank=True, default="utf-8")
+    response = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="MCP: the tool's result; LLM: the reply (content, tool calls, finish "
+        "reason, usage, model, tries); masked.",
+    )
     body_truncated = models.BooleanField(
-        default=False, help_text="The body was over the recording cap: only its start is kept."
+        default=False,
+        help_text="The response was over the recording cap: only its start is kept.",
     )
     error = models.JSONField(
-        null=True, blank=True, help_text="{type, message} when no answer came (timeout, refused)."
+        null=True,
+        blank=True,
+        help_text="{type, message, …} when no answer came (timeout, refused, an error reply).",
     )
     elapsed_ms = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["step_result", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(kind__in=[k.value for k in RecordingKind]),
+                name="tool_call_recording_kind_valid",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.method} {self.url} ({self.status or 'no answer'})"

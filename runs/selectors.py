@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db.models import Count, IntegerField, Max, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 
-from runs.models import Run
+from runs.models import RecordingKind, Run, ToolCallRecording
+from tools.jsondata import store_unescape
 from workflows.models import Workflow, WorkflowStatus
 from workflows.selectors import workflow_list
 
@@ -90,3 +92,43 @@ def run_status_strips(*, workflows: int = 12, runs_each: int = 20) -> list[Statu
         )
         strips.append(StatusStrip(name, recent[::-1]))
     return strips
+
+
+def run_recorded_calls(*, run: Run) -> dict[str, list[dict[str, Any]]]:
+    """The calls a (validation) run recorded, by step id, in recorded order: each as
+    ``{kind, item, tool, target, answer, elapsed_ms}`` for the run page — ``target``
+    is the method and masked URL (HTTP), ``tools/call mcp:<server>/<tool>`` (MCP) or
+    ``chat llm:<endpoint>/<model>`` (LLM); ``answer`` the status, the finish reason
+    or the error's type."""
+    rows = (
+        ToolCallRecording.objects.filter(step_result__run=run)
+        .select_related("step_result")
+        .order_by("id")
+    )
+    calls: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        calls.setdefault(row.step_result.step_id, []).append(
+            {
+                "kind": row.kind,
+                "item": row.item,
+                "tool": row.tool,
+                "target": f"{row.method} {store_unescape(row.url)}",
+                "answer": _answer(row),
+                "elapsed_ms": row.elapsed_ms,
+            }
+        )
+    return calls
+
+
+def _answer(row: ToolCallRecording) -> str:
+    if row.error:
+        return f"error: {row.error.get('type')}"
+    cut = " (cut at the recording cap)" if row.body_truncated else ""
+    response = row.response if isinstance(row.response, dict) else {}
+    if row.kind == RecordingKind.MCP:
+        return ("error result" if response.get("isError") else "result") + cut
+    if row.kind == RecordingKind.LLM:
+        calls = len(response.get("tool_calls") or ())
+        asked = f", {calls} tool call{'s' if calls != 1 else ''}" if calls else ""
+        return f"reply ({response.get('finish_reason') or 'no finish reason'}{asked}){cut}"
+    return f"HTTP {row.status}{cut}"

@@ -20,17 +20,27 @@ from tools.mcp.session import McpSessions
 from tools.redaction import Redactor
 
 
-class HttpTap(Protocol):
-    """Stands between an HTTP tool and the network for one tool call.
+class CallTap(Protocol):
+    """Stands between a tool and what it reaches (network, MCP server, disk) for one call.
 
-    ``exchange(prepared, send, redactor)`` returns what ``send()`` would (a
-    ``tools.http.transport.Received``) or raises as it would: a recorder calls
-    ``send`` and keeps a masked copy of the exchange; a replayer never calls it and
-    answers from recordings. Built by the caller per call (``runs.replay``) and handed
-    over in ``ToolCallContext.tap``; None (the default) is the network, untouched.
+    ``exchange(prepared, send, redactor)`` (HTTP tools) returns what ``send()`` would
+    (a ``tools.http.transport.Received``) or raises as it would. ``mcp_exchange(request,
+    send, redactor)`` (MCP tools; ``request`` is ``{server, tool, arguments}``) returns
+    what ``send()`` would (the server's ``CallToolResult``) or raises as it would. A
+    recorder calls ``send`` and keeps a masked copy; a replayer never calls it and
+    answers from recordings. ``file_write(path, data, write)`` (the built-in tools that
+    write a file): ``write()`` writes it; a replayer leaves the disk alone. Built by the
+    caller per call (``runs.replay``) and handed over in ``ToolCallContext.tap``; None
+    (the default) is the real thing, untouched.
     """
 
     def exchange(self, prepared: Any, send: Callable[[], Any], redactor: Redactor) -> Any: ...
+
+    def mcp_exchange(
+        self, request: dict[str, Any], send: Callable[[], Any], redactor: Redactor
+    ) -> Any: ...
+
+    def file_write(self, path: str, data: bytes, write: Callable[[], None]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -43,7 +53,8 @@ class ToolCallContext:
     the tool's ``idempotency_header``; ``output_dir``/``data_dirs`` bound where
     built-in tools may write and read; ``breakers`` (None: none) guards every HTTP
     request by its host's circuit breaker; ``mcp`` holds the run's MCP sessions;
-    ``tap`` (None: none) sees every HTTP exchange of the call (``HttpTap``).
+    ``tap`` (None: none) sees every HTTP exchange and MCP call of the call
+    (``CallTap``).
     """
 
     env: Mapping[str, str]
@@ -56,7 +67,7 @@ class ToolCallContext:
     data_dirs: tuple[Path, ...] = ()
     breakers: CircuitBreakers | None = None
     mcp: McpSessions | None = None  # the run's MCP sessions; None: one per call
-    tap: HttpTap | None = None  # records or replays this call's HTTP exchanges
+    tap: CallTap | None = None  # records or replays this call's HTTP and MCP calls
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ variables the workflow may read), the redactor (already holding the secret value
 of every registered tool), the HTTP client (which keeps no cookies), the LLM
 client (when the workflow has ``llm`` steps or LLM decisions), the circuit
 breakers (a handle on the state every worker shares), the MCP sessions (one
-per server, stopped with the context), the limits, the taps of its HTTP calls
-(a validation run records them, a replay serves them: ``runs.replay``), and the
+per server, stopped with the context), the limits, the taps of its tool and model
+calls (a validation run records them, a replay serves them: ``runs.replay``), and the
 injected clock/sleep/random so tests can pin them.
 """
 
@@ -33,8 +33,8 @@ from runs.engine.readiness import ReadyPlan
 from runs.engine.secrets import run_redactor
 from tools.breaker.core import CircuitBreakers
 from tools.breaker.setup import breakers_from_settings
-from tools.calls import HttpTap
-from tools.llm import DEFAULT_ENDPOINT, LLMClient
+from tools.calls import CallTap
+from tools.llm import DEFAULT_ENDPOINT, ChatTap, LLMClient
 from tools.mcp.session import McpSessions
 from tools.redaction import Redactor
 from tools.registry import ToolRegistry
@@ -62,10 +62,17 @@ class Limits:
 
 
 class CallTaps(Protocol):
-    """The taps of a run's tool calls: one per call, by step, item (foreach item or
-    llm tool-call index) and tool; ``close()`` (with the context) stores what they kept."""
+    """The taps of a run's calls: one per tool call, by step, item (foreach item or llm
+    tool-call index) and tool (``tap_for``: its HTTP exchanges or MCP call), and one per
+    model call of an ``llm`` step or LLM decision (``chat_tap_for``: by step, with the
+    endpoint's name and the model the step names, None for the endpoint's default);
+    ``close()`` (with the context) stores what they kept."""
 
-    def tap_for(self, step_id: str, item: int | None, tool: str) -> HttpTap: ...
+    def tap_for(self, step_id: str, item: int | None, tool: str) -> CallTap: ...
+
+    def chat_tap_for(
+        self, step_id: str, *, endpoint: str, model: str | None, redactor: Redactor
+    ) -> ChatTap: ...
 
     def close(self) -> None: ...
 
@@ -93,7 +100,7 @@ class RunContext:
     named_llms: dict[str, LLMClient] = field(default_factory=dict)  # named endpoints, lazily
     breakers: CircuitBreakers | None = None  # per-host circuit breakers; None: off
     mcp: McpSessions | None = None  # this run's MCP sessions, opened on first use
-    taps: CallTaps | None = None  # records (validation) or replays the HTTP exchanges
+    taps: CallTaps | None = None  # records (validation) or replays the tool and model calls
     # In process: drives a `workflow` step's child run to its end (``runs.services`` sets
     # it); None on Celery, where such a step parks instead (runs/engine/kinds/workflow.py).
     run_child: Callable[[Any], Any] | None = None

@@ -115,7 +115,7 @@ def run_context(run: Run, *, tools_key: tuple | None = None) -> RunContext:
         run_uuid=str(run.uuid),
         plan=caches.plan_for_version(run.definition_hash, lambda: workflow_spec(run.workflow)),
         registry=caches.registry_for(caches.tools_state() if tools_key is None else tools_key),
-        taps=call_recorder_for(run),  # a validation run records its HTTP exchanges
+        taps=call_recorder_for(run),  # a validation run records its tool and model calls
     )
 
 

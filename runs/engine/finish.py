@@ -14,7 +14,7 @@ from runs.engine import checkpoint
 from runs.engine.context import RunContext
 from runs.engine.resolve import resolve
 from runs.models import Run, StepResult
-from runs.state import RunStatus, StepStatus, run_transition
+from runs.state import RunStatus, RunTrigger, StepStatus, run_transition
 from workflows.hooks import hooks_announce
 from workflows.references import parse_value
 
@@ -64,8 +64,12 @@ def run_finished_announce(run: Run) -> None:
     wait for an email or a webhook. ``runs`` never imports the layers it wakes up.
     They get the run's id and what never changes about it — its ``trigger`` and
     whether it is a ``child`` run of a workflow step — so a hook that is not concerned
-    reads nothing (a hook must accept further keyword arguments).
+    reads nothing (a hook must accept further keyword arguments). A replay
+    (``runs.replay``) is announced to no one: it is an offline comparison, not a run
+    anything waits for or reports on.
     """
+    if run.trigger == RunTrigger.REPLAY:
+        return
     hooks_announce(
         setting="FLOWPILOT_RUN_FINISHED_HOOKS",
         run_id=run.pk,

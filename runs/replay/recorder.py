@@ -1,17 +1,28 @@
-"""The validation run's recorder: every HTTP exchange of its tool calls, kept masked.
+"""The validation run's recorder: every call its steps make, kept masked.
 
 A ``CallRecorder`` is the run context's ``taps`` for a validation run
-(``call_recorder_for``); each tool call gets a tap bound to its step and item, which
-sends the request (the network is untouched) and keeps a copy of the exchange: the
-request's masked key and headers, the status, the response headers and body — masked
-by value with the run's redactor and capped at ``FLOWPILOT_MAX_STORED_OUTPUT_BYTES``
-— or the transport error. Taps run on the steps' threads and only buffer; the
-context's ``close()`` writes the rows (``ToolCallRecording``) from the thread that
-owns the database connection.
+(``call_recorder_for``). Each tool call gets a tap bound to its step and item
+(``tap_for``), each model call of an ``llm`` step or LLM decision one bound to its
+step (``chat_tap_for``). A tap makes the call (the network, the MCP server, the LLM
+endpoint are untouched) and keeps a copy of it:
+
+- an **HTTP** exchange: the request's masked key and headers, the status, the
+  response headers and body — or the transport error;
+- an **MCP** call: ``{server, tool, arguments}`` and the server's result — or the
+  error (a protocol error keeps its JSON-RPC code);
+- an **LLM** call: the request as compared (``runs.replay.exchange.chat_request``) and
+  the reply (content, tool calls, finish reason, usage, model, HTTP tries) — or the
+  typed error.
+
+Everything is masked by value with the run's redactor and capped at
+``FLOWPILOT_MAX_STORED_OUTPUT_BYTES``. Taps run on the steps' threads and only
+buffer; the context's ``close()`` writes the rows (``ToolCallRecording``) from the
+thread that owns the database connection.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -19,16 +30,30 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from mcp.shared.exceptions import MCPError
 
-from runs.models import Run, StepResult, ToolCallRecording
-from runs.replay.exchange import request_headers, request_key
+from runs.models import RecordingKind, Run, StepResult, ToolCallRecording
+from runs.replay.exchange import (
+    CallKey,
+    call_key,
+    chat_request,
+    mcp_target,
+    reply_record,
+    request_headers,
+    request_key,
+)
 from runs.state import RunTrigger
 from tools.errors import FlowpilotError
 from tools.http.request import PreparedRequest
 from tools.http.response import decode_text
 from tools.http.transport import Received
 from tools.jsondata import store_escape
+from tools.llm import LLMError, LLMRateLimited, LLMReply
 from tools.redaction import Redactor
+
+MAX_ERROR_CHARS = 4000
+MCP_ERROR = "mcp_error"  # a JSON-RPC error answer; ``code`` is kept
+SESSION_FAILED = "mcp_session_failed"  # the MCP transport broke during the call
 
 
 @dataclass
@@ -40,7 +65,7 @@ class _Pending:
 
 @dataclass
 class CallRecorder:
-    """Records a run's HTTP exchanges; ``close()`` stores them."""
+    """Records a run's calls; ``close()`` stores them."""
 
     run_id: int
     max_bytes: int
@@ -49,6 +74,11 @@ class CallRecorder:
 
     def tap_for(self, step_id: str, item: int | None, tool: str) -> _RecordingTap:
         return _RecordingTap(self, step_id, item, tool)
+
+    def chat_tap_for(
+        self, step_id: str, *, endpoint: str, model: str | None, redactor: Redactor
+    ) -> _RecordingChatTap:
+        return _RecordingChatTap(self, step_id, endpoint, model, redactor)
 
     def keep(self, pending: _Pending) -> None:
         with self._lock:
@@ -66,9 +96,53 @@ class CallRecorder:
             if p.step_id in ids
         )
 
+    # --- shared by the taps ---------------------------------------------------------
+
+    def capped(self, text: str) -> tuple[str, bool]:
+        data = text.encode("utf-8", "surrogatepass")  # a lone surrogate is data too
+        if len(data) <= self.max_bytes:
+            return text, False
+        return data[: self.max_bytes].decode(errors="ignore"), True
+
+    def capped_json(self, value: Any) -> tuple[Any, bool]:
+        """``value`` when its JSON fits the cap, else ``{preview, truncated}``."""
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+        preview, cut = self.capped(text)
+        return ({"preview": preview, "truncated": True}, True) if cut else (value, False)
+
+    def json_call(self, key: CallKey, **fields: Any) -> dict[str, Any]:
+        """The request fields of an MCP or LLM recording."""
+        request, _ = self.capped_json(key.request)
+        return {"kind": key.kind, "request": request, "request_hash": key.digest, **fields}
+
+    def store(self, step_id: str, item: int | None, fields: dict[str, Any], started: float) -> None:
+        fields["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 1)
+        self.keep(_Pending(step_id, item, store_escape(fields)))
+
+
+def error_record(exc: BaseException, redactor: Redactor) -> dict[str, Any]:
+    """A failed call's error as recorded: its type (code), its masked message, and what
+    a replay needs to raise it again."""
+    if isinstance(exc, FlowpilotError):
+        record: dict[str, Any] = {"type": exc.code, "message": exc.message}
+        if getattr(exc, "not_sent", False):
+            record["not_sent"] = True
+        if isinstance(exc, LLMError):
+            record.update(status=exc.status, attempts=list(exc.attempts))
+        if isinstance(exc, LLMRateLimited):
+            record["retry_after"] = exc.retry_after
+    elif isinstance(exc, MCPError):
+        record = {"type": MCP_ERROR, "code": exc.code, "message": exc.message}
+    else:
+        record = {"type": SESSION_FAILED, "message": f"{exc}" or type(exc).__name__}
+    record["message"] = redactor.scrub_text(str(record["message"]))[:MAX_ERROR_CHARS]
+    return record
+
 
 @dataclass(frozen=True)
 class _RecordingTap:
+    """One tool call's tap: its HTTP exchanges, or its MCP call."""
+
     recorder: CallRecorder
     step_id: str
     item: int | None
@@ -79,24 +153,22 @@ class _RecordingTap:
     ) -> Received:
         key = request_key(prepared, redactor)
         fields: dict[str, Any] = {
+            "kind": RecordingKind.HTTP,
             "tool": self.tool,
             "method": key.method,
             "url": key.url,
-            "request_body": self._capped(key.body)[0],
+            "request_body": self.recorder.capped(key.body)[0],
             "request_headers": request_headers(prepared, redactor),
         }
         started = time.perf_counter()
         try:
             received = send()
         except FlowpilotError as exc:
-            fields["error"] = {
-                "type": exc.code,
-                "message": redactor.scrub_text(exc.message)[:4000],
-                "not_sent": bool(getattr(exc, "not_sent", False)),
-            }
+            fields["error"] = error_record(exc, redactor)
             self._keep(fields, started)
             raise
-        body, cut = self._capped(redactor.scrub_text(decode_text(received.body, received.encoding)))
+        text = redactor.scrub_text(decode_text(received.body, received.encoding))
+        body, cut = self.recorder.capped(text)
         fields.update(
             status=received.status,
             response_headers=redactor.scrub(dict(received.headers.items())),
@@ -107,15 +179,62 @@ class _RecordingTap:
         self._keep(fields, started)
         return received
 
-    def _capped(self, text: str) -> tuple[str, bool]:
-        data = text.encode()
-        if len(data) <= self.recorder.max_bytes:
-            return text, False
-        return data[: self.recorder.max_bytes].decode(errors="ignore"), True
+    def mcp_exchange(
+        self, request: dict[str, Any], send: Callable[[], Any], redactor: Redactor
+    ) -> Any:
+        key = call_key(RecordingKind.MCP, request, redactor)
+        fields = self.recorder.json_call(
+            key, tool=self.tool, method="tools/call", url=mcp_target(key.request)
+        )
+        started = time.perf_counter()
+        try:
+            result = send()
+        except Exception as exc:
+            fields["error"] = error_record(exc, redactor)
+            self._keep(fields, started)
+            raise
+        dumped = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        fields["response"], fields["body_truncated"] = self.recorder.capped_json(
+            redactor.scrub(dumped)
+        )
+        self._keep(fields, started)
+        return result
+
+    def file_write(self, path: str, data: bytes, write: Callable[[], None]) -> None:
+        write()  # a validation run writes its files (not recorded: a replay writes none)
 
     def _keep(self, fields: dict[str, Any], started: float) -> None:
-        fields["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 1)
-        self.recorder.keep(_Pending(self.step_id, self.item, store_escape(fields)))
+        self.recorder.store(self.step_id, self.item, fields, started)
+
+
+@dataclass(frozen=True)
+class _RecordingChatTap:
+    """One model call's tap (an ``llm`` step's turn, or an LLM decision)."""
+
+    recorder: CallRecorder
+    step_id: str
+    endpoint: str
+    model: str | None
+    redactor: Redactor
+
+    def chat(self, request: dict[str, Any], send: Callable[[], LLMReply]) -> LLMReply:
+        comparable = chat_request(request, endpoint=self.endpoint, model=self.model)
+        key = call_key(RecordingKind.LLM, comparable, self.redactor)
+        target = self.redactor.scrub_text(f"llm:{self.endpoint}/{request.get('model')}")
+        fields = self.recorder.json_call(key, tool=self.endpoint, method="chat", url=target)
+        started = time.perf_counter()
+        try:
+            reply = send()
+        except LLMError as exc:
+            fields.update(error=error_record(exc, self.redactor), status=exc.status)
+            self.recorder.store(self.step_id, None, fields, started)
+            raise
+        fields["response"], fields["body_truncated"] = self.recorder.capped_json(
+            self.redactor.scrub(reply_record(reply))
+        )
+        fields["status"] = 200
+        self.recorder.store(self.step_id, None, fields, started)
+        return reply
 
 
 def call_recorder_for(run: Run) -> CallRecorder | None:

@@ -2,12 +2,17 @@
 
 ``version_replay`` is the workflow's regression test: a new run of ``version``
 (trigger ``replay``, ``Run.replay_of`` = the validation run) with the validation
-run's inputs, executed in this process with every HTTP exchange answered from the
-recordings (``runs.replay.player``) — nothing is sent, so it works with the APIs
-down — then compared step by step with the validation run (``runs.replay.report``).
-Retries do not wait (the recorded answers are already there). Built-in tools run
-as they always do (they are local); a version with ``llm`` steps, LLM decisions or
-MCP tools is refused, because those calls do not go over a recorded HTTP transport.
+run's inputs, executed in this process with every call answered from the recordings
+(``runs.replay.player``): HTTP exchanges, MCP tool calls and the model calls of
+``llm`` steps and LLM decisions. Nothing is sent, no MCP server is started and no LLM
+endpoint is called, so it works with all of them down; built-in tools run as they
+always do (they are local) but write no file. Then each step is compared with the
+validation run (``runs.replay.report``). Retries do not wait (the recorded answers
+are already there). A replay run announces nothing: no run-finished hook hears of it
+(``runs.engine.finish.run_finished_announce``), so it sends no report.
+
+Refused: a version with ``workflow`` steps (their child runs' calls are not recorded
+with the validation run, and running a child would reach its tools for real).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from runs.state import RunError, RunStatus, RunTrigger
 from tools.permissions import permission_require
 from tools.registry import ToolRegistry
 from workflows.models import Workflow
-from workflows.schema import WorkflowSpec
+from workflows.schema import WorkflowSpec, WorkflowStep
 from workflows.services import workflow_spec
 
 
@@ -71,7 +76,7 @@ def version_replay(
     source = replay_source(version=version, validation_run=validation_run)
     spec = workflow_spec(version)
     registry = ToolRegistry.from_db()
-    _refuse_unrecordable(version, spec, registry)
+    _refuse_unrecordable(version, spec)
     run = run_create(
         workflow=version,
         trigger=RunTrigger.REPLAY,
@@ -88,6 +93,7 @@ def version_replay(
         taps=calls,
         sleep=lambda seconds: None,
     )
+    context.run_child = _no_child_run  # refused above; never run a child for real
     with context as ctx:
         if ctx.breakers is not None:  # no network: no host's breaker may refuse a call
             ctx.breakers.close()
@@ -96,17 +102,17 @@ def version_replay(
     return replay_report(replay_run=run, source_run=source, unused=calls.unused())
 
 
-def _refuse_unrecordable(version: Workflow, spec: WorkflowSpec, registry: ToolRegistry) -> None:
-    steps = []
-    for step in spec.steps:
-        tools = {*step.direct_tools(), *step.model_tools()}
-        mcp = sorted(n for n in tools if (t := registry.get(n)) is not None and t.kind == "mcp")
-        if step.needs_llm():
-            steps.append(f"`{step.id}` (calls the LLM)")
-        elif mcp:
-            steps.append(f"`{step.id}` (MCP tool {', '.join(mcp)})")
+def _refuse_unrecordable(version: Workflow | str, spec: WorkflowSpec) -> None:
+    """Refuse what cannot be replayed offline: a `workflow` step runs a child run,
+    whose calls were made (and would be made again) outside the recorded run."""
+    steps = [f"`{s.id}` (runs `{s.workflow}`)" for s in spec.steps if isinstance(s, WorkflowStep)]
     if steps:
         raise ReplayRefused(
             f"`{version}` cannot be replayed offline: {', '.join(steps)} "
-            f"{'does' if len(steps) == 1 else 'do'} not call over a recorded HTTP transport"
+            f"{'is a `workflow` step' if len(steps) == 1 else 'are `workflow` steps'}, whose "
+            "child runs' calls are not recorded with the validation run"
         )
+
+
+def _no_child_run(child: Run) -> Run:
+    raise ReplayRefused(f"a replay does not start child runs (run {child.pk} was not started)")

@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from notifications.models import Delivery, DeliveryStatus
 from notifications.services import notification_run_finished
-from runs.models import RunStatus, RunTrigger
+from runs.models import Run, RunStatus, RunTrigger, ToolCallRecording
 from tests.notifications.conftest import SECRET, orders_flow, run_now
 from tests.notifications.support import SMTPServer, WebhookReceiver
 from workflows.schema import WorkflowSpec
@@ -186,3 +186,96 @@ def test_without_a_key_no_unsigned_webhook_is_sent(orders_api, settings):
     assert delivery.status == DeliveryStatus.FAILED
     assert "no HMAC key" in delivery.attempt_log[0]["error"]
     assert receiver.received == []
+
+
+# --- the replay difference ---------------------------------------------------------------
+
+
+def edit_recorded_items(validation, items) -> None:
+    """Change what the validation run recorded the orders API answering."""
+    [recorded] = ToolCallRecording.objects.filter(step_result__run=validation)
+    body = json.loads(recorded.response_body)
+    body["items"] = items
+    ToolCallRecording.objects.filter(pk=recorded.pk).update(response_body=json.dumps(body))
+
+
+def test_the_failure_report_includes_what_a_replay_of_the_version_finds(
+    orders_api, smtp, settings, django_capture_on_commit_callbacks
+):
+    settings.FLOWPILOT_WEBHOOK_SECRET = HOOK_KEY
+    with WebhookReceiver(HOOK_KEY) as receiver:
+        _, validation, run = failed_run(orders_api, email=["ops@example.com"], webhook=receiver.url)
+        edit_recorded_items(validation, [1, 2])
+        sent = len(orders_api.requests("orders"))
+
+        with django_capture_on_commit_callbacks() as announced:
+            made = notification_run_finished(run_id=run.pk)
+        again = notification_run_finished(run_id=run.pk)
+
+    assert [d.status for d in made] == [DeliveryStatus.SENT, DeliveryStatus.SENT]
+    assert again == []
+    replay = Run.objects.get(trigger=RunTrigger.REPLAY)  # one replay, not one per channel
+    assert replay.replay_of == validation
+    assert announced == []  # the replay run told no hook it finished: no report of its own
+    assert len(orders_api.requests("orders")) == sent  # the replay sent nothing
+    summary = (
+        f"replay run {replay.pk} of orders_digest v1 against validation run {validation.pk}: "
+        "2 of 2 steps differ (fetch, count)"
+    )
+    text = smtp.messages[0].get_content().replace("\r\n", "\n")
+    assert f"Replay against the validation run: {summary}\n" in text
+    assert "  differs  fetch\n             output.items: 3 items → 2\n" in text
+    assert "  differs  count\n             output: 3 → 2\n" in text
+    assert text.index("Replay against") < text.index("Failing step: fetch")
+    body = receiver.received[0]["body"]
+    assert body["replay"] == {
+        "summary": summary,
+        "matched": False,
+        "replay_run": replay.pk,
+        "validation_run": validation.pk,
+        "differences": [
+            {"step": "fetch", "lines": ["output.items: 3 items → 2"]},
+            {"step": "count", "lines": ["output: 3 → 2"]},
+        ],
+    }
+    assert SECRET not in json.dumps(body)
+
+
+def test_a_replay_that_matches_says_the_version_still_does_what_it_did(orders_api, smtp):
+    _, validation, run = failed_run(orders_api, email=["ops@example.com"])
+
+    notification_run_finished(run_id=run.pk)
+
+    replay = Run.objects.get(trigger=RunTrigger.REPLAY)
+    assert (
+        "Replay against the validation run: replay run "
+        f"{replay.pk} of orders_digest v1 against validation run {validation.pk}: "
+        "all 2 steps match\n"
+    ) in smtp.messages[0].get_content().replace("\r\n", "\n")
+
+
+def test_a_replay_that_cannot_run_is_one_line_of_the_report(orders_api, smtp):
+    workflow, _ = workflow_import(data=orders_flow(email=["ops@example.com"]))
+    orders_api.fail("orders", status=403, body={"error": "key revoked"})
+    run = run_now(workflow, RunTrigger.SCHEDULE)  # no validation run to replay against
+
+    (delivery,) = notification_run_finished(run_id=run.pk)
+
+    assert delivery.status == DeliveryStatus.SENT
+    assert delivery.payload["replay"] == {
+        "summary": f"not replayed: `orders_digest v{workflow.version}` has no succeeded "
+        "validation run to replay against; approve it (its validation run records every "
+        "tool call)"
+    }
+    assert "Replay against the validation run: not replayed: " in smtp.messages[0].get_content()
+
+
+def test_the_replay_difference_can_be_turned_off(orders_api, smtp, settings):
+    settings.FLOWPILOT_REPORT_REPLAY = False
+    _, _, run = failed_run(orders_api, email=["ops@example.com"])
+
+    (delivery,) = notification_run_finished(run_id=run.pk)
+
+    assert delivery.payload["replay"] is None
+    assert not Run.objects.filter(trigger=RunTrigger.REPLAY).exists()
+    assert "Replay against" not in smtp.messages[0].get_content()

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from runs.models import Run
+from runs.models import Run, ToolCallRecording
+from runs.replay.services import version_replay
 from runs.services import run_create, run_enqueue
 from tests.celery_support import start_cluster, wait_until
 from tests.fakes.openai_server import FakeLLM, completion
@@ -42,41 +43,45 @@ def celery_cluster(fakes, django_db_setup, tmp_path_factory):
             yield cluster
 
 
-def test_each_step_reaches_its_endpoint_with_its_settings_on_the_workers(fakes, settings):
-    default, local = fakes
-    settings.FLOWPILOT_LLM_ENDPOINTS = {"local": {"base_url": local.base_url}}
-    workflow, _ = workflow_import(
-        data={
-            "name": "two_endpoints",
-            "inputs": {"city": {"type": "string"}},
-            "steps": [
-                {
-                    "id": "hosted",
-                    "kind": "llm",
-                    "prompt": "Weather in {{city}}?",
-                    "temperature": 0.3,
-                    "input_mapping": {"city": "$input.city"},
-                },
-                {
-                    "id": "nearby",
-                    "kind": "llm",
-                    "endpoint": "local",
-                    "seed": 11,
-                    "max_output_tokens": 64,
-                    "prompt": "Again: {{city}}",
-                    "input_mapping": {"city": "$input.city"},
-                },
-            ],
-        }
-    )
-    run = run_enqueue(run=run_create(workflow=workflow, trigger="api", inputs={"city": "Oslo"}))
+TWO_ENDPOINTS = {
+    "name": "two_endpoints",
+    "inputs": {"city": {"type": "string"}},
+    "steps": [
+        {
+            "id": "hosted",
+            "kind": "llm",
+            "prompt": "Weather in {{city}}?",
+            "temperature": 0.3,
+            "input_mapping": {"city": "$input.city"},
+        },
+        {
+            "id": "nearby",
+            "kind": "llm",
+            "endpoint": "local",
+            "seed": 11,
+            "max_output_tokens": 64,
+            "prompt": "Again: {{city}}",
+            "input_mapping": {"city": "$input.city"},
+        },
+    ],
+}
 
+
+def finished(run: Run) -> Run:
     def done() -> bool:
         run.refresh_from_db()
         return run.status in {"succeeded", "failed"}
 
     wait_until(done, timeout=60, what=f"run {run.pk} to finish")
-    run = Run.objects.get(pk=run.pk)
+    return Run.objects.get(pk=run.pk)
+
+
+def test_each_step_reaches_its_endpoint_with_its_settings_on_the_workers(fakes, settings):
+    default, local = fakes
+    settings.FLOWPILOT_LLM_ENDPOINTS = {"local": {"base_url": local.base_url}}
+    workflow, _ = workflow_import(data=TWO_ENDPOINTS)
+    run = run_enqueue(run=run_create(workflow=workflow, trigger="api", inputs={"city": "Oslo"}))
+    run = finished(run)
     assert run.status == "succeeded", run.error_summary
     outputs = {r.step_id: r.output for r in run.step_results.all()}
     assert outputs["hosted"]["result"] == "from default"
@@ -88,3 +93,29 @@ def test_each_step_reaches_its_endpoint_with_its_settings_on_the_workers(fakes, 
     assert (sent_local.body["seed"], sent_local.body["max_tokens"]) == (11, 64)
     assert sent_local.body["model"] == "worker-local-model"
     assert sent_local.headers["authorization"] == "Bearer sk-worker-local"
+
+
+def test_a_validation_run_on_the_workers_records_each_model_call_for_an_offline_replay(
+    fakes, settings
+):
+    default, local = fakes
+    settings.FLOWPILOT_LLM_ENDPOINTS = {"local": {"base_url": local.base_url}}
+    workflow, _ = workflow_import(data={**TWO_ENDPOINTS, "name": "two_endpoints_replayed"})
+    run = run_create(workflow=workflow, trigger="validation", inputs={"city": "Bergen"})
+    run = finished(run_enqueue(run=run))
+    assert run.status == "succeeded", run.error_summary
+    recorded = ToolCallRecording.objects.filter(step_result__run=run).order_by("tool")
+    assert [(r.kind, r.tool, r.step_result.step_id) for r in recorded] == [
+        ("llm", "default", "hosted"),
+        ("llm", "local", "nearby"),
+    ]
+    assert recorded[1].url == "llm:local/worker-local-model"  # the worker's own model
+    assert recorded[1].request["model"] is None  # the step names none
+    asked = len(default.requests) + len(local.requests)
+
+    report = version_replay(version=workflow, validation_run=run)  # here, offline
+
+    assert report.matched, report.as_dict()
+    assert len(default.requests) + len(local.requests) == asked
+    replayed = {r.step_id: r.output["result"] for r in report.replay_run.step_results.all()}
+    assert replayed == {"hosted": "from default", "nearby": "from local"}

@@ -213,20 +213,6 @@ def test_only_a_validation_run_of_the_version_is_replayed(validated, control_too
         version_replay(version=other, validation_run=validated)
 
 
-def test_llm_steps_cannot_be_replayed_offline(validated, cli):
-    data = {
-        "name": "llm_ops",
-        "steps": [{"id": "ask", "kind": "llm", "prompt": "Say hi", "tools": []}],
-    }
-    version, _ = workflow_import(data=data)
-    Run.objects.filter(pk=validated.pk).update(workflow=version)
-
-    result = cli("replayflow", "llm_ops", "--validation-run", str(validated.pk))
-
-    assert result.code == 1
-    assert "`llm_ops v1` cannot be replayed offline: `ask` (calls the LLM)" in result.err
-
-
 def test_replayflow_unknown_version_or_run(cli, db):
     assert cli("replayflow", "ghost").err.strip() == "CommandError: no stored workflow `ghost`"
     assert cli("replayflow", "424242").err.strip() == (
@@ -344,24 +330,3 @@ def test_step_differences_without_a_baseline_or_with_truncated_outputs():
     )
     assert step_differences(cut, now) == ["output: stored truncated in one run only; not compared"]
     assert step_differences(cut, cut) == []
-
-
-def test_mcp_tools_cannot_be_replayed_offline():
-    import sys
-
-    from runs.replay.services import _refuse_unrecordable
-    from tools.mcp.config import McpServer, McpToolConfig
-    from tools.registry import ToolRegistry
-    from tools.spec import ToolSpec
-    from workflows.schema import WorkflowSpec
-
-    server = McpServer(name="time", command=sys.executable, args=["-m", "mcp_server_time"])
-    spec = ToolSpec(name="clock", kind="mcp", mcp=McpToolConfig(server=server, tool="now"))
-    flow = WorkflowSpec.model_validate(
-        {"name": "m", "steps": [{"id": "tick", "kind": "tool", "tool": "clock"}]}
-    )
-
-    with pytest.raises(
-        ReplayRefused, match=r"`m v1` cannot be replayed offline: `tick` \(MCP tool clock\)"
-    ):
-        _refuse_unrecordable("m v1", flow, ToolRegistry([spec]))

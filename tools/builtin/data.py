@@ -65,6 +65,14 @@ def _read_text(path: Path, raw: str, ctx: ToolCallContext) -> str:
         raise ToolCallFailed(f"{raw!r} is not UTF-8 text") from exc
 
 
+def _write(path: Path, data: bytes, ctx: ToolCallContext) -> None:
+    """Write the file; through ``ctx.tap`` when there is one (a replay writes nothing)."""
+    if ctx.tap is None:
+        _write_atomic(path, data)
+    else:
+        ctx.tap.file_write(str(path), data, lambda: _write_atomic(path, data))
+
+
 def _write_atomic(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
@@ -261,12 +269,12 @@ class DataToolsProvider(BuiltinProvider):
     def write_report(self, arguments: dict[str, Any], ctx: ToolCallContext) -> dict[str, Any]:
         path = resolve_write_path(arguments["path"], ctx)
         page = render_report(arguments["title"], arguments["sections"]).encode("utf-8")
-        _write_atomic(path, page)
+        _write(path, page, ctx)
         return {"path": str(path), "bytes": len(page)}
 
     def write_json(self, arguments: dict[str, Any], ctx: ToolCallContext) -> dict[str, Any]:
         path = resolve_write_path(arguments["path"], ctx)
         data = json.dumps(arguments["data"], indent=2, ensure_ascii=False, default=str)
         encoded = (data + "\n").encode("utf-8")
-        _write_atomic(path, encoded)
+        _write(path, encoded, ctx)
         return {"path": str(path), "bytes": len(encoded)}

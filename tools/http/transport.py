@@ -99,7 +99,7 @@ def send(prepared: PreparedRequest, ctx: ToolCallContext, *, timeout: float) -> 
     when the request surely never left) or ToolResponseInvalid.
 
     With ``ctx.tap`` the exchange goes through it: recorded, or replayed from a
-    recording without touching the network (``tools.calls.HttpTap``)."""
+    recording without touching the network (``tools.calls.CallTap``)."""
     if ctx.tap is not None:
         return ctx.tap.exchange(
             prepared, lambda: _send(prepared, ctx, timeout=timeout), ctx.redactor

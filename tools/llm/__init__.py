@@ -5,7 +5,7 @@
 returns an ``LLMReply``. Errors are typed and carry their retryability.
 """
 
-from tools.llm.client import LLMClient, LLMReply, ToolCall, Usage
+from tools.llm.client import ChatTap, LLMClient, LLMReply, ToolCall, Usage
 from tools.llm.content import parse_json_reply
 from tools.llm.endpoints import DEFAULT_ENDPOINT, LLMEndpointUnknown, endpoint_names, llm_endpoint
 from tools.llm.errors import (
@@ -19,6 +19,7 @@ from tools.llm.errors import (
 
 __all__ = [
     "DEFAULT_ENDPOINT",
+    "ChatTap",
     "LLMAuthFailed",
     "LLMClient",
     "LLMEndpointUnknown",

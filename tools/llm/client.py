@@ -15,7 +15,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import openai
 from django.conf import settings
@@ -117,6 +117,18 @@ class LLMReply:
         return parse_json_reply(self.content)
 
 
+class ChatTap(Protocol):
+    """Stands between one ``chat`` call and the endpoint.
+
+    ``chat(request, send)`` gets the request body (model, messages, tools, response
+    format, options) and returns what ``send()`` would — an ``LLMReply`` — or raises
+    as it would (a typed ``LLMError``). Built per call by the caller (``runs.replay``):
+    a recorder calls ``send`` and keeps a masked copy, a replayer never calls it.
+    """
+
+    def chat(self, request: dict[str, Any], send: Callable[[], LLMReply]) -> LLMReply: ...
+
+
 class LLMClient:
     """Chat completions with typed errors, recorded retries and usage.
 
@@ -195,11 +207,14 @@ class LLMClient:
         max_tokens: int | None = None,
         seed: int | None = None,
         deadline: float | None = None,
+        tap: ChatTap | None = None,
     ) -> LLMReply:
         """One completion, retried on retryable failures. Raises a typed ``LLMError``.
 
         ``deadline`` (a ``time.monotonic()`` instant) bounds the whole call, retries
         included: each try gets at most the time left, and no retry starts past it.
+        ``tap`` (``ChatTap``) sees the call: a recorder sends it and keeps a copy, a
+        replayer answers it from a recording without reaching the endpoint.
         """
         request = _request(
             model or self.model,
@@ -210,6 +225,11 @@ class LLMClient:
             max_tokens=max_tokens,
             seed=seed,
         )
+        if tap is not None:
+            return tap.chat(request, lambda: self._send(request, deadline))
+        return self._send(request, deadline)
+
+    def _send(self, request: dict[str, Any], deadline: float | None) -> LLMReply:
         attempts: list[dict[str, Any]] = []
         for attempt in range(1, self.max_retries + 2):
             started = time.perf_counter()

@@ -58,12 +58,8 @@ def _call(
 ) -> ToolResult:
     timeout = ctx.timeout or spec.timeout
     who = f"tool {spec.name!r} (MCP server {config.server.name!r})"
-
-    async def call(client: Client) -> types.CallToolResult:
-        return await client.call_tool(config.tool, arguments, read_timeout_seconds=timeout)
-
     try:
-        result = sessions.run(config.server, call)
+        result = _result(sessions, config, arguments, ctx, timeout)
     except FlowpilotError:
         raise
     except MCPError as exc:
@@ -82,6 +78,26 @@ def _call(
             f"{who} answered {size} bytes, over the limit of {ctx.max_response_bytes}"
         )
     return ToolResult(output=output)
+
+
+def _result(
+    sessions: McpSessions,
+    config: McpToolConfig,
+    arguments: dict[str, Any],
+    ctx: ToolCallContext,
+    timeout: float,
+) -> types.CallToolResult:
+    """The server's answer; through ``ctx.tap`` when there is one (recorded, or replayed
+    from a recording without starting or reaching the server: ``tools.calls.CallTap``)."""
+
+    async def call(client: Client) -> types.CallToolResult:
+        return await client.call_tool(config.tool, arguments, read_timeout_seconds=timeout)
+
+    if ctx.tap is None:
+        return sessions.run(config.server, call)
+    sessions.register_secrets(config.server)  # masked alike whether the session opens or not
+    request = {"server": config.server.name, "tool": config.tool, "arguments": arguments}
+    return ctx.tap.mcp_exchange(request, lambda: sessions.run(config.server, call), ctx.redactor)
 
 
 def _protocol_error(

@@ -69,6 +69,12 @@ class McpSessions:
         portal, client = self._client(server)
         return portal.call(call, client)
 
+    def register_secrets(self, server: McpServer) -> None:
+        """Have the run's redactor mask the server's secret headers and environment
+        values now (opening its session does too), before anything is opened."""
+        for value in _secret_values(server, self._env):
+            self._redactor.add_secret(value)
+
     def discard(self, server: McpServer) -> None:
         """Forget a broken session (its process died, the connection dropped): the
         next call opens a new one."""

@@ -45,7 +45,16 @@ from runs.engine.kinds.base import (
 )
 from runs.engine.kinds.llm_history import HistoryTrim, fit_history
 from tools.errors import FlowpilotError
-from tools.llm import LLMClient, LLMReply, LLMReplyInvalid, ToolCall, Usage, parse_json_reply
+from tools.llm import (
+    DEFAULT_ENDPOINT,
+    ChatTap,
+    LLMClient,
+    LLMReply,
+    LLMReplyInvalid,
+    ToolCall,
+    Usage,
+    parse_json_reply,
+)
 from tools.templating import render_text
 from workflows.graph import FlowGraph
 from workflows.schema import DecisionStep, LLMStep
@@ -180,6 +189,7 @@ def execute_llm_step(ctx: RunContext, step: LLMStep, args: dict[str, Any]) -> At
             tools=tools,
             response_format=fmt,
             deadline=deadline,
+            tap=_chat_tap(ctx, step),
             **step.call_options(),
         )
         _log_reply(ctx, step.id, reply)
@@ -228,7 +238,13 @@ def execute_llm_decision(ctx: RunContext, step: DecisionStep, args: dict[str, An
     }
     meter = Meter(step.id)
     _log_prompt(ctx, step.id, messages)
-    reply = llm.chat(messages, response_format=fmt, deadline=_deadline(step), **step.call_options())
+    reply = llm.chat(
+        messages,
+        response_format=fmt,
+        deadline=_deadline(step),
+        tap=_chat_tap(ctx, step),
+        **step.call_options(),
+    )
     _log_reply(ctx, step.id, reply)
     meter.after_call(reply, llm.endpoint)
     answer = _parsed(step, reply.content)
@@ -256,6 +272,17 @@ def _client(ctx: RunContext, step: LLMStep | DecisionStep) -> LLMClient:
     if llm is None:
         raise StepKindUnsupported(f"step `{step.id}` needs an LLM, but this run has no LLM client")
     return llm
+
+
+def _chat_tap(ctx: RunContext, step: LLMStep | DecisionStep) -> ChatTap | None:
+    """The tap of one model call of the step: a validation run records it, a replay
+    answers it (``runs.replay``); None for any other run."""
+    if ctx.taps is None:
+        return None
+    endpoint = step.endpoint or DEFAULT_ENDPOINT
+    return ctx.taps.chat_tap_for(
+        step.id, endpoint=endpoint, model=step.model, redactor=ctx.redactor
+    )
 
 
 def _deadline(step: LLMStep | DecisionStep) -> float | None:

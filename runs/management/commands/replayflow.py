@@ -12,9 +12,9 @@ from workflows.models import Workflow
 
 class Command(FlowpilotCommand):
     help = (
-        "Replay a workflow version offline: every HTTP call is answered from its validation "
-        "run's recordings (nothing is sent), then each step is compared with the validation "
-        "run. Exit code 1 when a step differs."
+        "Replay a workflow version offline: every HTTP, MCP and LLM call is answered from its "
+        "validation run's recordings (nothing is sent, no file is written), then each step is "
+        "compared with the validation run. Exit code 1 when a step differs."
     )
 
     def add_arguments(self, parser):
