@@ -44,7 +44,7 @@ def child_run_links(runs) -> str:
     rows = [(run_link(child), child.parent_step.step_id) for child in runs]
     if not rows:
         return "-"
-    return format_html_join(format_html("<br>"), "{} for step <code>{}</code>", rows)
+    return format_html_join(mark_safe("<br>"), "{} for step <code>{}</code>", rows)
 
 
 def _ms(delta) -> str:
