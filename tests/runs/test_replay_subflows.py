@@ -138,6 +138,28 @@ def test_an_edited_response_of_the_childs_call_is_named_under_the_parent_step(va
     )
 
 
+def test_the_admin_replay_page_names_the_childs_difference_and_links_the_children(
+    validated, admin_client
+):
+    [say] = recorded(child_of(validated), "say")
+    ToolCallRecording.objects.filter(pk=say.pk).update(
+        response_body=json.dumps({"tag": "p1", "name": "bob"})
+    )
+
+    response = admin_client.post(f"/admin/runs/run/{validated.pk}/replay/")
+
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert "<div>child.say.output.name: &quot;ann&quot; → &quot;bob&quot;</div>" in text
+    child = Run.objects.get(trigger="replay", parent_run__isnull=False)
+    page = admin_client.get(f"/admin/runs/run/{child.pk}/change/").content.decode()
+    recorded_child = child_of(validated)
+    assert (
+        f'replays <a href="/admin/runs/run/{recorded_child.pk}/change/">recorded child run '
+        f"{recorded_child.pk}</a>"
+    ) in page
+
+
 def test_a_childs_call_with_no_recording_fails_it_never_sent(validated, echo):
     ToolCallRecording.objects.filter(step_result__run=child_of(validated)).delete()
 
