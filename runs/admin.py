@@ -168,8 +168,10 @@ class RunAdmin(RunOperationViews, admin.ModelAdmin):
         if obj.replay_of_id:
             parts.append(
                 format_html(
-                    'replays <a href="{}">validation run {}</a> (offline, recorded responses)',
+                    'replays <a href="{}">{} {}</a> (offline, recorded responses)',
                     reverse("admin:runs_run_change", args=[obj.replay_of_id]),
+                    # a replay child replays the validation run's child run of its step
+                    "validation run" if obj.parent_run_id is None else "recorded child run",
                     obj.replay_of_id,
                 )
             )

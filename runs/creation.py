@@ -35,23 +35,30 @@ def child_run_create(
     inputs: Mapping[str, Any],
     registry: ToolRegistry,
     parent_step: StepResult,
+    replay_of: Run | None = None,
 ) -> Run:
     """Record a pending child run of ``workflow`` for the `workflow` step ``parent_step``.
+
+    With ``replay_of`` (a validation run's child run), the child of a replay: trigger
+    ``replay``, linked to the run whose recorded calls answer it, not refused for pins
+    (as ``run_create`` does not refuse a replay).
 
     Raises ``WorkflowInvalid`` or ``InputsInvalid`` as ``run_create`` does; the step
     fails with that error.
     """
     spec = workflow_spec(workflow)
     validate_workflow(spec, registry=registry).raise_for_errors()
-    workflow_pins_check(workflow=workflow, registry=registry)
+    if replay_of is None:
+        workflow_pins_check(workflow=workflow, registry=registry)
     resolved = resolve_inputs(spec.inputs, dict(inputs))
     inputs_refuse_secrets(inputs=resolved, redactor=run_redactor(registry, os.environ))
     with transaction.atomic():
         run = Run.objects.create(
             workflow=workflow,
             definition_hash=workflow.definition_hash,
-            trigger=RunTrigger.WORKFLOW,
+            trigger=RunTrigger.WORKFLOW if replay_of is None else RunTrigger.REPLAY,
             inputs=resolved,
+            replay_of=replay_of,
             parent_run_id=parent_step.run_id,
             parent_step=parent_step,
         )

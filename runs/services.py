@@ -14,6 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from runs.engine import caches, distributed, subruns
@@ -42,6 +43,7 @@ from workflows.inputs import resolve_inputs
 from workflows.models import Workflow
 from workflows.pins import workflow_pins_check
 from workflows.services import workflow_spec
+from workflows.validation.subworkflows import max_depth
 from workflows.validator import validate_workflow
 
 logger = logging.getLogger("flowpilot.runs")
@@ -313,7 +315,8 @@ def run_purge(
     0 keeps runs forever. Returns the number of runs removed (or that would be) per
     workflow name. Runs that are still pending or running are never touched, nor are
     validation runs: each is the evidence an approval points to (only approving a
-    version starts one), so the design-phase record outlives the retention period.
+    version starts one), so the design-phase record outlives the retention period —
+    with the child runs of its `workflow` steps, whose recorded calls a replay needs.
     """
     removed: dict[str, int] = {}
     names = Workflow.objects.order_by("name").values_list("name", flat=True).distinct()
@@ -327,13 +330,23 @@ def run_purge(
             workflow__name=name,
             status__in=list(RUN_TERMINAL),
             finished_at__lt=now - timedelta(days=days),
-        ).exclude(trigger=RunTrigger.VALIDATION)
+        ).exclude(_validation_or_under())
         count = runs.count()
         if count and not dry_run:
             _delete_in_batches(runs, batch_size or count)
         if count:
             removed[name] = count
     return removed
+
+
+def _validation_or_under() -> Q:
+    """A validation run, or a child run under one (its `workflow` steps' children, and
+    theirs: their recorded calls are what a replay of the version answers from)."""
+    condition, path = Q(trigger=RunTrigger.VALIDATION), "parent_run__"
+    for _ in range(max_depth()):
+        condition |= Q(**{f"{path}trigger": RunTrigger.VALIDATION})
+        path += "parent_run__"
+    return condition
 
 
 def _delete_in_batches(runs, batch_size: int) -> None:

@@ -104,6 +104,9 @@ class RunContext:
     # In process: drives a `workflow` step's child run to its end (``runs.services`` sets
     # it); None on Celery, where such a step parks instead (runs/engine/kinds/workflow.py).
     run_child: Callable[[Any], Any] | None = None
+    # Creates a `workflow` step's child run ``(step, args, parent step result) -> Run``;
+    # None: the active version, as approved (``runs.replay`` sets it: a replay child).
+    create_child: Callable[[Any, Any, Any], Any] | None = None
     now: Clock = DEFAULT_CLOCK
     sleep: Callable[[float], None] = time.sleep
     rand: random.Random = field(default_factory=random.Random)

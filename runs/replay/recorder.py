@@ -1,10 +1,11 @@
 """The validation run's recorder: every call its steps make, kept masked.
 
-A ``CallRecorder`` is the run context's ``taps`` for a validation run
-(``call_recorder_for``). Each tool call gets a tap bound to its step and item
-(``tap_for``), each model call of an ``llm`` step or LLM decision one bound to its
-step (``chat_tap_for``). A tap makes the call (the network, the MCP server, the LLM
-endpoint are untouched) and keeps a copy of it:
+A ``CallRecorder`` is the run context's ``taps`` for a validation run and for every
+child run under it (``call_recorder_for``: a `workflow` step's child run, its own
+children, …; their calls are stored with the child run's steps). Each tool call gets
+a tap bound to its step and item (``tap_for``), each model call of an ``llm`` step or
+LLM decision one bound to its step (``chat_tap_for``). A tap makes the call (the
+network, the MCP server, the LLM endpoint are untouched) and keeps a copy of it:
 
 - an **HTTP** exchange: the request's masked key and headers, the status, the
   response headers and body — or the transport error;
@@ -50,6 +51,7 @@ from tools.http.transport import Received
 from tools.jsondata import store_escape
 from tools.llm import LLMError, LLMRateLimited, LLMReply
 from tools.redaction import Redactor
+from workflows.validation.subworkflows import max_depth
 
 MAX_ERROR_CHARS = 4000
 MCP_ERROR = "mcp_error"  # a JSON-RPC error answer; ``code`` is kept
@@ -238,7 +240,32 @@ class _RecordingChatTap:
 
 
 def call_recorder_for(run: Run) -> CallRecorder | None:
-    """The recorder of a validation run; None for any other run (nothing is recorded)."""
-    if run.trigger != RunTrigger.VALIDATION:
+    """The recorder of a validation run, or of a child run whose chain of parent runs
+    leads to one; None for any other run (nothing is recorded).
+
+    Only a child run (trigger ``workflow``) reads its ancestors (one query per level),
+    so an ordinary run costs no query. Both drivers build their contexts through this:
+    in process (``runs.services.run_execute``) and each step task on the Celery workers
+    (``runs.engine.distributed.run_context``).
+    """
+    if run.trigger == RunTrigger.WORKFLOW:
+        if not under_validation(run):
+            return None
+    elif run.trigger != RunTrigger.VALIDATION:
         return None
     return CallRecorder(run_id=run.pk, max_bytes=settings.FLOWPILOT_MAX_STORED_OUTPUT_BYTES)
+
+
+def under_validation(run: Run) -> bool:
+    """Whether child run ``run`` serves, through its parent runs, a validation run."""
+    parent_id = run.parent_run_id
+    for _ in range(max_depth() + 1):  # a chain is never deeper (the bound stops a loop)
+        if parent_id is None:
+            return False
+        found = Run.objects.filter(pk=parent_id).values_list("trigger", "parent_run_id").first()
+        if found is None:
+            return False
+        trigger, parent_id = found
+        if trigger != RunTrigger.WORKFLOW:
+            return trigger == RunTrigger.VALIDATION
+    return False

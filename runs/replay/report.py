@@ -1,13 +1,16 @@
 """What a replay found, per step: matched, or what differs from the validation run.
 
 Built from the two runs' stored results (outputs compared unescaped, both masked the
-same way) and the recorded calls the replay never made. A request that differed is
+same way) and the recorded calls the replay never made; a `workflow` step's replay
+child is compared with the validation run's child the same way, its lines listed
+under the step (``child.<step>.output…``). A request that differed is
 in the replayed step's error (``replay_unrecorded``), which names both requests.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,21 +69,63 @@ class ReplayReport:
 
 
 def replay_report(
-    *, replay_run: Run, source_run: Run, unused: dict[str, list[str]] | None = None
+    *,
+    replay_run: Run,
+    source_run: Run,
+    unused: Mapping[str, list[str]] | None = None,
+    unused_by_run: Mapping[int, Mapping[str, list[str]]] | None = None,
 ) -> ReplayReport:
-    """Compare every step of ``replay_run`` with the same step of ``source_run``."""
+    """Compare every step of ``replay_run`` with the same step of ``source_run``.
+
+    ``unused``: the recorded calls the replay never made, by step; ``unused_by_run``
+    the same for the replay's child runs (by run id). A `workflow` step's replay child
+    is compared with the child it replays, and its differing steps are listed under
+    the step, each line prefixed ``child.<child step>.`` (nested: ``child.a.child.b.``).
+    """
+    steps = _step_lines(replay_run, source_run, unused or {}, unused_by_run or {})
+    return ReplayReport(
+        replay_run,
+        source_run,
+        tuple(StepReplay(s, tuple(lines[:MAX_LINES_PER_STEP])) for s, lines in steps),
+    )
+
+
+def _step_lines(
+    replay_run: Run,
+    source_run: Run,
+    unused: Mapping[str, list[str]],
+    unused_by_run: Mapping[int, Mapping[str, list[str]]],
+) -> list[tuple[str, list[str]]]:
     then = {r.step_id: r for r in source_run.step_results.all()}
     results = {r.step_id: r for r in replay_run.step_results.all()}
+    children = {
+        child.parent_step_id: child
+        for child in Run.objects.filter(parent_run=replay_run, replay_of__isnull=False).order_by(
+            "id"
+        )
+    }  # the newest child of each step last, so it wins
     steps = []
     for step_id in build_graph(workflow_spec(replay_run.workflow)).order:
         now = results[step_id]
         lines = step_differences(then.get(now.step_id), now)
         lines += [
-            f"recorded call not made in the replay: {call}"
-            for call in (unused or {}).get(now.step_id, [])
+            f"recorded call not made in the replay: {call}" for call in unused.get(now.step_id, [])
         ]
-        steps.append(StepReplay(now.step_id, tuple(lines[:MAX_LINES_PER_STEP])))
-    return ReplayReport(replay_run, source_run, tuple(steps))
+        child = children.get(now.pk)
+        if child is not None and child.replay_of is not None:
+            for child_step, child_lines in _step_lines(
+                child, child.replay_of, unused_by_run.get(child.pk, {}), unused_by_run
+            ):
+                lines += [_under(child_step, line) for line in child_lines]
+        steps.append((now.step_id, lines))
+    return steps
+
+
+def _under(child_step: str, line: str) -> str:
+    """A child step's line as listed under its parent step."""
+    if line.startswith(("output", "status", "error", "child.")):
+        return f"child.{child_step}.{line}"
+    return f"child.{child_step}: {line}"
 
 
 def step_differences(then: StepResult | None, now: StepResult) -> list[str]:

@@ -11,24 +11,32 @@ validation run (``runs.replay.report``). Retries do not wait (the recorded answe
 are already there). A replay run announces nothing: no run-finished hook hears of it
 (``runs.engine.finish.run_finished_announce``), so it sends no report.
 
-Refused: a version with ``workflow`` steps (their child runs' calls are not recorded
-with the validation run, and running a child would reach its tools for real).
+Sub-workflows: a ``workflow`` step runs its child as a replay child — a child run
+(trigger ``replay``, ``replay_of`` = the validation run's child run of that step) of
+the pinned child version, executed here against the recordings of that child run,
+and so on down for nested ones. A step whose validation run started no child fails
+(``replay_unrecorded``): nothing is run for real. The report lists the child's own
+differing steps under the parent step (``child.<step>.…``).
 """
 
 from __future__ import annotations
 
+import threading
+from dataclasses import dataclass, field
 from typing import Any
 
+from runs.creation import child_run_create
 from runs.engine.context import build_run_context
-from runs.models import Run
-from runs.replay.player import RecordedCalls
+from runs.engine.kinds.workflow import current_child
+from runs.models import Run, StepResult
+from runs.replay.player import NOT_SENT, RecordedCalls, ReplayUnrecorded
 from runs.replay.report import ReplayReport, replay_report
 from runs.services import OPERATE_PERMISSION, run_create, run_execute
 from runs.state import RunError, RunStatus, RunTrigger
 from tools.permissions import permission_require
 from tools.registry import ToolRegistry
 from workflows.models import Workflow
-from workflows.schema import WorkflowSpec, WorkflowStep
+from workflows.schema import WorkflowStep
 from workflows.services import workflow_spec
 
 
@@ -74,9 +82,7 @@ def version_replay(
     """
     permission_require(actor=actor, permission=OPERATE_PERMISSION, action=f"replay {version}")
     source = replay_source(version=version, validation_run=validation_run)
-    spec = workflow_spec(version)
     registry = ToolRegistry.from_db()
-    _refuse_unrecordable(version, spec)
     run = run_create(
         workflow=version,
         trigger=RunTrigger.REPLAY,
@@ -84,35 +90,91 @@ def version_replay(
         registry=registry,
         replay_of=source,
     )
-    calls = RecordedCalls.of(source)
-    context = build_run_context(
-        run_id=run.pk,
-        run_uuid=str(run.uuid),
-        spec=spec,
-        registry=registry,
-        taps=calls,
-        sleep=lambda seconds: None,
+    replay = _Replay(registry)
+    run = replay.execute(run, source)
+    return replay_report(
+        replay_run=run, source_run=source, unused=replay.unused_of(run), unused_by_run=replay.unused
     )
-    context.run_child = _no_child_run  # refused above; never run a child for real
-    with context as ctx:
-        if ctx.breakers is not None:  # no network: no host's breaker may refuse a call
-            ctx.breakers.close()
-            ctx.breakers = None
-        run = run_execute(run=run, context=ctx)
-    return replay_report(replay_run=run, source_run=source, unused=calls.unused())
 
 
-def _refuse_unrecordable(version: Workflow | str, spec: WorkflowSpec) -> None:
-    """Refuse what cannot be replayed offline: a `workflow` step runs a child run,
-    whose calls were made (and would be made again) outside the recorded run."""
-    steps = [f"`{s.id}` (runs `{s.workflow}`)" for s in spec.steps if isinstance(s, WorkflowStep)]
-    if steps:
-        raise ReplayRefused(
-            f"`{version}` cannot be replayed offline: {', '.join(steps)} "
-            f"{'is a `workflow` step' if len(steps) == 1 else 'are `workflow` steps'}, whose "
-            "child runs' calls are not recorded with the validation run"
+@dataclass
+class _Replay:
+    """One replay: its runs (the top one and its replay children) executed here, each
+    against the recordings of the run it replays, and what each left unused."""
+
+    registry: ToolRegistry
+    unused: dict[int, dict[str, list[str]]] = field(default_factory=dict)  # by replay run
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def execute(self, run: Run, source: Run) -> Run:
+        """Execute replay run ``run`` in this thread against ``source``'s recordings."""
+        calls = RecordedCalls.of(source)
+        context = build_run_context(
+            run_id=run.pk,
+            run_uuid=str(run.uuid),
+            spec=workflow_spec(run.workflow),
+            registry=self.registry,
+            taps=calls,
+            sleep=lambda seconds: None,
+        )
+        context.run_child = self.run_child
+        context.create_child = lambda step, args, parent: self.create_child(
+            source, step, args, parent
+        )
+        with context as ctx:
+            if ctx.breakers is not None:  # no network: no host's breaker may refuse a call
+                ctx.breakers.close()
+                ctx.breakers = None
+            run = run_execute(run=run, context=ctx)
+        with self._lock:
+            self.unused[run.pk] = calls.unused()
+        return run
+
+    def unused_of(self, run: Run) -> dict[str, list[str]]:
+        with self._lock:
+            return self.unused.get(run.pk, {})
+
+    def create_child(
+        self, source: Run, step: WorkflowStep, args: dict[str, Any], parent: StepResult
+    ) -> Run:
+        """The replay child of ``step``: the validation run's child of that step (its
+        newest, whose outputs the step had) is what it replays."""
+        recorded = _recorded_child(source, step)
+        return child_run_create(
+            workflow=_pinned_version(source, step, recorded),
+            inputs=args,
+            registry=self.registry,
+            parent_step=parent,
+            replay_of=recorded,
         )
 
+    def run_child(self, child: Run) -> Run:
+        if child.replay_of is None:  # created by ``create_child``: never
+            raise ReplayRefused(f"run {child.pk} replays no recorded run; it was not started")
+        return self.execute(child, child.replay_of)
 
-def _no_child_run(child: Run) -> Run:
-    raise ReplayRefused(f"a replay does not start child runs (run {child.pk} was not started)")
+
+def _recorded_child(source: Run, step: WorkflowStep) -> Run:
+    result = StepResult.objects.filter(run=source, step_id=step.id).first()
+    child = current_child(result) if result is not None else None
+    if child is None:
+        raise ReplayUnrecorded(
+            f"step `{step.id}` runs workflow `{step.workflow}`, but run {source.pk} (replayed) "
+            f"recorded no child run of this step; the child was not run ({NOT_SENT})"
+        )
+    return child
+
+
+def _pinned_version(source: Run, step: WorkflowStep, recorded: Run) -> Workflow:
+    """The child version approved with the replayed version (its pin), else the one the
+    recorded child ran."""
+    pin = (source.workflow.workflow_pins or {}).get(step.workflow)
+    if pin and pin != recorded.definition_hash:
+        pinned = (
+            Workflow.objects.filter(name=step.workflow, definition_hash=pin)
+            .order_by("-version")
+            .first()
+        )
+        if pinned is not None:
+            return pinned
+    return recorded.workflow

@@ -20,6 +20,7 @@ from runs.restart import run_restart
 from runs.services import run_create, run_enqueue
 from tests.celery_support import fan_out_flow, import_flow, wait_until
 from tests.factories import WorkflowFactory
+from tests.runs.subflows import activate, child_flow, parent_flow
 from tests.runs.test_celery_workers import finished
 from workflows.models import Workflow, WorkflowStatus
 
@@ -108,3 +109,30 @@ def test_a_validation_run_runs_on_the_workers_and_activates_the_version(
     report = version_replay(version=version)  # offline, against what the workers recorded
 
     assert report.matched, report.as_dict()
+
+
+def test_a_validation_runs_child_on_the_workers_records_its_calls_and_replays_offline(
+    workers, echo_tools, approver
+):
+    activate(child_flow())
+    version = WorkflowFactory(data=parent_flow("outer_wk"), status=WorkflowStatus.PENDING_REVIEW)
+
+    approval = workflow_approve(version=version, approved_by=approver, sample_inputs={"tag": "sv"})
+
+    assert approval.status == "validating"  # handed to the workers, not run here
+    run = finished(approval.validation_run, cluster=workers)
+    assert run.status == "succeeded", run.error_summary
+    child = Run.objects.get(parent_run=run)
+    say = child.step_results.get(step_id="say")
+    assert say.attempt_log[0]["worker"] in {workers.node("w1"), workers.node("w2")}
+    [recorded] = ToolCallRecording.objects.filter(step_result=say)  # stored by the worker
+    assert (recorded.method, recorded.status) == ("GET", 200)
+    assert "/echo/sv/ann" in recorded.url
+    echo_tools.clear()
+
+    report = version_replay(version=version)  # offline, in this process
+
+    assert report.matched, report.as_dict()
+    replayed = Run.objects.get(parent_run=report.replay_run)
+    assert (replayed.trigger, replayed.replay_of) == ("replay", child)
+    assert echo_tools.requests() == []  # the replay child answered from the recordings

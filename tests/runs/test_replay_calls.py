@@ -21,17 +21,15 @@ from review.services import workflow_approve
 from runs.models import RecordingKind, Run, ToolCallRecording
 from runs.replay.player import RecordedCalls, RecordedSessionFailure, _key_of, _Recorded
 from runs.replay.recorder import CallRecorder
-from runs.replay.services import ReplayRefused, _refuse_unrecordable, version_replay
+from runs.replay.services import version_replay
 from tests.conftest import results_of
 from tests.fakes.mcp_server import TOKEN, running_mcp_fake
 from tests.fakes.openai_server import tool_call
-from tests.runs.subflows import parent_flow
 from tools.errors import ToolUnreachable
 from tools.jsondata import store_unescape
 from tools.redaction import Redactor
 from tools.services import tools_load_dir
 from workflows.models import WorkflowStatus
-from workflows.schema import WorkflowSpec
 from workflows.services import workflow_import
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
@@ -306,17 +304,6 @@ def test_a_recorded_mcp_error_and_llm_error_are_raised_again(
 
 
 # --- what is refused, what is never touched --------------------------------------------
-
-
-def test_a_workflow_step_is_refused_naming_it():
-    flow = WorkflowSpec.model_validate(parent_flow())
-
-    with pytest.raises(
-        ReplayRefused,
-        match=r"`outer v1` cannot be replayed offline: `sub` \(runs `greet`\) is a `workflow` "
-        r"step, whose child runs' calls are not recorded with the validation run",
-    ):
-        _refuse_unrecordable("outer v1", flow)
 
 
 def test_a_replay_writes_no_file_and_announces_nothing(output_dir, approver, settings):

@@ -45,3 +45,28 @@ def test_purge_respects_default_and_per_workflow_retention(capsys):
     assert remaining == {young_default.pk, running_short.pk, old_forever.pk, approved.pk}
     assert not Run.objects.filter(pk__in=[old_default.pk, old_short.pk]).exists()
     assert approved.approval.validation_run_id == approved.pk  # the approval keeps its run
+
+
+def test_the_child_runs_under_a_validation_run_stay_with_it(capsys):
+    short = _flow("short_kids", retention_days=2)
+    kid = _flow("kid_flow", retention_days=2)
+    validation = _run(short, status=RunStatus.SUCCEEDED, age_days=30, trigger=RunTrigger.VALIDATION)
+    child = RunFactory(
+        workflow=kid, status=RunStatus.SUCCEEDED, age=timedelta(days=30),
+        trigger=RunTrigger.WORKFLOW, parent_run=validation,
+    )  # fmt: skip
+    grandchild = RunFactory(
+        workflow=kid, status=RunStatus.SUCCEEDED, age=timedelta(days=30),
+        trigger=RunTrigger.WORKFLOW, parent_run=child,
+    )  # fmt: skip
+    ordinary = _run(short, status=RunStatus.SUCCEEDED, age_days=30)
+    ordinary_child = RunFactory(
+        workflow=kid, status=RunStatus.SUCCEEDED, age=timedelta(days=30),
+        trigger=RunTrigger.WORKFLOW, parent_run=ordinary,
+    )  # fmt: skip
+
+    call_command("purgeruns", "--days", "30")
+
+    remaining = set(Run.objects.values_list("pk", flat=True))
+    assert remaining == {validation.pk, child.pk, grandchild.pk}  # what a replay answers from
+    assert not Run.objects.filter(pk__in=[ordinary.pk, ordinary_child.pk]).exists()

@@ -7,7 +7,9 @@ fresh one, while resuming the parent resumes that child (``run_prepare_resume``)
 a step run again after its child succeeded (a resumed run) reads that child's outputs.
 
 Which version runs: the active one, which must still be the one approved with the
-parent (``Workflow.workflow_pins``); a validation run proves the active one.
+parent (``Workflow.workflow_pins``); a validation run proves the active one. A replay
+(``runs.replay``) creates its children itself (``ctx.create_child``): the pinned
+version, answered from the validation run's child's recorded calls.
 
 How the step waits depends on the driver:
 
@@ -114,6 +116,8 @@ def current_child(parent: StepResult) -> Run | None:
 def _create_child(
     ctx: RunContext, step: WorkflowStep, args: dict[str, Any], parent: StepResult
 ) -> Run:
+    if ctx.create_child is not None:  # a replay: the recorded child, offline
+        return ctx.create_child(step, args, parent)
     version = child_version(step, parent.run)
     return child_run_create(
         workflow=version, inputs=args, registry=ctx.registry, parent_step=parent
