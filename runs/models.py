@@ -167,7 +167,12 @@ class StepResult(models.Model):
                 fields=["lease_expires_at"],
                 condition=models.Q(status__in=sorted(STEP_IN_FLIGHT)),
                 name="step_in_flight_lease_idx",
-            )
+            ),
+            models.Index(  # "has a step of this run failed?", asked on every Celery hop
+                fields=["run"],
+                condition=models.Q(status=StepStatus.FAILED),
+                name="step_failed_by_run_idx",
+            ),
         ]
         constraints = [
             models.UniqueConstraint(fields=["run", "step_id"], name="one_result_per_run_step"),

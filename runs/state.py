@@ -129,7 +129,7 @@ def _transition(
 
 
 def _apply(instance: models.Model, to: str, fields: Mapping[str, Any]) -> None:
-    instance.status = to  # type: ignore[attr-defined]
+    instance.status = to
     for key, value in fields.items():
         setattr(instance, key, value)
 
@@ -179,7 +179,7 @@ def _row_update_sql(
     where = f"{quote(opts.pk.column)} = %s AND {quote('status')} IN ({', '.join(['%s'] * sources)})"
     if run:
         run_field = opts.get_field("run")
-        run_table = run_field.related_model._meta  # type: ignore[union-attr]
+        run_table = run_field.related_model._meta
         # Names from the model's own metadata; every value is a parameter.
         where += (
             f" AND EXISTS (SELECT 1 FROM {quote(run_table.db_table)} WHERE "  # noqa: S608
@@ -216,6 +216,8 @@ def step_claim(result: models.Model, *, run_status: str, **fields: Any) -> int:
     return _transition(
         result, STEP_TRANSITIONS, StepStatus.RUNNING, fields, run_status, StepStatus.PENDING
     )
+
+
 def step_transition_returning(
     model: type[models.Model],
     pk: int,
@@ -229,30 +231,78 @@ def step_transition_returning(
 ) -> tuple[Any, ...] | None:
     """Move one step result from ``status`` to ``to`` and read it back in one round trip.
 
-    ``UPDATE … SET status=to, fields WHERE id=pk AND status=status RETURNING …``: the
-    ``returning`` fields (converted as the model reads them), then the ``returning_sql``
-    expressions (raw SQL over the row's columns). Fields in ``keep`` are set only where
-    NULL. Returns None when the row was not in ``status`` (another writer won). Where
-    the database cannot return rows from an UPDATE (SQLite before 3.35), the same UPDATE
-    and a SELECT run in one transaction instead.
+    ``step_update_returning`` with the row named by its id.
+    """
+    return step_update_returning(
+        model, to, status=status, match={"id": pk}, fields=fields, keep=keep,
+        returning=returning, returning_sql=returning_sql,
+    )  # fmt: skip
+
+
+def step_update_returning(
+    model: type[models.Model],
+    to: str,
+    *,
+    status: str,
+    match: Mapping[str, Any],
+    fields: Mapping[str, Any],
+    keep: frozenset[str] = frozenset(),
+    plus: Mapping[str, tuple[str, int]] | None = None,
+    guard_sql: str = "",
+    guard_params: Sequence[Any] = (),
+    returning: Sequence[str] = (),
+    returning_sql: Sequence[str] = (),
+) -> tuple[Any, ...] | None:
+    """Move one step result from ``status`` to ``to`` and read it back in one round trip.
+
+    ``UPDATE … SET status=to, fields WHERE <match> AND status=status [AND guard]
+    RETURNING …``. ``match`` names the row (``{"id": pk}``, or ``{"run": id, "step_id":
+    sid}``: one row by the table's unique constraints); ``plus`` sets columns from
+    another plus a number (``{"attempts": ("attempts", 1)}``); fields in ``keep`` are
+    set only where NULL; ``guard_sql`` is a further condition in raw SQL (with
+    ``guard_params``). It returns the ``returning`` fields (converted as the model
+    reads them), then the ``returning_sql`` expressions (raw SQL over the row's columns,
+    which may lock another row: a sub-select ``FOR UPDATE`` runs after the row was
+    written). Returns None when no row matched (another writer won). Where the database
+    cannot return rows from an UPDATE (SQLite before 3.35), the same UPDATE and a SELECT
+    of the row by ``match`` run in one transaction instead.
     """
     if status not in _sources(STEP_TRANSITIONS, to):
         raise ValueError(f"a step cannot move from {status!r} to {to!r}")
+    plus = plus or {}
+    if changed := sorted(set(match) & {"status", *fields, *plus}):
+        raise ValueError(f"a row named by {changed} cannot change them in the same UPDATE")
     meta = model._meta
-    table = connection.ops.quote_name(meta.db_table)
-    sets, params = ["status = %s"], [to]
+    quote = connection.ops.quote_name
+    table = quote(meta.db_table)
+    sets: list[str] = ["status = %s"]
+    params: list[Any] = [to]
     for name, value in fields.items():
         field = meta.get_field(name)
-        column = connection.ops.quote_name(field.column)
+        column = quote(field.column)
         sets.append(f"{column} = COALESCE({column}, %s)" if name in keep else f"{column} = %s")
         params.append(field.get_db_prep_save(value, connection))
+    for name, (source, number) in plus.items():
+        target, base = quote(meta.get_field(name).column), quote(meta.get_field(source).column)
+        sets.append(f"{target} = {base} + %s")
+        params.append(number)
+    where: list[str] = []
+    where_params: list[Any] = []
+    for name, value in match.items():
+        field = meta.get_field(name)
+        where.append(f"{quote(field.column)} = %s")
+        where_params.append(field.get_db_prep_value(value, connection))
     columns = [meta.get_field(name) for name in returning]
-    quoted = [connection.ops.quote_name(f.column) for f in columns]
+    quoted = [quote(f.column) for f in columns]
     selected = ", ".join([*quoted, *returning_sql])
+    condition = " AND ".join([*where, "status = %s", *([guard_sql] if guard_sql else [])])
     # Names come from the model's metadata, values are parameters.
-    update = f"UPDATE {table} SET {', '.join(sets)} WHERE id = %s AND status = %s"  # noqa: S608
-    params += [pk, status]
-    with connection.cursor() as cursor:
+    update = f"UPDATE {table} SET {', '.join(sets)} WHERE {condition}"  # noqa: S608
+    params += [*where_params, status, *guard_params]
+    with (
+        transaction.mark_for_rollback_on_error(using=connection.alias),
+        connection.cursor() as cursor,
+    ):
         if connection.features.can_return_columns_from_insert:
             cursor.execute(f"{update} RETURNING {selected}", params)
             row = cursor.fetchone()
@@ -261,7 +311,8 @@ def step_transition_returning(
                 cursor.execute(update, params)
                 row = None
                 if cursor.rowcount:
-                    cursor.execute(f"SELECT {selected} FROM {table} WHERE id = %s", [pk])  # noqa: S608
+                    read = f"SELECT {selected} FROM {table} WHERE {' AND '.join(where)}"  # noqa: S608
+                    cursor.execute(read, where_params)
                     row = cursor.fetchone()
     if row is None:
         return None

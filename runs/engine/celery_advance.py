@@ -11,6 +11,12 @@ common case the answer needs only their parents' rows:
   in the run) is decided by ``advance_locked`` over the whole run, so branches,
   skip cascades and ``on_error`` keep one implementation.
 
+A step of a plain chain needs even less: a child whose only incoming edge is a plain
+edge from the settled step is ready exactly when it is pending and no step of the run
+has failed, so it is started by one UPDATE conditional on both (``pending → running``
+for the task to run next, or ``→ queued`` to publish when it has a time limit); no
+row is read. If that UPDATE matches nothing, the general path above decides.
+
 When no child starts and none waits, the run may be finished: one ``EXISTS`` for a
 queued or running step, and if there is none ``advance_locked`` finishes the run
 (once per run). The caller holds the run's row lock, as for ``advance_locked``.
@@ -20,12 +26,26 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.conf import settings
+from django.db import transaction
 from django.db.models import Q
 
+from runs.engine.attempt import effective_retry
+from runs.engine.celery_claim import no_failed_step
 from runs.engine.context import RunContext
-from runs.engine.distributed import Held, Publish, advance_locked, queue_ready
-from runs.models import Run
-from runs.state import STEP_IN_FLIGHT, StepStatus
+from runs.engine.distributed import (
+    Held,
+    Publish,
+    T,
+    Take,
+    advance_locked,
+    lease_until,
+    queue_ready,
+    time_limit_of,
+)
+from runs.models import Run, StepResult
+from runs.state import STEP_IN_FLIGHT, StepStatus, step_update_returning
+from workflows.graph import EdgeInfo
 
 
 def advance_after(
@@ -36,15 +56,20 @@ def advance_after(
     *,
     publish: Publish,
     now: datetime,
-    hold: bool = False,
-) -> Held | None:
+    take: Take[T] | None = None,
+) -> Held | T | None:
     """Queue what ``step_id`` (just settled as ``status``) made ready; finish the run when
-    nothing is left. Returns the pk of a step held for this task (see ``queue_ready``)."""
-    full = lambda: advance_locked(ctx, run, publish=publish, now=now, hold=hold)  # noqa: E731
+    nothing is left. Returns the step kept for this task, if any (see ``queue_ready``)."""
+    full = lambda: advance_locked(ctx, run, publish=publish, now=now, take=take)  # noqa: E731
     if status != StepStatus.SUCCEEDED:
         return full()
     graph = ctx.graph
     children = graph.children[step_id]
+    if len(children) == 1 and _sole_parent(graph.incoming(children[0])):
+        lone = children[0]
+        started, kept = _start_lone_child(ctx, run, lone, publish=publish, now=now, take=take)
+        if started:
+            return kept
     ready: dict[str, int] = {}
     waiting = False
     if children:
@@ -66,7 +91,7 @@ def advance_after(
                 return full()  # a branch or a skipped parent: the readiness core decides
             ready[child] = pk
     if ready:
-        return queue_ready(ctx, ready, publish=publish, now=now, hold=hold)
+        return queue_ready(ctx, ready, publish=publish, now=now, take=take)
     if waiting or run.step_results.filter(status__in=sorted(STEP_IN_FLIGHT)).exists():
         return None
     return full()  # nothing in flight: the run is done (or a resumed run has more to do)
@@ -82,3 +107,50 @@ def _rows(run: Run, step_ids: set[str]) -> dict[str, tuple[int, str]]:
         sid: (pk, status)
         for pk, sid, status in query.order_by().values_list("pk", "step_id", "status")
     }
+
+
+def _sole_parent(incoming: tuple[EdgeInfo, ...]) -> bool:
+    """One incoming edge, a plain one (no ``when``): the settled step is the only parent."""
+    return len(incoming) == 1 and incoming[0].when is None
+
+
+def _start_lone_child(
+    ctx: RunContext,
+    run: Run,
+    child: str,
+    *,
+    publish: Publish,
+    now: datetime,
+    take: Take[T] | None,
+) -> tuple[bool, T | None]:
+    """Start ``child``, whose only parent just succeeded, with one conditional UPDATE:
+    claimed for this task (``take``) or queued and published on commit. ``(False,
+    None)`` when it is not pending or a step of the run failed (nothing written)."""
+    step = ctx.spec.step(child)
+    budget = effective_retry(ctx, step).max_attempts
+    limit = time_limit_of(step)
+    if take is not None and limit is None:
+        kept = take(child, budget, True)
+        return kept is not None, kept
+    row = step_update_returning(
+        StepResult,
+        StepStatus.QUEUED,
+        status=StepStatus.PENDING,
+        match={"run": run.pk, "step_id": child},
+        fields={
+            "lease_expires_at": lease_until(settings.FLOWPILOT_QUEUED_LEASE, now),
+            "claim_token": "",
+            "started_at": None,
+            "finished_at": None,
+            "error": None,
+            "updated_at": now,
+        },
+        plus={"attempt_limit": ("attempts", budget)},
+        **no_failed_step(run.pk),
+        returning=("id",),
+    )
+    if row is None:
+        return False, None
+    pk = row[0]
+    transaction.on_commit(lambda: publish(pk, time_limit=limit))
+    return True, None

@@ -2,31 +2,39 @@
 
 Every write is conditional on the task's claim (``claim_token``): a result from a
 claim the sweeper took back is ignored. The outcome is written first and the run
-row locked second, which keeps the lock short; no writer waits on a running step's
-row while holding the run lock, so the order cannot deadlock. ``celery_step``
-calls these while its heartbeat still renews the lease.
+row locked second (by the same statement: the outcome's UPDATE reads its run's
+status back ``FOR UPDATE``), which keeps the lock short; no writer waits on a
+running step's row while holding the run lock, so the order cannot deadlock.
+``celery_step`` calls these while its heartbeat still renews the lease.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
 
 from runs.engine import checkpoint
 from runs.engine.attempt import StepOutcome, effective_retry, retry_delay
 from runs.engine.celery_advance import advance_after
+from runs.engine.celery_claim import Taken, run_status_sql
 from runs.engine.context import DEFAULT_CLOCK, Clock, RunContext
-from runs.engine.distributed import Publish, advance_locked, lease_until
+from runs.engine.distributed import Held, Publish, advance_locked, lease_until
 from runs.engine.kinds.base import Attempt
 from runs.models import Run, StepResult
-from runs.state import RunStatus, StepStatus, step_transition
+from runs.state import RunStatus, StepStatus, step_transition, step_update_returning
 from tools.errors import FlowpilotError
+
+# Claims a child the settled step made ready, for the settling task to run next, in the
+# settle's transaction: ``take(stored output of the settled step, child id, retry
+# budget, unless_failed)`` (``celery_step``; see ``distributed.Take``).
+TakeNext = Callable[[Any, str, int, bool], Taken | None]
 
 logger = logging.getLogger("flowpilot.engine")
 
@@ -42,8 +50,9 @@ class Verdict:
     claimed: bool
     status: str | None = None
     retry_in: float | None = None
-    # A ready child queued for this same task to run next (held back from the broker).
-    follow: tuple[int, str] | None = None  # (pk, step id)
+    # A ready child for this same task to run next, kept from the broker: claimed by the
+    # settle already (``Taken``), or queued, to claim (``Held``: pk, step id).
+    follow: Taken | Held | None = None
     # The verdicts of the steps this task ran after its own (``follow``, and so on).
     continued: tuple[Verdict, ...] = ()
     # The outcome's output as stored (scrubbed, escaped): what a child reads of it.
@@ -69,11 +78,11 @@ def settle(
     error: FlowpilotError | None,
     *,
     publish: Publish,
-    hold: bool = False,
+    take: TakeNext | None = None,
 ) -> Verdict:
     """Record the attempt: a retry, or the outcome and an advance of the run.
 
-    With ``hold``, one newly ready child may be kept for this task (``Verdict.follow``).
+    With ``take``, one newly ready child may be kept for this task (``Verdict.follow``).
     """
     if error is not None and error.retryable and entry["attempt"] < result.attempt_limit:
         return _settle_retry(ctx, result, token, entry, error, publish=publish)
@@ -84,7 +93,7 @@ def settle(
         truncated=attempt.truncated if attempt else False,
         attempts=[entry],
     )
-    return settle_outcome(ctx, result, token, outcome, publish=publish, hold=hold)
+    return settle_outcome(ctx, result, token, outcome, publish=publish, take=take)
 
 
 def settle_outcome(
@@ -94,33 +103,37 @@ def settle_outcome(
     outcome: StepOutcome,
     *,
     publish: Publish,
-    hold: bool = False,
+    take: TakeNext | None = None,
 ) -> Verdict:
     """Write the outcome if the claim is still ours, then advance under the run lock.
 
-    The step row is written first and the run row locked second, which keeps the lock
-    short. No writer waits on a running step's row while holding the run lock (the
-    sweeper skips locked rows; the others only touch pending or queued ones), so this
-    order cannot deadlock.
+    One transaction: the outcome's UPDATE (which locks the run row and reads its
+    status back), then the advance (``celery_advance``), whose claim of a child kept
+    for this task (``take``) is in it too, so a hop of a chain commits once. The step
+    row is written before the run row is locked, which keeps the lock short. No writer
+    waits on a running step's row while holding the run lock (the sweeper skips locked
+    rows; the others only touch pending or queued ones), so this order cannot deadlock.
     """
-    follow = None
+    follow: Taken | Held | None = None
     with transaction.atomic():
         now = ctx.now()
         output, capped = (None, False)
         if outcome.status == StepStatus.SUCCEEDED:
             output, capped = checkpoint.stored_output(ctx, outcome.output)
-        if not _write_outcome(result, token, outcome, now, output=output, capped=capped):
+        run_status = _write_outcome(result, token, outcome, now, output=output, capped=capped)
+        if run_status is None:
             logger.warning(
                 "step `%s` of run %s: stale claim, result ignored", result.step_id, result.run_id
             )
             return Verdict(claimed=True)
-        # Only the status is read under the lock (a run's inputs can be large); the rest
-        # loads on use, once per run, when the run finishes.
-        run = Run.objects.select_for_update().only("id", "status").get(pk=result.run_id)
-        if run.status == RunStatus.RUNNING:
+        if run_status == RunStatus.RUNNING:
+            # Only the status was read (a run's inputs can be large); the rest loads on
+            # use, once per run, when the run finishes.
+            run = Run.from_db(Run.objects.db, ["id", "status"], [result.run_id, run_status])
             follow = advance_after(
-                ctx, run, result.step_id, outcome.status, publish=publish, now=now, hold=hold
-            )
+                ctx, run, result.step_id, outcome.status, publish=publish, now=now,
+                take=partial(take, output) if take is not None else None,
+            )  # fmt: skip
     return Verdict(claimed=True, status=outcome.status, follow=follow, stored_output=output)
 
 
@@ -132,21 +145,29 @@ def _write_outcome(
     *,
     output: Any,
     capped: bool,
-) -> bool:
-    """``checkpoint.mark_finished`` as one UPDATE conditional on the claim."""
-    return bool(
-        step_transition(
-            StepResult.objects.filter(pk=result.pk, claim_token=token, status=StepStatus.RUNNING),
-            outcome.status,
-            output=output,
-            output_truncated=capped or outcome.truncated,
-            error=checkpoint.storable(outcome.error),
-            attempts=F("attempts") + len(outcome.attempts),
-            attempt_log=[*(result.attempt_log or []), *checkpoint.stored_entries(outcome.attempts)],
-            finished_at=now,
-            updated_at=now,
-        )
+) -> str | None:
+    """``checkpoint.mark_finished`` as one UPDATE conditional on the claim, which locks
+    the run row (``FOR UPDATE``) and returns its status; None when the claim is stale."""
+    row = step_update_returning(
+        StepResult,
+        outcome.status,
+        status=StepStatus.RUNNING,
+        match={"id": result.pk, "claim_token": token},
+        fields={
+            "output": output,
+            "output_truncated": capped or outcome.truncated,
+            "error": checkpoint.storable(outcome.error),
+            "attempt_log": [
+                *(result.attempt_log or []),
+                *checkpoint.stored_entries(outcome.attempts),
+            ],
+            "finished_at": now,
+            "updated_at": now,
+        },
+        plus={"attempts": ("attempts", len(outcome.attempts))},
+        returning_sql=(run_status_sql(lock=True),),
     )
+    return None if row is None else row[0]
 
 
 def _settle_retry(

@@ -15,15 +15,18 @@ process's heartbeat thread (``runs.engine.heartbeat``). The Celery soft time lim
   with ``retry_in``); the task re-publishes itself with that countdown, so no
   worker sleeps while waiting;
 - anything else is written with one UPDATE conditional on the claim (a result from
-  a claim the sweeper took back is ignored), then the run is locked and advanced
-  (``runs.engine.celery_advance``: only the settled step's children are looked at)
-  in the same transaction.
+  a claim the sweeper took back is ignored) that also locks the run row, and the run
+  is advanced (``runs.engine.celery_advance``: only the settled step's children are
+  looked at) in the same transaction.
 
 **Chains stay in the task.** Of the children a success makes ready, all are published
 but one without a time limit of its own, which this task runs next (``continue_chain``,
 no broker round trip, its parent's output from memory): a chain runs as one task per
 worker, a fan-out still spreads over the workers. Only steps without a ``timeout``
-share a task, since a Celery time limit covers the whole task.
+share a task, since a Celery time limit covers the whole task. A child that is the
+only step its parent made ready is claimed in the parent's settle transaction
+(``celery_claim.claim_ready``), so a hop of a chain is one commit: the parent's
+outcome, the run lock, the child's claim.
 
 Settling happens while the lease is still renewed, and a transient database error
 while settling is retried on a new connection (``runs.engine.db_retry``): a finished
@@ -37,12 +40,11 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
-from django.conf import settings
 from django.db import transaction
 
 from runs.engine import checkpoint
@@ -50,6 +52,7 @@ from runs.engine.attempt import (
     error_record,
     execute_attempt,
 )
+from runs.engine.celery_claim import Claim, Taken, claim, claim_ready
 from runs.engine.celery_settle import (
     Verdict,
     settle,
@@ -61,7 +64,6 @@ from runs.engine.db_retry import with_db_retries
 from runs.engine.distributed import (
     TOOLS_KEY,
     Publish,
-    lease_until,
     publish_step,
     run_context,
     time_limit_of,
@@ -79,72 +81,12 @@ from runs.state import (
     StepUnstartable,
     run_transition,
     step_transition,
-    step_transition_returning,
 )
 from tools.errors import FlowpilotError, ToolTimeout
 from workflows.references import StepRef, iter_refs
 from workflows.schema import AnyStep
 
 logger = logging.getLogger("flowpilot.engine")
-
-
-@dataclass(frozen=True)
-class Claim:
-    """A step this task claimed, as the claim's ``UPDATE … RETURNING`` read it back."""
-
-    token: str
-    result: StepResult  # pk, run, step id, attempts, attempt limit and log, as claimed
-    run_status: str
-
-
-def claim(
-    step_result_id: int,
-    *,
-    worker: str,
-    inputs: Any = None,
-    inputs_truncated: bool = False,
-    now: Clock = DEFAULT_CLOCK,
-) -> Claim | None:
-    """Take a queued step for this task, in one round trip. None if it lost.
-
-    One conditional ``UPDATE … WHERE status='queued' RETURNING …``: of two deliveries
-    of the same message, exactly one wins, and the winner reads back the row's attempt
-    counters and its run's status with it. ``inputs`` is the resolved-inputs record as
-    stored (``checkpoint.stored_inputs``).
-    """
-    token = uuid.uuid4().hex
-    now_at = now()
-    row = step_transition_returning(
-        StepResult,
-        step_result_id,
-        StepStatus.RUNNING,
-        status=StepStatus.QUEUED,
-        fields={
-            "claim_token": token,
-            "worker": worker[:255],
-            "inputs": inputs,
-            "inputs_truncated": inputs_truncated,
-            "lease_expires_at": lease_until(settings.FLOWPILOT_STEP_LEASE, now_at),
-            "started_at": now_at,
-            "updated_at": now_at,
-        },
-        keep=frozenset({"started_at"}),
-        returning=("run", "step_id", "attempts", "attempt_limit", "attempt_log"),
-        returning_sql=(_RUN_STATUS,),
-    )
-    if row is None:
-        return None
-    run_id, step_id, attempts, limit, log, run_status = row
-    result = StepResult(
-        pk=step_result_id, run_id=run_id, step_id=step_id, status=StepStatus.RUNNING,
-        attempts=attempts, attempt_limit=limit, attempt_log=log, claim_token=token,
-    )  # fmt: skip
-    return Claim(token, result, run_status)
-
-
-# The claimed step's run status, read in the claim's RETURNING (table names, no input).
-_RUNS, _STEPS = Run._meta.db_table, StepResult._meta.db_table
-_RUN_STATUS = f"(SELECT status FROM {_RUNS} WHERE id = {_STEPS}.run_id)"  # noqa: S608
 
 
 def claim_step(
@@ -196,28 +138,42 @@ def step_execute(
 def continue_chain(
     ctx: RunContext, run: Run, step_id: str, verdict: Verdict, *, worker: str, publish: Publish
 ) -> tuple[Verdict, ...]:
-    """Run held children one after the other in this task, no broker round trip between.
+    """Run kept children one after the other in this task, no broker round trip between.
 
-    Each reads its parent's output from memory (as stored: what it would read from the
-    database). It stops when a step makes no child ready to hold, loses its claim (the
-    run was cancelled: its queued steps were skipped) or goes back to ``queued`` for a
-    retry (then published with the policy's countdown, as a task retrying itself is).
-    If this task dies first, the held step is queued with a lease, so the sweeper
-    publishes it again; if it raises (the database went away), the held step is
-    published before the exception goes on.
+    A child that was the only step its parent made ready was claimed by the parent's
+    settle (``Taken``: inputs resolved from the parent's output in memory, as stored,
+    the claim in the same transaction as the parent's outcome), so the hop commits
+    once. One kept beside siblings published to the broker is queued (``Held``) and
+    claimed here, after they are sent. It stops when a step makes no child ready to
+    keep, a held step loses its claim (the run was cancelled: its queued steps were
+    skipped) or a step goes back to ``queued`` for a retry (then published with the
+    policy's countdown, as a task retrying itself is).
+
+    If this task dies, a claimed child's lease runs out and the sweeper takes it back
+    like any step of a lost worker; a held one is queued with a lease, so the sweeper
+    publishes it again. If a held one raises (the database went away), it is published
+    before the exception goes on.
     """
     done: list[Verdict] = []
     while verdict.follow is not None:
-        parent = StepResult(status=StepStatus.SUCCEEDED, output=verdict.stored_output)
-        known = {step_id: checkpoint.view_of(parent)}
-        pk, step_id = verdict.follow
-        try:
-            verdict = _execute(ctx, run, pk, step_id, known, worker=worker, publish=publish)
-        except Exception:
-            # The task is retried for its own step only: send the held one to the broker
-            # now rather than after its queued lease (a copy of a claimed one does nothing).
-            publish(pk)
-            raise
+        follow = verdict.follow
+        if isinstance(follow, Taken):
+            pk, step_id = follow.claim.result.pk, follow.claim.result.step_id
+            verdict = _run_claimed(
+                ctx, run, follow.claim, follow.args, follow.failure, worker=worker, publish=publish
+            )
+        else:
+            parent = StepResult(status=StepStatus.SUCCEEDED, output=verdict.stored_output)
+            known = {step_id: checkpoint.view_of(parent)}
+            pk, step_id = follow
+            try:
+                verdict = _execute(ctx, run, pk, step_id, known, worker=worker, publish=publish)
+            except Exception:
+                # The task is retried for its own step only: send the held one to the
+                # broker now rather than after its queued lease (a copy of a claimed one
+                # does nothing).
+                publish(pk)
+                raise
         done.append(replace(verdict, stored_output=None))  # a long chain keeps no outputs
         if verdict.retry_in is not None:
             publish(pk, countdown=verdict.retry_in)
@@ -235,22 +191,34 @@ def _execute(
     publish: Publish,
 ) -> Verdict:
     """Resolve, claim, attempt and settle one queued step of ``run``."""
-    step = ctx.spec.step(step_id)
-    failure = None
-    try:
-        args, record = _resolve(ctx, run, step, known)
-    except FlowpilotError as exc:
-        args, record, failure = {}, None, exc
+    args, record, failure = _resolved(ctx, run, ctx.spec.step(step_id), known)
     inputs, capped = checkpoint.stored_inputs(ctx, record)
     won = claim(step_result_id, worker=worker, inputs=inputs, inputs_truncated=capped, now=ctx.now)
     if won is None:
         return Verdict(claimed=False)
+    return _run_claimed(ctx, run, won, args, failure, worker=worker, publish=publish)
+
+
+def _run_claimed(
+    ctx: RunContext,
+    run: Run,
+    won: Claim,
+    args: dict[str, Any],
+    failure: FlowpilotError | None,
+    *,
+    worker: str,
+    publish: Publish,
+) -> Verdict:
+    """Attempt and settle a step this task claimed (``failure``: its inputs could not be
+    resolved, so it fails without a call)."""
     result, token = won.result, won.token
     if won.run_status != RunStatus.RUNNING:
         return settle_not_started(result, token, now=ctx.now)
     if failure is not None:
         return settle_failed_before_call(ctx, result, token, failure, publish=publish)
-    hold = time_limit_of(step) is None  # a Celery time limit is the whole task's
+    step = ctx.spec.step(result.step_id)
+    # A child may share this task only if neither has a Celery time limit (the task's).
+    take = partial(_take, ctx, run, step.id, worker) if time_limit_of(step) is None else None
     with heartbeat(result.pk, token, now=ctx.now):
         logger.debug("run %s: step %s started (try %s)", run.pk, step.id, result.attempts + 1)
         entry, attempt, error = _attempt(ctx, step, args, number=result.attempts + 1, worker=worker)
@@ -259,9 +227,44 @@ def _execute(
             run.pk, step.id, entry["attempt"], entry["status"], entry["duration_ms"],
         )  # fmt: skip
         return with_db_retries(
-            lambda: settle(ctx, result, token, entry, attempt, error, publish=publish, hold=hold),
+            lambda: settle(ctx, result, token, entry, attempt, error, publish=publish, take=take),
             what=f"recording step `{step.id}` of run {run.pk}",
         )
+
+
+def _take(
+    ctx: RunContext,
+    run: Run,
+    parent_id: str,
+    worker: str,
+    parent_output: Any,
+    step_id: str,
+    budget: int,
+    unless_failed: bool,
+) -> Taken | None:
+    """Claim ``step_id``, made ready by ``parent_id``, for this task (in the parent's
+    settle transaction): its inputs resolved first, the parent's output from memory."""
+    parent = StepResult(status=StepStatus.SUCCEEDED, output=parent_output)
+    known = {parent_id: checkpoint.view_of(parent)}
+    args, record, failure = _resolved(ctx, run, ctx.spec.step(step_id), known)
+    inputs, capped = checkpoint.stored_inputs(ctx, record)
+    won = claim_ready(
+        run.pk, step_id, budget=budget, worker=worker, inputs=inputs, inputs_truncated=capped,
+        unless_failed=unless_failed, now=ctx.now,
+    )  # fmt: skip
+    return None if won is None else Taken(won, args, failure)
+
+
+def _resolved(
+    ctx: RunContext, run: Run, step: AnyStep, known: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any] | None, FlowpilotError | None]:
+    """``_resolve``, its error returned: ``(args, inputs record, None)`` or ``({}, None,
+    error)`` (the step is claimed anyway, then fails without a call)."""
+    try:
+        args, record = _resolve(ctx, run, step, known)
+    except FlowpilotError as exc:
+        return {}, None, exc
+    return args, record, None
 
 
 def _resolve(

@@ -9,12 +9,14 @@ The contract:
   skipped, persists that, publishes the newly queued steps on commit and finishes the
   run when nothing is left. Every completion advances under that lock, so two steps
   finishing at once never queue a step twice or lose one. After a success the step
-  task first tries ``runs.engine.celery_advance``, which reads only the step's
-  children and their parents, and falls back to this for anything but the plain case.
+  task first tries ``runs.engine.celery_advance``, which starts a lone child of the
+  step with one conditional UPDATE, or reads only the step's children and their
+  parents, and falls back to this for anything but the plain case.
 - ``runs.engine.celery_step`` is the step task's body: claim (a conditional UPDATE
   from ``queued``; a duplicate message loses it), one attempt, then a retry with the
   policy's countdown or the outcome and an advance under the run lock; a ready child
-  it holds back from the broker (``queue_ready(hold=True)``) it runs next itself.
+  it keeps from the broker (``queue_ready(take=…)``: claimed in the same transaction
+  when it is the only one) it runs next itself.
 - ``runs.engine.sweep`` (Celery beat) takes back steps whose lease ran out: lost
   messages are published again, steps of a dead worker are queued again (or failed for
   review when their tool is not idempotent).
@@ -31,7 +33,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from celery import current_app
 from django.conf import settings
@@ -67,6 +69,13 @@ HARD_LIMIT_GRACE = 10.0  # seconds between a step's soft and hard time limit
 
 # A queued step kept back from the broker for the task that queued it: (pk, step id).
 Held = tuple[int, str]
+
+# Claims a ready step for the task that made it ready, in the caller's transaction:
+# ``take(step_id, retry budget, unless_failed)`` returns what that task runs next, or
+# None when the step was not pending (or, with ``unless_failed``, a step of the run
+# failed). See ``queue_ready`` and ``celery_claim.claim_ready``.
+T = TypeVar("T")
+Take = Callable[[str, int, bool], T | None]
 
 # How a queued step reaches a worker: ``publish(step_result_id, countdown=, time_limit=)``.
 Publish = Callable[..., None]
@@ -134,6 +143,7 @@ TOOLS_KEY = {
     ),
 }
 
+
 def tools_key(row: Any = None) -> tuple:
     """The Tool table's state (``caches.tools_state``), from a row annotated with
     ``TOOLS_KEY`` (read beside the step row, no extra round trip), or queried."""
@@ -180,14 +190,19 @@ def run_start(*, run: Run, publish: Publish = publish_step) -> Run:
 
 
 def advance_locked(
-    ctx: RunContext, run: Run, *, publish: Publish, now: datetime, hold: bool = False
-) -> Held | None:
+    ctx: RunContext,
+    run: Run,
+    *,
+    publish: Publish,
+    now: datetime,
+    take: Take[T] | None = None,
+) -> Held | T | None:
     """Persist what ``next_actions`` decides; the caller holds the run's row lock.
 
     Reads only each step's status and decision branch (never the outputs), so
-    an advance costs the same whatever the steps produced. With ``hold``, one newly
-    queued step without a time limit of its own is not published: its ``(pk, step
-    id)`` is returned for the calling task to run next (``queue_ready``).
+    an advance costs the same whatever the steps produced. With ``take``, one newly
+    ready step without a time limit of its own is kept for the calling task to run
+    next (``queue_ready``).
     """
     rows = {
         sid: (pk, status, branch)
@@ -204,10 +219,10 @@ def advance_locked(
             finished_at=now,
             updated_at=now,
         )
-    held = None
+    held: Held | T | None = None
     if actions.start:
         ready = {sid: rows[sid][0] for sid in actions.start}
-        held = queue_ready(ctx, ready, publish=publish, now=now, hold=hold)
+        held = queue_ready(ctx, ready, publish=publish, now=now, take=take)
     if actions.done:
         run_finish(ctx, run)
         logger.info("run %s %s", run.pk, run.status)
@@ -224,21 +239,36 @@ def _state(step: AnyStep, status: str, branch: str | None) -> StepState:
 
 
 def queue_ready(
-    ctx: RunContext, ready: dict[str, int], *, publish: Publish, now: datetime, hold: bool = False
-) -> Held | None:
+    ctx: RunContext,
+    ready: dict[str, int],
+    *,
+    publish: Publish,
+    now: datetime,
+    take: Take[T] | None = None,
+) -> Held | T | None:
     """Mark ready steps (step id → pk) queued, one UPDATE per retry budget, and publish
     them on commit.
 
-    With ``hold``, the first of them that has no time limit of its own is not published
-    and its ``(pk, step id)`` is returned: the task that settled its parent runs it
-    next, saving a broker round trip (a Celery time limit is per task, so only a step
-    without one can share a task). A held step is queued with a lease like any other,
-    so if that task dies first the sweeper publishes it again.
+    With ``take``, the first of them that has no time limit of its own is kept for the
+    task that settled its parent, saving a broker round trip (a Celery time limit is
+    per task, so only a step without one can share a task):
+
+    - when it is the only ready step, ``take`` claims it in this transaction
+      (``pending → running``: one UPDATE, no commit of its own) and its result is
+      returned;
+    - when others are published with it, it is queued like them but not published,
+      and its ``(pk, step id)`` is returned: the task claims it after this commit,
+      once the others are sent (a claimed step's lease is renewed only while its
+      attempt runs, and publishing may wait on the broker). If that task dies first,
+      the sweeper publishes it again.
     """
+    jobs = [(pk, sid, time_limit_of(ctx.spec.step(sid))) for sid, pk in ready.items()]
+    held = next(((pk, sid) for pk, sid, limit in jobs if limit is None), None) if take else None
+    if take is not None and held is not None and len(jobs) == 1:
+        return take(held[1], _budget(ctx, held[1]), False)
     by_budget: dict[int, list[int]] = {}
     for sid, pk in ready.items():
-        budget = effective_retry(ctx, ctx.spec.step(sid)).max_attempts
-        by_budget.setdefault(budget, []).append(pk)
+        by_budget.setdefault(_budget(ctx, sid), []).append(pk)
     for budget, pks in sorted(by_budget.items()):
         step_transition(
             StepResult.objects.filter(pk__in=pks),
@@ -251,8 +281,6 @@ def queue_ready(
             error=None,
             updated_at=now,
         )
-    jobs = [(pk, sid, time_limit_of(ctx.spec.step(sid))) for sid, pk in ready.items()]
-    held = next(((pk, sid) for pk, sid, limit in jobs if limit is None), None) if hold else None
 
     def publish_all() -> None:
         for pk, sid, limit in jobs:
@@ -261,3 +289,8 @@ def queue_ready(
 
     transaction.on_commit(publish_all)
     return held
+
+
+def _budget(ctx: RunContext, step_id: str) -> int:
+    """The tries the step's retry policy allows from now (its ``attempt_limit`` step)."""
+    return effective_retry(ctx, ctx.spec.step(step_id)).max_attempts

@@ -2,8 +2,9 @@
 
 A real ``celery worker`` (prefork, one pool process, so consecutive tasks run in the
 same process) on Redis, against the test database on PostgreSQL. A trigger on the step
-table records ``pg_backend_pid()`` of every claim (``queued`` → ``running``): the
-backend that served the task. With the project's settings every task of the pool
+table records ``pg_backend_pid()`` of every claim (``queued`` → ``running``, or
+``pending`` → ``running`` for a step claimed by its parent's settle): the backend
+that served the task. With the project's settings every task of the pool
 process is served by one backend; with ``CELERY_DB_REUSE_MAX=0`` (Celery's default:
 the Django fixup closes the connection around every task) each task opens its own,
 which shows the test can tell the two apart.
@@ -46,7 +47,7 @@ def claim_backends():
         )
         cursor.execute(
             "CREATE TRIGGER test_record_claim AFTER UPDATE ON runs_stepresult FOR EACH ROW "
-            "WHEN (OLD.status = 'queued' AND NEW.status = 'running') "
+            "WHEN (OLD.status IN ('queued', 'pending') AND NEW.status = 'running') "
             "EXECUTE FUNCTION test_record_claim()"
         )
 

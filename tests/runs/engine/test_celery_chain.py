@@ -6,11 +6,14 @@ both databases.
 
 from __future__ import annotations
 
+import re
 import sys
+import threading
 import time
 
 import pytest
-from django.db import DatabaseError, OperationalError, connection
+from django.db import DatabaseError, OperationalError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from runs.engine import celery_step, distributed, heartbeat
@@ -87,9 +90,10 @@ def test_steps_with_a_timeout_each_get_their_own_task(echo_api):
     assert [m.time_limit for m in bus.published] == [20, 20, 20]
 
 
-def test_a_fan_out_is_published_but_for_one_step_kept_by_the_task(echo_api):
-    flow = {
-        "name": "spread",
+def spread_flow(name: str) -> dict:
+    """``root``, then ``leaf1``…``leaf3`` reading it."""
+    return {
+        "name": name,
         "inputs": {"tag": {"type": "string"}},
         "steps": [
             {
@@ -109,7 +113,10 @@ def test_a_fan_out_is_published_but_for_one_step_kept_by_the_task(echo_api):
             ),
         ],
     }
-    run, bus = started(flow)
+
+
+def test_a_fan_out_is_published_but_for_one_step_kept_by_the_task(echo_api):
+    run, bus = started(spread_flow("spread"))
     names = dict(run.step_results.values_list("pk", "step_id"))
 
     first = bus.messages.pop(0)
@@ -125,8 +132,56 @@ def test_a_fan_out_is_published_but_for_one_step_kept_by_the_task(echo_api):
     assert run.status == "succeeded"
 
 
-def test_a_run_cancelled_between_two_hops_stops_the_chain_in_the_task(echo_api, monkeypatch):
+def test_a_continued_step_goes_from_pending_to_running_in_its_parents_settle(echo_api):
+    run, bus = started(chain_flow("chain_claimed", 3))
+    first = bus.messages.pop(0)
+
+    with CaptureQueriesContext(connection) as queries:
+        verdict = celery_step.step_execute(
+            step_result_id=first.step_result_id, worker=WORKER, publish=bus
+        )
+
+    assert [v.status for v in (verdict, *verdict.continued)] == ["succeeded"] * 3
+    # Never queued on the way (the commits per hop: test_step_task_queries).
+    sqls = [q["sql"] for q in queries.captured_queries]
+    assert not [sql for sql in sqls if re.search(r"""SET "?status"? = 'queued'""", sql)]
+    for row in rows(run).values():
+        assert (row.status, row.attempts, row.attempt_limit) == ("succeeded", 1, 3)
+        assert row.worker == WORKER
+        assert row.started_at is not None
+        assert row.claim_token
+
+
+def test_a_cancel_while_a_continued_step_runs_lets_it_finish_and_stops_the_chain(
+    echo_api, monkeypatch
+):
     run, bus = started(chain_flow("chain_cancel", 3))
+    real = celery_step.execute_attempt
+
+    def cancel_during_c2(ctx, step, args):
+        if step.id == "c2":  # claimed by c1's settle: in flight when the cancel lands
+            assert run_cancel(run=Run.objects.get(pk=run.pk)) is True
+        return real(ctx, step, args)
+
+    monkeypatch.setattr(celery_step, "execute_attempt", cancel_during_c2)
+
+    verdicts = bus.drain(worker=WORKER)
+
+    run.refresh_from_db()
+    assert run.status == "cancelled"
+    assert [v.status for v in verdicts] == ["succeeded", "succeeded"]  # c2's outcome counts
+    assert {sid: r.status for sid, r in rows(run).items()} == {
+        "c1": "succeeded",
+        "c2": "succeeded",
+        "c3": "skipped",
+    }
+    assert [r.path for r in echo_api.requests("echo")] == ["/echo/alpha/c1", "/echo/alpha/c2"]
+
+
+def test_a_run_cancelled_before_a_held_step_is_claimed_never_starts_it(echo_api, monkeypatch):
+    # root makes three leaves ready: two go to the broker, one is held (queued) for
+    # root's task, which claims it only after the others were sent.
+    run, bus = started(spread_flow("spread_cancel"))
     real_claim = celery_step.claim
     claims = []
 
@@ -138,17 +193,88 @@ def test_a_run_cancelled_between_two_hops_stops_the_chain_in_the_task(echo_api, 
 
     monkeypatch.setattr(celery_step, "claim", cancel_before_the_second_claim)
 
-    verdicts = bus.drain(worker=WORKER)
+    first = bus.messages.pop(0)
+    verdict = celery_step.step_execute(
+        step_result_id=first.step_result_id, worker=WORKER, publish=bus
+    )
 
     run.refresh_from_db()
     assert run.status == "cancelled"
-    assert [v.claimed for v in verdicts] == [True, False]  # c2 lost its claim: skipped
+    assert [v.claimed for v in verdict.continued] == [False]  # leaf1 lost its claim: skipped
     assert {sid: r.status for sid, r in rows(run).items()} == {
-        "c1": "succeeded",
-        "c2": "skipped",
-        "c3": "skipped",
+        "leaf1": "skipped",
+        "leaf2": "skipped",
+        "leaf3": "skipped",
+        "root": "succeeded",
     }
-    assert [r.path for r in echo_api.requests("echo")] == ["/echo/alpha/c1"]
+    assert [r.path for r in echo_api.requests("echo")] == ["/echo/alpha/root"]
+
+
+def test_the_run_row_stays_locked_from_a_steps_outcome_to_its_childs_claim(echo_api, monkeypatch):
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks (FOR UPDATE) need PostgreSQL; SQLite serialises writers")
+    run, bus = started(chain_flow("chain_locked", 2))
+    real = celery_step.claim_ready
+    seen = []
+
+    def try_to_lock_the_run_elsewhere() -> None:
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("SELECT 1 FROM runs_run WHERE id = %s FOR UPDATE NOWAIT", [run.pk])
+            seen.append("free")
+        except OperationalError as exc:
+            seen.append(type(exc.__cause__).__name__)
+        finally:
+            connection.close()
+
+    def claim_while_checking(*args, **kwargs):
+        other = threading.Thread(target=try_to_lock_the_run_elsewhere)
+        other.start()
+        other.join()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(celery_step, "claim_ready", claim_while_checking)
+
+    bus.drain(worker=WORKER)
+
+    assert seen == ["LockNotAvailable"]  # a cancel would have waited for this commit
+    run.refresh_from_db()
+    assert run.status == "succeeded"
+
+
+@pytest.mark.parametrize("timeout", [None, 20])
+def test_a_lone_child_does_not_start_once_another_step_of_the_run_failed(echo_api, timeout):
+    # c1 -> c2 beside `bad`, which fails first: nothing new starts after a failure.
+    flow = chain_flow(f"chain_beside_failure_{timeout or 0}", 2)
+    if timeout:
+        flow["steps"][1]["timeout"] = timeout
+    flow["steps"].append(
+        {
+            "id": "bad",
+            "kind": "tool",
+            "tool": "echo",
+            "input_mapping": {"tag": "$input.tag", "name": "bad", "delay": 0},
+        }
+    )
+    run, bus = started(flow)
+    names = dict(run.step_results.values_list("pk", "step_id"))
+    messages = {names[m.step_result_id]: m for m in bus.messages}
+    bus.messages.clear()
+
+    echo_api.fail("echo", status=404, times=1)
+    bad = celery_step.step_execute(
+        step_result_id=messages["bad"].step_result_id, worker=WORKER, publish=bus
+    )
+    c1 = celery_step.step_execute(
+        step_result_id=messages["c1"].step_result_id, worker=WORKER, publish=bus
+    )
+
+    assert (bad.status, c1.status, c1.follow, c1.continued) == ("failed", "succeeded", None, ())
+    assert bus.messages == []
+    run.refresh_from_db()
+    assert run.status == "failed"
+    assert rows(run)["c2"].status in {"pending", "skipped"}
+    assert [r.path for r in echo_api.requests("echo")] == ["/echo/alpha/bad", "/echo/alpha/c1"]
 
 
 def test_a_retry_in_a_continued_step_goes_through_the_broker(echo_api, monkeypatch):
@@ -317,8 +443,8 @@ def test_a_worker_task_recycles_old_connections_and_an_eager_one_leaves_them(mon
     assert calls == ["closed"]
 
 
-def test_a_database_error_in_a_continued_step_sends_it_to_the_broker(echo_api, monkeypatch):
-    run, bus = started(chain_flow("chain_db_error", 2))
+def test_a_database_error_in_a_held_step_sends_it_to_the_broker(echo_api, monkeypatch):
+    run, bus = started(spread_flow("spread_db_error"))
     names = dict(run.step_results.values_list("pk", "step_id"))
     real_claim = celery_step.claim
     claims = []
@@ -335,7 +461,33 @@ def test_a_database_error_in_a_continued_step_sends_it_to_the_broker(echo_api, m
     with pytest.raises(OperationalError):  # the task retries itself for its own step
         celery_step.step_execute(step_result_id=first.step_result_id, worker=WORKER, publish=bus)
 
-    assert [names[m.step_result_id] for m in bus.messages] == ["c2"]
+    assert [names[m.step_result_id] for m in bus.messages] == ["leaf2", "leaf3", "leaf1"]
     bus.drain(worker=WORKER)
     run.refresh_from_db()
     assert run.status == "succeeded"
+
+
+def test_a_database_error_claiming_a_child_retries_the_whole_settle(echo_api, monkeypatch):
+    run, bus = started(chain_flow("chain_db_error", 3))
+    real = celery_step.claim_ready
+    calls = []
+
+    def fail_the_first_claim_of_c2(run_id, step_id, **kwargs):
+        calls.append(step_id)
+        if calls == ["c2"]:
+            raise OperationalError("the database went away")
+        return real(run_id, step_id, **kwargs)
+
+    monkeypatch.setattr(celery_step, "claim_ready", fail_the_first_claim_of_c2)
+
+    verdicts = bus.drain(worker=WORKER)
+
+    # c1's outcome and c2's claim were rolled back together and written again once.
+    assert calls == ["c2", "c2", "c3"]
+    assert [v.status for v in verdicts] == ["succeeded"] * 3
+    assert len(bus.published) == 1
+    for row in rows(run).values():
+        assert (row.status, row.attempts, len(row.attempt_log)) == ("succeeded", 1, 1)
+    run.refresh_from_db()
+    assert run.status == "succeeded"
+    assert [r.path for r in echo_api.requests("echo")] == [f"/echo/alpha/c{i}" for i in (1, 2, 3)]

@@ -7,7 +7,8 @@ steps, and every SQL statement is counted. Both ways a step reaches a worker:
 - **a task per step** (every step has a ``timeout``, so none can share a task): the
   task of a middle step runs the same number of queries whatever the chain's length;
 - **a chain continued in its task**: one task runs the whole chain, and each hop adds
-  the same number of queries, at most ``MAX_PER_HOP``.
+  the same number of queries, at most ``MAX_PER_HOP``, and commits once (the step's
+  outcome, the run lock and the next step's claim in one transaction).
 
 Beside the statements, every read of the step table must name its rows (by id or step
 id, or a ``LIMIT``): a read of all the run's steps per step (O(steps) rows per hop, what
@@ -33,9 +34,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 # Statements, transaction control (BEGIN, COMMIT, savepoints) not counted. Of these,
 # two per call are the circuit breaker's (tools.breaker reads its host's state).
-MAX_PER_HOP = 7  # claim, breaker x 2, outcome, lock run, children's rows, queue next
-MAX_PER_TASK = 9  # the same, and reading the step and its upstream output first
+MAX_PER_HOP = 4  # breaker x 2, outcome (locking the run), the next step's claim
+# Reading the step and its upstream output, the claim, breaker x 2, outcome (locking the
+# run), queueing the next step.
+MAX_PER_TASK = 7
 CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE SAVEPOINT")
+WRITES = ("INSERT", "UPDATE", "DELETE")
 
 
 def chain(n: int, **step: object) -> dict:
@@ -69,6 +73,7 @@ def start(workflow) -> tuple[Run, Bus]:
 class Counted:
     statements: int  # transaction control not counted
     whole_run: int  # reads of the run's step rows bounded by nothing but the run
+    commits: int  # transactions that wrote: COMMITs, and writes outside any transaction
 
 
 # A statement on the step table is bounded when it names the rows it touches.
@@ -78,9 +83,24 @@ BOUNDED = re.compile(r'"runs_stepresult"\."(id|step_id)" (=|IN)|\bid = %s|\bLIMI
 def count(step_result_id: int, bus: Bus) -> Counted:
     with CaptureQueriesContext(connection) as queries:
         celery_step.step_execute(step_result_id=step_result_id, worker="q@local", publish=bus)
-    sqls = [q["sql"] for q in queries.captured_queries if not q["sql"].upper().startswith(CONTROL)]
+    captured = [q["sql"] for q in queries.captured_queries]
+    sqls = [sql for sql in captured if not sql.upper().startswith(CONTROL)]
     whole = [sql for sql in sqls if 'FROM "runs_stepresult"' in sql and not BOUNDED.search(sql)]
-    return Counted(len(sqls), len(whole))
+    return Counted(len(sqls), len(whole), commits(captured))
+
+
+def commits(captured: list[str]) -> int:
+    """Each a round trip that flushes the log: a COMMIT, or a write in autocommit."""
+    count, depth = 0, 0
+    for sql in (s.upper() for s in captured):
+        if sql.startswith("BEGIN"):
+            depth += 1
+        elif sql.startswith(("COMMIT", "ROLLBACK")):
+            count += sql.startswith("COMMIT")
+            depth = 0
+        elif depth == 0 and sql.startswith(WRITES):
+            count += 1
+    return count
 
 
 def one_task_of_the_middle_step(n: int) -> Counted:
@@ -115,6 +135,7 @@ def test_a_step_task_runs_the_same_queries_in_a_chain_of_10_and_of_100(echo_api)
 
     assert short.statements == long.statements
     assert long.statements <= MAX_PER_TASK
+    assert short.commits == long.commits == 2  # the claim; the outcome and the next step
     assert long.whole_run == 0  # no read of every step of the run
 
 
@@ -125,5 +146,7 @@ def test_each_hop_of_a_chain_continued_in_its_task_adds_the_same_few_queries(ech
     assert per_hop == int(per_hop)
     assert c100.statements == c10.statements + 90 * per_hop
     assert per_hop <= MAX_PER_HOP
+    assert c20.commits - c10.commits == 10  # one commit per hop
+    assert c100.commits == c10.commits + 90
     # Reads of the whole run happen once per run (finishing it), never once per hop.
     assert c10.whole_run == c20.whole_run == c100.whole_run <= 2
