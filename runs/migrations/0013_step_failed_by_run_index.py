@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0010_subworkflow_runs'),
+        ('runs', '0012_webhook_mcp_triggers'),
     ]
 
     operations = [
