@@ -33,11 +33,11 @@ from tests.celery_support import Bus, import_flow
 pytestmark = pytest.mark.django_db(transaction=True)
 
 # Statements, transaction control (BEGIN, COMMIT, savepoints) not counted. Of these,
-# two per call are the circuit breaker's (tools.breaker reads its host's state).
-MAX_PER_HOP = 4  # breaker x 2, outcome (locking the run), the next step's claim
-# Reading the step and its upstream output, the claim, breaker x 2, outcome (locking the
+# one per call is the circuit breaker's (a healthy host: one read, no write).
+MAX_PER_HOP = 3  # breaker, outcome (locking the run), the next step's claim
+# Reading the step and its upstream output, the claim, breaker, outcome (locking the
 # run), queueing the next step.
-MAX_PER_TASK = 7
+MAX_PER_TASK = 6
 CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE SAVEPOINT")
 WRITES = ("INSERT", "UPDATE", "DELETE")
 
