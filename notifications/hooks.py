@@ -9,7 +9,9 @@ from notifications.tasks import run_finished as run_finished_task
 from runs.dispatch import task_send
 
 
-def run_finished(*, run_id: int, trigger: str | None = None, **_: Any) -> None:
-    if trigger in QUIET_TRIGGERS:
-        return  # the review page and the replay report show their own results
+def run_finished(
+    *, run_id: int, trigger: str | None = None, reports: bool | None = None, **_: Any
+) -> None:
+    if trigger in QUIET_TRIGGERS or reports is False:
+        return  # validation and replay runs report elsewhere; no channel: nothing to send
     task_send(run_finished_task, run_id)

@@ -114,6 +114,9 @@ def run_create(
             for s in spec.steps
         )
     logger.info("run %s created for %s (%s)", run.pk, workflow, trigger)
+    # Executed in this process right away (runflow, the admin), the run uses the registry
+    # it was just validated against instead of reading the tool table's state again.
+    run.validated_registry = registry  # type: ignore[attr-defined]
     return run
 
 
@@ -149,7 +152,8 @@ def run_execute(
                 run_id=run.pk,
                 run_uuid=str(run.uuid),
                 plan=caches.plan_for(run.workflow),
-                registry=caches.registry_for(caches.tools_state()),
+                registry=getattr(run, "validated_registry", None)
+                or caches.registry_for(caches.tools_state()),
                 taps=call_recorder_for(run),
             )
         if ctx.run_child is None:

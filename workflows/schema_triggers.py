@@ -35,6 +35,10 @@ class Notifications(FrozenModel):
         "failure; succeeded: every successful run.",
     )
 
+    def has_channels(self) -> bool:
+        """Whether any report can be sent (an email recipient or a webhook)."""
+        return bool(self.email or self.webhook)
+
     @field_validator("email")
     @classmethod
     def _emails(cls, value: list[str]) -> list[str]:

@@ -17,6 +17,7 @@ from runs.models import Run, StepResult
 from runs.state import RunStatus, RunTrigger, StepStatus, run_transition
 from workflows.hooks import hooks_announce
 from workflows.references import parse_value
+from workflows.schema import WorkflowSpec
 
 MAX_SUMMARY_CHARS = 5000
 
@@ -47,24 +48,26 @@ def run_finish(
         if run_transition(
             run, RunStatus.FAILED, finished_at=now, error_summary=summary[:MAX_SUMMARY_CHARS]
         ):
-            run_finished_announce(run)
+            run_finished_announce(run, ctx.spec)
         return
     outputs, _ = checkpoint.stored_output(ctx, run_outputs(ctx, run, results, views))
     if run_transition(
         run, RunStatus.SUCCEEDED, finished_at=now, outputs=outputs, error_summary=""
     ):
-        run_finished_announce(run)
+        run_finished_announce(run, ctx.spec)
 
 
-def run_finished_announce(run: Run) -> None:
+def run_finished_announce(run: Run, spec: WorkflowSpec | None = None) -> None:
     """Tell the upper layers (schedules, notifications) that ``run`` has finished.
 
     The hooks are named in ``FLOWPILOT_RUN_FINISHED_HOOKS`` and run after the commit
     that finished the run; each only queues a task, so the finishing worker does not
     wait for an email or a webhook. ``runs`` never imports the layers it wakes up.
-    They get the run's id and what never changes about it — its ``trigger`` and
-    whether it is a ``child`` run of a workflow step — so a hook that is not concerned
-    reads nothing (a hook must accept further keyword arguments). A replay
+    They get the run's id and what never changes about it — its ``trigger``, whether
+    it is a ``child`` run of a workflow step and, when the caller has the version's
+    spec, whether it declares any report channel (``reports``; None: not known) — so a
+    hook that is not concerned reads nothing (a hook must accept further keyword
+    arguments). A replay
     (``runs.replay``) is announced to no one: it is an offline comparison, not a run
     anything waits for or reports on.
     """
@@ -75,6 +78,7 @@ def run_finished_announce(run: Run) -> None:
         run_id=run.pk,
         trigger=run.trigger,
         child=run.parent_step_id is not None,
+        reports=None if spec is None else spec.notifications.has_channels(),
     )
 
 

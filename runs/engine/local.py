@@ -75,6 +75,7 @@ def drive_local(ctx: RunContext, run: Run, *, observer: Observer | None = None) 
     arrived: queue.SimpleQueue[Future] = queue.SimpleQueue()
     done: list[tuple[str, StepOutcome]] = []
     cancel_check = _Every(CANCEL_CHECK_SECONDS)
+    cancel_check.due()  # the caller has just moved the run to running: not cancelled
     # Healthy hosts' breakers cost the step threads no statement (tools.breaker.run_view).
     ctx.breakers = in_process_view(ctx.breakers)
     breaker_check = _Every(REFRESH_SECONDS)
