@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -47,6 +48,21 @@ class Taken:
     failure: FlowpilotError | None = None  # resolving them failed: it fails without a call
 
 
+def _claim_fields(
+    token: str, worker: str, inputs: Any, inputs_truncated: bool, now_at: datetime
+) -> dict[str, Any]:
+    """What a claim writes: its token and worker, a step lease, the resolved inputs."""
+    return {
+        "claim_token": token,
+        "worker": worker[:255],
+        "inputs": inputs,
+        "inputs_truncated": inputs_truncated,
+        "lease_expires_at": lease_until(settings.FLOWPILOT_STEP_LEASE, now_at),
+        "started_at": now_at,
+        "updated_at": now_at,
+    }
+
+
 def claim(
     step_result_id: int,
     *,
@@ -63,21 +79,12 @@ def claim(
     stored (``checkpoint.stored_inputs``).
     """
     token = uuid.uuid4().hex
-    now_at = now()
     row = step_transition_returning(
         StepResult,
         step_result_id,
         StepStatus.RUNNING,
         status=StepStatus.QUEUED,
-        fields={
-            "claim_token": token,
-            "worker": worker[:255],
-            "inputs": inputs,
-            "inputs_truncated": inputs_truncated,
-            "lease_expires_at": lease_until(settings.FLOWPILOT_STEP_LEASE, now_at),
-            "started_at": now_at,
-            "updated_at": now_at,
-        },
+        fields=_claim_fields(token, worker, inputs, inputs_truncated, now()),
         keep=frozenset({"started_at"}),
         returning=("run", "step_id", "attempts", "attempt_limit", "attempt_log"),
         returning_sql=(run_status_sql(lock=False),),
@@ -113,23 +120,13 @@ def claim_ready(
     on). None when the step is not pending (or a step failed).
     """
     token = uuid.uuid4().hex
-    now_at = now()
+    fields = _claim_fields(token, worker, inputs, inputs_truncated, now())
     row = step_update_returning(
         StepResult,
         StepStatus.RUNNING,
         status=StepStatus.PENDING,
         match={"run": run_id, "step_id": step_id},
-        fields={
-            "claim_token": token,
-            "worker": worker[:255],
-            "inputs": inputs,
-            "inputs_truncated": inputs_truncated,
-            "lease_expires_at": lease_until(settings.FLOWPILOT_STEP_LEASE, now_at),
-            "started_at": now_at,
-            "finished_at": None,
-            "error": None,
-            "updated_at": now_at,
-        },
+        fields={**fields, "finished_at": None, "error": None},  # never started before
         plus={"attempt_limit": ("attempts", budget)},
         **(no_failed_step(run_id) if unless_failed else {}),
         returning=("id", "attempts", "attempt_limit", "attempt_log"),

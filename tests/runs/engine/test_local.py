@@ -81,7 +81,9 @@ def test_a_run_whose_context_cannot_be_built_fails_instead_of_staying_running(
 
     from runs.engine import caches
 
-    run = run_create(workflow=import_example("sales_report"), trigger="api")
+    # A fresh instance, as a run executed apart from its creation: run_create's own
+    # instance carries the registry it validated against, and reads no tool state.
+    run = Run.objects.get(pk=run_create(workflow=import_example("sales_report"), trigger="api").pk)
 
     def unavailable():
         raise OperationalError("database is locked")
@@ -152,7 +154,9 @@ def test_an_engine_error_summary_is_capped(output_dir, monkeypatch):
 
     from runs.engine import caches
 
-    run = run_create(workflow=import_example("sales_report"), trigger="api")
+    # A fresh instance, as a run executed apart from its creation: run_create's own
+    # instance carries the registry it validated against, and reads no tool state.
+    run = Run.objects.get(pk=run_create(workflow=import_example("sales_report"), trigger="api").pk)
 
     def unavailable():
         raise OperationalError("x" * 100_000)
@@ -210,3 +214,17 @@ def test_a_step_skipped_by_a_cancel_is_never_started_by_the_in_process_driver(fa
     assert claimed is False
     assert result.status == "skipped"
     assert fake_api.requests() == []
+
+
+def test_a_run_executed_right_after_its_creation_uses_the_registry_it_was_validated_with(
+    output_dir, monkeypatch
+):
+    from runs.engine import caches
+
+    run = run_create(workflow=import_example("sales_report"), trigger="api")
+
+    def unread():
+        raise AssertionError("the tool table's state was read again")
+
+    monkeypatch.setattr(caches, "tools_state", unread)
+    assert run_execute(run=run).status == "succeeded"
