@@ -23,8 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 from urllib.parse import urlencode
 
-import httpx
-
 from tools.http.bodies import Body
 from tools.http.request import PreparedRequest
 from tools.llm import LLMReply, ToolCall, Usage
@@ -46,11 +44,6 @@ class RequestKey:
         return f"{self.method} {self.url}{body}"
 
 
-def full_url(prepared: PreparedRequest) -> str:
-    params: list[tuple[str, str | int | float | bool | None]] = list(prepared.params)
-    return str(httpx.URL(prepared.url).copy_merge_params(params))
-
-
 def body_text(body: Body) -> str:
     """The body as comparable text (JSON with sorted keys; form data as sent)."""
     if body.files:
@@ -68,7 +61,7 @@ def body_text(body: Body) -> str:
 def request_key(prepared: PreparedRequest, redactor: Redactor) -> RequestKey:
     return RequestKey(
         method=prepared.method.upper(),
-        url=redactor.scrub_text(full_url(prepared)),
+        url=redactor.scrub_text(str(prepared.merged_url)),
         body=redactor.scrub_text(body_text(prepared.body)),
     )
 

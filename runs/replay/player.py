@@ -33,7 +33,6 @@ from runs.replay.exchange import (
     RequestKey,
     call_key,
     chat_request,
-    full_url,
     reply_from_record,
     request_key,
 )
@@ -229,7 +228,7 @@ class _ReplayTap:
             body=store_unescape(row.response_body).encode(),
             truncated=False,
             encoding="utf-8",
-            url=full_url(prepared),
+            url=str(prepared.merged_url),
         )
 
     def mcp_exchange(
