@@ -4,11 +4,12 @@ for it), and — for a failed run, when ``FLOWPILOT_REPORT_REPLAY`` is on — wh
 replay of the version against its validation run finds (``runs.replay``).
 
 Built from stored rows: step inputs and errors are stored with secrets masked by the
-engine, and the report is scrubbed once more with every secret value the workflow's
-tools could have sent (``$env`` names and tool auth variables), so no channel ever
-carries a secret. The replay sends nothing (its calls are answered from the
-recordings), writes no file and announces nothing; whatever it raises becomes the
-replay's one line, never a report that is not sent.
+engine, and the report is scrubbed once more by the same rule (``tools.secrets``:
+the secrets the tools declare), so no channel ever carries a secret and a report
+masks exactly what the run page, ``showrun`` and the API mask — a base URL, which
+is configuration, stays in clear in all of them. The replay sends nothing (its calls
+are answered from the recordings), writes no file and announces nothing; whatever it
+raises becomes the replay's one line, never a report that is not sent.
 """
 
 from __future__ import annotations
@@ -20,14 +21,13 @@ from typing import Any
 from django.conf import settings
 
 from notifications.models import Event
-from runs.engine.caches import spec_for
+from runs.engine import caches
 from runs.models import Run, RunStatus, RunTrigger, StepResult, StepStatus, ToolCallRecording
 from runs.replay.services import version_replay
 from tools.errors import FlowpilotError
-from tools.models import Tool
 from tools.redaction import Redactor
+from tools.secrets import redactor_for
 
-ENV_PREFIX = "$env."
 MAX_RECORDED_CALLS = 20
 logger = logging.getLogger("flowpilot.notifications")
 
@@ -55,7 +55,7 @@ def report_build(*, run: Run, event: str) -> dict[str, Any]:
         "failed_steps": [_step_report(run, r) for r in failing],
         "replay": replay,
     }
-    return _redactor(run).scrub(report)
+    return _redactor().scrub(report)
 
 
 def replay_difference(*, run: Run) -> dict[str, Any]:
@@ -164,28 +164,9 @@ def _recorded_calls(baseline: StepResult) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def _redactor(run: Run) -> Redactor:
-    """Every secret the run's tools could have used, read from the environment now."""
-    _, spec = spec_for(run.workflow)
-    names: set[str] = set()
-    for step in spec.steps:
-        names |= {
-            v.removeprefix(ENV_PREFIX)
-            for v in step.input_mapping.values()
-            if isinstance(v, str) and v.startswith(ENV_PREFIX)
-        }
-    tools = Tool.objects.filter(name__in=sorted(spec.allowed_tools())).order_by("name")
-    for tool in tools:
-        names |= _env_names(tool.spec)
-    return Redactor([os.environ[n] for n in sorted(names) if os.environ.get(n)])
-
-
-def _env_names(data: Any) -> set[str]:
-    """``{{env.NAME}}`` / ``{{env.NAME:-x}}`` names anywhere in a tool definition."""
-    if isinstance(data, dict):
-        return set().union(*(_env_names(v) for v in data.values())) if data else set()
-    if isinstance(data, list):
-        return set().union(*(_env_names(v) for v in data)) if data else set()
-    if isinstance(data, str) and "{{env." in data:
-        return {part.split("}}")[0].split(":-")[0].strip() for part in data.split("{{env.")[1:]}
-    return set()
+def _redactor() -> Redactor:
+    """The rule of the run page, ``showrun`` and the API (``tools.secrets``): the
+    secrets the registered tools declare, read from the environment now. Stored rows
+    are already masked with it; the report is masked once more for the text built
+    here (a replay's failure). Non-secret configuration (a base URL) stays in clear."""
+    return redactor_for(caches.registry_for(caches.tools_state()), os.environ)

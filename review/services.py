@@ -37,7 +37,7 @@ from review.policy import (
     approval_policy_for,
     approval_tally,
 )
-from runs.engine.secrets import inputs_refuse_secrets, run_redactor
+from runs.engine.secrets import inputs_refuse_secrets
 from runs.models import RUN_TERMINAL, Run, RunStatus, RunTrigger
 from runs.services import run_create, run_enqueue
 from runs.state import run_transition
@@ -240,7 +240,7 @@ def _approval_pending(
     spec = workflow_spec(locked)
     validate_workflow(spec, registry=registry).raise_for_errors()
     resolved = resolve_inputs(spec.inputs, dict(sample_inputs or {}))
-    inputs_refuse_secrets(inputs=resolved, redactor=run_redactor(registry, os.environ))
+    inputs_refuse_secrets(inputs=resolved, registry=registry, env=os.environ)
     approval = Approval.objects.create(
         workflow=locked,
         definition_hash=locked.definition_hash,

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.db import transaction
 
-from runs.engine.secrets import inputs_refuse_secrets, run_redactor
+from runs.engine.secrets import inputs_refuse_secrets
 from runs.models import Run, StepResult
 from runs.state import RunTrigger
 from tools.registry import ToolRegistry
@@ -51,7 +51,7 @@ def child_run_create(
     if replay_of is None:
         workflow_pins_check(workflow=workflow, registry=registry)
     resolved = resolve_inputs(spec.inputs, dict(inputs))
-    inputs_refuse_secrets(inputs=resolved, redactor=run_redactor(registry, os.environ))
+    inputs_refuse_secrets(inputs=resolved, registry=registry, env=os.environ)
     with transaction.atomic():
         run = Run.objects.create(
             workflow=workflow,

@@ -22,7 +22,7 @@ from runs.engine.attempt import step_idempotent
 from runs.engine.context import RunContext, build_run_context
 from runs.engine.finish import MAX_SUMMARY_CHARS, run_finish, run_finished_announce
 from runs.engine.local import Observer, drive_local
-from runs.engine.secrets import inputs_refuse_secrets, run_redactor
+from runs.engine.secrets import inputs_refuse_secrets
 from runs.models import Run, StepResult
 from runs.replay.recorder import call_recorder_for
 from runs.state import (
@@ -97,7 +97,7 @@ def run_create(
     if trigger not in (RunTrigger.VALIDATION, RunTrigger.REPLAY):  # neither is a live run
         workflow_pins_check(workflow=workflow, registry=registry)
     resolved = resolve_inputs(spec.inputs, dict(inputs or {}))
-    inputs_refuse_secrets(inputs=resolved, redactor=run_redactor(registry, os.environ))
+    inputs_refuse_secrets(inputs=resolved, registry=registry, env=os.environ)
     with transaction.atomic():
         run = Run.objects.create(
             workflow=workflow,

@@ -10,7 +10,8 @@ password without any placeholder) is refused.
 
 What is secret is declared here, never guessed from data (docs/security.md): the
 auth credential, the headers and query parameters listed in ``secret_headers`` /
-``secret_query``, and the env variables listed in ``secret_env``.
+``secret_query``, and the env variables listed in ``secret_env``; ``tools.secrets``
+holds the rule that reads these declarations.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from tools.errors import TemplateError
 from tools.mcp.config import McpToolConfig
 from tools.paths import PathError
 from tools.policy import RetryPolicy
+from tools.secrets import secret_env_names
 from tools.spec_http import Pagination, ResponseConfig, parse_extract_path
 from tools.spec_request import (  # HttpAuth and HttpRequest are part of the tool format
     FrozenModel,
@@ -252,21 +254,14 @@ class ToolSpec(FrozenModel):
         return frozenset(self.secret_env) | env_refs(self.stored())
 
     def secret_env_names(self) -> frozenset[str]:
-        """The env variables whose values are secrets: read by the auth credential or a
-        declared secret header/query parameter, or listed in ``secret_env``. Worked out
-        once per spec, like ``env_names``."""
+        """The env variables whose values are secrets (the rule: ``tools.secrets``):
+        read by the auth credential or a declared secret header/query parameter, or
+        listed in ``secret_env``. Worked out once per spec, like ``env_names``."""
         return self._declared_secret_env
 
     @cached_property
     def _declared_secret_env(self) -> frozenset[str]:
-        names = set(self.secret_env)
-        if self.http is not None:
-            auth = self.http.auth
-            names |= env_refs([auth.token, auth.value, auth.password])
-            names |= env_refs(self.http.request.secret_templates())
-        if self.mcp is not None:
-            names |= env_refs(self.mcp.server.secret_header_templates())
-        return frozenset(names)
+        return secret_env_names(self)
 
     @property
     def required_inputs(self) -> list[str]:

@@ -3,12 +3,12 @@
 A ``RunContext`` holds everything a step needs that is not its own mapped inputs:
 the frozen spec and graph, a registry view, the environment snapshot (only the
 variables the workflow may read), the redactor (already holding the secret values
-of every registered tool), the HTTP client (which keeps no cookies), the LLM
-client (when the workflow has ``llm`` steps or LLM decisions), the circuit
-breakers (a handle on the state every worker shares), the MCP sessions (one
-per server, stopped with the context), the limits, the taps of its tool and model
-calls (a validation run records them, a replay serves them: ``runs.replay``), and the
-injected clock/sleep/random so tests can pin them.
+of every registered tool: ``tools.secrets.redactor_for``), the HTTP client (which
+keeps no cookies), the LLM client (when the workflow has ``llm`` steps or LLM
+decisions), the circuit breakers (a handle on the state every worker shares), the
+MCP sessions (one per server, stopped with the context), the limits, the taps of its
+tool and model calls (a validation run records them, a replay serves them:
+``runs.replay``), and the injected clock/sleep/random so tests can pin them.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from django.utils import timezone
 from runs.engine.http import run_http_client
 from runs.engine.plan import CompiledPlan, compile_expressions, compile_plan
 from runs.engine.readiness import ReadyPlan
-from runs.engine.secrets import run_redactor
 from tools.breaker.core import CircuitBreakers
 from tools.breaker.setup import breakers_from_settings
 from tools.calls import CallTap
@@ -38,6 +37,7 @@ from tools.llm import DEFAULT_ENDPOINT, ChatTap, LLMClient
 from tools.mcp.session import McpSessions
 from tools.redaction import Redactor
 from tools.registry import ToolRegistry
+from tools.secrets import redactor_for
 from workflows.graph import FlowGraph
 from workflows.schema import WorkflowSpec
 from workflows.validation.env_access import allowed_env, declared_env_names, env_allowlist
@@ -178,7 +178,7 @@ def build_run_context(
         graph=plan.graph,
         registry=registry,
         env=_readable_env(full_env, spec, registry),
-        redactor=run_redactor(registry, full_env),
+        redactor=redactor_for(registry, full_env),
         http=run_http_client(),
         limits=limits,
         output_dir=Path(settings.FLOWPILOT_OUTPUT_DIR),

@@ -60,7 +60,7 @@ def resolve(
     if isinstance(parsed, Literal):
         return parsed.value, redactor.scrub(parsed.value)
     if isinstance(parsed, EnvRef):
-        return env.get(parsed.name), str(parsed)  # secret env values: see run_redactor
+        return env.get(parsed.name), str(parsed)  # recorded by name, whatever it holds
     if isinstance(parsed, InputRef):
         value: Any = get(inputs.get(parsed.name), parsed.path)
     elif isinstance(parsed, StepRef):

@@ -18,7 +18,6 @@ attempt deadline of :mod:`tools.http.transport`; the grant itself is one form PO
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import threading
@@ -31,6 +30,7 @@ from tools.http.bodies import Body
 from tools.http.request import ACCEPT_ENCODING, PreparedRequest, set_credential_header
 from tools.http.response import decode_text
 from tools.http.transport import send
+from tools.secrets import basic_token
 from tools.spec import HttpAuth
 from tools.templating import render_text
 
@@ -153,7 +153,7 @@ def _fetch(
         form.append(("refresh_token", refresh or client.refresh_token))
     if client.scopes:
         form.append(("scope", " ".join(client.scopes)))
-    basic = base64.b64encode(f"{client.client_id}:{client.client_secret}".encode()).decode()
+    basic = basic_token(client.client_id, client.client_secret)
     ctx.redactor.add_basic_auth(client.client_id, client.client_secret)
     request = PreparedRequest(
         method="POST",

@@ -1,16 +1,15 @@
 """Rendering an http tool's request: URL, query, headers and static credentials.
 
-Secrets are what the tool declares (docs/security.md): the auth credential, the
-values of ``secret_headers`` / ``secret_query``, and the values of its secret env
-variables; each is registered with ``ctx.redactor``. Non-secret configuration (an
-org name, a base URL) is not.
+Secrets are what the tool declares (the rule: ``tools.secrets``): the auth
+credential, the values of ``secret_headers`` / ``secret_query``, and the values of
+its secret env variables; each is registered with ``ctx.redactor`` as it is
+rendered. Non-secret configuration (an org name, a base URL) is not.
 Header values must be ASCII (RFC 9110 leaves other bytes undefined): a value that
 renders to other text is a ``template_error`` naming the header, never sent.
 """
 
 from __future__ import annotations
 
-import base64
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -22,6 +21,7 @@ from tools.calls import ToolCallContext
 from tools.errors import TemplateError, ToolConfigError
 from tools.http.bodies import Body, render_body
 from tools.redaction import is_sensitive_header
+from tools.secrets import basic_token, register_tool_secrets
 from tools.spec import HttpConfig, ToolSpec
 from tools.templating import render, render_text, render_url_path, to_text
 
@@ -67,8 +67,7 @@ def prepare_request(spec: ToolSpec, arguments: dict, ctx: ToolCallContext) -> Pr
     http = spec.http
     if http is None:
         raise ToolConfigError(f"tool {spec.name!r} is not an http tool")
-    for env_name in sorted(spec.secret_env_names()):
-        ctx.redactor.add_secret(ctx.env.get(env_name))
+    register_tool_secrets(ctx.redactor, spec, ctx.env)
     request = http.request
     url = build_url(spec.name, http, arguments, ctx)
     prepared = PreparedRequest(method=request.method, url=url)
@@ -179,8 +178,7 @@ def _apply_auth(
         user, password = text(auth.username), text(auth.password)
         if user or password:
             ctx.redactor.add_basic_auth(user, password)
-            token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
-            set_credential_header(prepared, "Authorization", f"Basic {token}")
+            set_credential_header(prepared, "Authorization", f"Basic {basic_token(user, password)}")
 
 
 def set_credential_header(prepared: PreparedRequest, name: str, value: str) -> None:

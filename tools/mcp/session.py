@@ -28,15 +28,11 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from tools.errors import ToolUnreachable
 from tools.mcp.config import McpServer
 from tools.redaction import Redactor
+from tools.secrets import register_server_secrets
 from tools.templating import render, render_text
 
 _STDERR_TAIL = 600
 logger = logging.getLogger("flowpilot.tools.mcp")
-
-
-def _secret_values(server: McpServer, env: Mapping[str, str]) -> list[str]:
-    headers = [render_text(t, {}, env=env) for t in server.secret_header_templates()]
-    return headers + [env.get(name, "") for name in sorted(server.secret_env)]
 
 
 class McpSessions:
@@ -72,8 +68,7 @@ class McpSessions:
     def register_secrets(self, server: McpServer) -> None:
         """Have the run's redactor mask the server's secret headers and environment
         values now (opening its session does too), before anything is opened."""
-        for value in _secret_values(server, self._env):
-            self._redactor.add_secret(value)
+        register_server_secrets(self._redactor, server, self._env)
 
     def discard(self, server: McpServer) -> None:
         """Forget a broken session (its process died, the connection dropped): the
@@ -97,8 +92,7 @@ class McpSessions:
             if known is not None and known[0] == server:
                 return self._portal, known[1]
             self._drop(server.name)
-            for value in _secret_values(server, self._env):
-                self._redactor.add_secret(value)
+            register_server_secrets(self._redactor, server, self._env)
             stack = ExitStack()
             errlog = stack.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8"))  # noqa: SIM115
             try:

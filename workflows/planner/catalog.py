@@ -3,7 +3,8 @@
 Each entry is the MCP description of a tool (``ToolRegistry.describe()``) made
 compact: name, the first line of the description, the input schema cut down to
 types/enums/required/short descriptions, and the output fields. Tool specs are
-never rendered, so no ``{{env.…}}`` value can reach a catalog.
+never rendered, so no ``{{env.…}}`` value can reach a catalog (the planner still
+masks every prompt with the registry's declared secrets: ``tools.secrets``).
 
 A registry of up to ``CATALOG_ALL_UP_TO`` tools is shown whole. A larger one is
 ranked with BM25 (``rank-bm25``) over each tool's name, description and
@@ -15,7 +16,6 @@ shown — so the prompt stays bounded however large the registry grows.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -160,20 +160,3 @@ def catalog_text(entries: Iterable[Mapping[str, Any]]) -> str:
     """One JSON object per line: compact for the model, readable in the audit trail."""
     lines = [json.dumps(e, ensure_ascii=False, separators=(",", ":")) for e in entries]
     return "\n".join(lines) if lines else "(no tools are registered)"
-
-
-def secret_values(registry: ToolRegistry, env: Mapping[str, str] | None = None) -> list[str]:
-    """Values of the env variables the registry's tools declare secret (what a prompt
-    must never hold).
-
-    The catalog never renders templates, so no env value can enter it; the planner
-    still scrubs every prompt with these, so a secret pasted anywhere is masked.
-    Non-secret configuration (an org name, a base URL) is not masked: the planner may
-    legitimately write it as a literal.
-    """
-    env = os.environ if env is None else env
-    names: set[str] = set()
-    for name in registry.names():
-        spec = registry.get(name)
-        names |= spec.secret_env_names() if spec is not None else set()
-    return sorted({env[n] for n in names if env.get(n)})

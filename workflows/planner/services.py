@@ -15,6 +15,7 @@ version it answers becomes ``rejected``. A goal lineage gets at most
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -25,9 +26,10 @@ from django.db.models import Max, Q
 from tools.llm import LLMClient
 from tools.redaction import Redactor
 from tools.registry import ToolRegistry
+from tools.secrets import redactor_for
 from workflows.errors import WorkflowError
 from workflows.models import PlanAttempt, PlanAttemptStatus, Workflow, WorkflowStatus
-from workflows.planner.catalog import catalog_entries, catalog_text, secret_values, select_tools
+from workflows.planner.catalog import catalog_entries, catalog_text, select_tools
 from workflows.planner.errors import PlanError, PlanNotRevisable, PlanRoundsExhausted
 from workflows.planner.prompts import create_messages, revise_messages
 from workflows.planner.questions import clarifications_text, question_rounds, resolve_answers
@@ -272,7 +274,9 @@ def _next_revision(workflow: Workflow) -> int:
 
 
 def _redactor(registry: ToolRegistry) -> Redactor:
-    return Redactor(secret_values(registry))
+    """What the planner masks in every prompt and stored reply: the registry's
+    declared secrets (``tools.secrets``), read from the environment now."""
+    return redactor_for(registry, os.environ)
 
 
 @contextlib.contextmanager

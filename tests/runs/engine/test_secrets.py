@@ -6,7 +6,7 @@ import pytest
 
 from runs.engine.context import build_run_context
 from runs.engine.resolve import resolve_step_call
-from runs.engine.secrets import run_redactor
+from runs.engine.secrets import inputs_refuse_secrets
 from runs.models import Run
 from runs.services import run_create
 from tests.conftest import import_example
@@ -19,9 +19,23 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 
 def test_the_run_redactor_holds_declared_secrets_only():
     env = {"GITHUB_TOKEN": "ghp-0123456789", "GITHUB_API_BASE_URL": "https://ghe.example/api/v3"}
-    redactor = run_redactor(ToolRegistry.from_db(), env)
-    text = "ghp-0123456789 at https://ghe.example/api/v3"
-    assert redactor.scrub_text(text) == "*** at https://ghe.example/api/v3"
+    spec = WorkflowSpec.model_validate(
+        {"name": "probe", "steps": [{"id": "r", "kind": "tool", "tool": "github_repo",
+          "input_mapping": {"owner": "$input.o", "repo": "$input.r"}}]}
+    )  # fmt: skip
+    with build_run_context(run_id=1, spec=spec, env=env) as ctx:
+        text = "ghp-0123456789 at https://ghe.example/api/v3"
+        assert ctx.redactor.scrub_text(text) == "*** at https://ghe.example/api/v3"
+
+
+def test_inputs_refuse_secrets_names_each_input_holding_a_declared_secret():
+    env = {"GITHUB_TOKEN": "ghp-0123456789", "GITHUB_API_BASE_URL": "https://ghe.example/api/v3"}
+    inputs = {"base": "https://ghe.example/api/v3", "note": ["see ghp-0123456789"], "n": 3}
+
+    with pytest.raises(InputsInvalid) as caught:
+        inputs_refuse_secrets(inputs=inputs, registry=ToolRegistry.from_db(), env=env)
+
+    assert [p.split("`")[1] for p in caught.value.problems] == ["note"]
 
 
 def test_a_run_input_holding_a_secret_value_is_refused(monkeypatch):

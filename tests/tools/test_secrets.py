@@ -1,0 +1,143 @@
+"""tools.secrets: what is secret (declared credentials and values resolved from them),
+the same before a call (``redactor_for``) and while it is made (``register_tool_secrets``)."""
+
+from __future__ import annotations
+
+from tools.loader import load_tool_text
+from tools.mcp.config import McpServer
+from tools.redaction import Redactor
+from tools.registry import ToolRegistry
+from tools.secrets import (
+    DeclaredSecrets,
+    basic_token,
+    redactor_for,
+    register_tool_secrets,
+    secret_env_names,
+    secret_sources,
+    secret_values,
+    server_secret_values,
+    tool_secret_values,
+)
+
+ORDERS = """
+name: orders
+base_url: "{{env.ORDERS_BASE}}"
+request:
+  url: /orders/{{region}}
+  headers: {X-Session: "session {{env.ORDERS_SESSION}}", X-Trace: "{{trace}}", X-Org: "{{env.ORG}}"}
+  secret_headers: [X-Session, X-Trace]
+auth: {type: bearer, token: "{{env.ORDERS_TOKEN}}"}
+inputs: {type: object, properties: {region: {type: string}, trace: {type: string}}}
+"""
+LEDGER = """
+name: ledger
+base_url: https://ledger.example
+request: {url: /entries}
+auth: {type: basic, username: "{{env.LEDGER_USER}}", password: "{{env.LEDGER_PASSWORD}}"}
+"""
+PAYOUTS = """
+name: payouts
+base_url: https://payouts.example
+request: {url: /payouts}
+auth:
+  type: oauth2
+  token_url: "{{env.PAYOUTS_TOKEN_URL}}"
+  client_id: "{{env.PAYOUTS_CLIENT_ID}}"
+  client_secret: "{{env.PAYOUTS_CLIENT_SECRET}}"
+"""
+ENV = {
+    "ORDERS_BASE": "https://orders.example/api/v2",
+    "ORDERS_TOKEN": "tok-0123456789",
+    "ORDERS_SESSION": "sess-abcdef",
+    "ORG": "acme-corp",
+    "LEDGER_USER": "ledger-bot",
+    "LEDGER_PASSWORD": "hunter2-hunter2",
+    "PAYOUTS_TOKEN_URL": "https://auth.payouts.example/token",
+    "PAYOUTS_CLIENT_ID": "payouts-client",
+    "PAYOUTS_CLIENT_SECRET": "cs-9876543210",
+}
+
+
+def _spec(text: str):
+    (spec,) = load_tool_text(text)
+    return spec
+
+
+def _registry() -> ToolRegistry:
+    return ToolRegistry([_spec(ORDERS), _spec(LEDGER), _spec(PAYOUTS)])
+
+
+def test_credentials_and_declared_secret_templates_name_the_secret_env():
+    assert secret_env_names(_spec(ORDERS)) == {"ORDERS_TOKEN", "ORDERS_SESSION"}
+    assert secret_env_names(_spec(LEDGER)) == {"LEDGER_PASSWORD"}
+    # An OAuth2 client secret is a credential like a password; the client id and the
+    # token URL are configuration.
+    assert secret_env_names(_spec(PAYOUTS)) == {"PAYOUTS_CLIENT_SECRET"}
+    assert _spec(PAYOUTS).secret_env_names() == secret_env_names(_spec(PAYOUTS))
+
+
+def test_values_resolved_from_declared_secrets_are_secret_configuration_is_not():
+    values = tool_secret_values(_spec(ORDERS), ENV)
+
+    assert sorted(set(values)) == ["sess-abcdef", "session sess-abcdef", "tok-0123456789"]
+    # The X-Trace header reads a call argument: resolved (and registered) when called.
+    ledger = tool_secret_values(_spec(LEDGER), ENV)
+    assert basic_token("ledger-bot", "hunter2-hunter2") in ledger
+    assert "ledger-bot" not in ledger
+    payouts = tool_secret_values(_spec(PAYOUTS), ENV)
+    assert set(payouts) == {"cs-9876543210", basic_token("payouts-client", "cs-9876543210")}
+
+
+def test_secret_values_of_a_registry_are_sorted_unique_and_skip_unset_variables():
+    env = {k: v for k, v in ENV.items() if k != "LEDGER_PASSWORD"}
+
+    values = secret_values(_registry(), env)
+
+    assert values == sorted(set(values))
+    assert "hunter2-hunter2" not in values
+    assert not any(basic_token("ledger-bot", "") == v for v in values)
+    assert {"tok-0123456789", "cs-9876543210"} <= set(values)
+
+
+def test_the_redactor_masks_declared_secrets_and_leaves_configuration_in_clear():
+    redactor = redactor_for(_registry(), ENV)
+    text = (
+        "GET https://orders.example/api/v2/orders/eu as acme-corp with tok-0123456789, "
+        "session sess-abcdef, Basic " + basic_token("ledger-bot", "hunter2-hunter2")
+    )
+
+    assert redactor.scrub_text(text) == (
+        "GET https://orders.example/api/v2/orders/eu as acme-corp with ***, ***, Basic ***"
+    )
+
+
+def test_a_call_registers_exactly_what_the_rule_knows_before_it():
+    before = redactor_for(ToolRegistry([_spec(ORDERS)]), ENV)
+    during = Redactor()
+
+    register_tool_secrets(during, _spec(ORDERS), ENV)
+
+    text = " ".join([*ENV.values(), "session sess-abcdef"])
+    assert during.scrub_text(text) == before.scrub_text(text)
+    assert len(during) == len(before)
+
+
+def test_an_mcp_server_secret_headers_and_env_are_secret():
+    server = McpServer(
+        name="docs",
+        url="{{env.DOCS_URL}}",
+        headers={"Authorization": "Bearer {{env.DOCS_KEY}}", "X-Team": "{{env.TEAM}}"},
+        secret_headers=["authorization"],
+        secret_env=["DOCS_SIGNING"],
+    )
+    env = {"DOCS_URL": "https://docs.example/mcp", "DOCS_KEY": "dk-123456", "TEAM": "blue-team",
+           "DOCS_SIGNING": "sign-987654"}  # fmt: skip
+
+    assert server_secret_values(server, env) == ["Bearer dk-123456", "sign-987654"]
+
+
+def test_the_sources_of_secrets_are_pluggable_values_providers():
+    sources = secret_sources(_registry(), ENV)
+
+    assert [type(s) for s in sources] == [DeclaredSecrets]
+    assert sorted(set(sources[0].values())) == secret_values(_registry(), ENV)

@@ -1,0 +1,178 @@
+"""What is secret: the one rule every copy that is stored or shown is masked by.
+
+A value is secret because a tool definition declares it, never because of the data
+or of a key's name (docs/security.md):
+
+- the auth credential: a bearer token, an API-key value, a basic password (and the
+  base64 ``user:password`` token sent for it), an OAuth2 client secret and refresh
+  token (and the base64 ``client_id:client_secret`` sent to the token endpoint);
+- the values of the headers and query parameters a tool declares secret
+  (``request.secret_headers`` / ``secret_query``, an MCP server's ``secret_headers``);
+- the values of the env variables listed in ``secret_env``, and of every env
+  variable one of the templates above reads.
+
+Everything else a tool reads from the environment (a base URL, an org name, a
+region) is configuration: it is stored and shown in clear, by every surface alike.
+
+The rule is applied at two moments, with the same code:
+
+- **before anything is sent** (:func:`redactor_for`, :func:`secret_values`): the
+  values every :class:`SecretSource` knows now. The engine's run redactor, the
+  check that refuses a run input holding a secret, the planner's prompts and the
+  failure report all start from it, so they mask exactly the same values.
+- **while a call is made** (:func:`register_tool_secrets`, and
+  :meth:`~tools.redaction.Redactor.add_secret` for what only then exists: a
+  credential rendered with the call's arguments, an OAuth2 access token).
+
+Where the values come from is pluggable: a :class:`SecretSource` yields secret
+values. :class:`DeclaredSecrets` (the tools of a registry, read from an env
+mapping) is the source today; :func:`secret_sources` is the one place another
+source (a credential store) joins it. How a value is masked is
+:class:`tools.redaction.Redactor`.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from tools.errors import TemplateError
+from tools.redaction import Redactor
+from tools.spec_request import HttpAuth, env_refs
+from tools.templating import placeholders, render_text
+
+if TYPE_CHECKING:  # tools.spec imports this module: its types only, no import cycle
+    from tools.mcp.config import McpServer
+    from tools.spec import ToolSpec
+
+
+class SecretSource(Protocol):
+    """Anything that knows secret values (declared tool secrets; a credential store)."""
+
+    def values(self) -> Iterable[str]:
+        """Every secret value this source knows now (empty strings are ignored)."""
+        ...
+
+
+class ToolSpecs(Protocol):
+    """What the rule reads of a registry: its tool names and their specs."""
+
+    def names(self) -> list[str]: ...
+
+    def get(self, name: str) -> ToolSpec | None: ...
+
+
+def secret_templates(spec: ToolSpec) -> list[Any]:
+    """Every template ``spec`` declares secret: its auth credential, its secret
+    headers and query parameters, its MCP server's secret headers."""
+    found: list[Any] = []
+    if spec.http is not None:
+        auth = spec.http.auth
+        credentials = (auth.token, auth.value, auth.password, auth.client_secret,
+                       auth.refresh_token)  # fmt: skip
+        found += [t for t in credentials if t]
+        found += spec.http.request.secret_templates()
+    if spec.mcp is not None:
+        found += spec.mcp.server.secret_header_templates()
+    return found
+
+
+def secret_env_names(spec: ToolSpec) -> frozenset[str]:
+    """The env variables whose values are secret: listed in ``secret_env`` or read by
+    one of :func:`secret_templates` (``ToolSpec.secret_env_names`` caches this)."""
+    return frozenset(spec.secret_env) | env_refs(secret_templates(spec))
+
+
+def tool_secret_values(spec: ToolSpec, env: Mapping[str, str]) -> list[str]:
+    """The values ``spec`` declares secret, read from ``env``: its secret env
+    variables, and each secret template that reads only ``env`` rendered (a header
+    ``Bearer {{env.T}}``, a basic ``user:password`` token). A template that also
+    reads the call's arguments is resolved when the call is made."""
+    found = [env.get(name, "") for name in sorted(spec.secret_env_names())]
+    found += [_resolved(template, env) or "" for template in secret_templates(spec)]
+    if spec.http is not None:
+        found += _basic_tokens(spec.http.auth, env)
+    return [value for value in found if value]
+
+
+def server_secret_values(server: McpServer, env: Mapping[str, str]) -> list[str]:
+    """An MCP server's secret values: its secret headers rendered, its ``secret_env``."""
+    headers = [_resolved(t, env) or "" for t in server.secret_header_templates()]
+    values = headers + [env.get(name, "") for name in sorted(server.secret_env)]
+    return [value for value in values if value]
+
+
+def basic_token(username: str, password: str) -> str:
+    """The base64 ``username:password`` an ``Authorization: Basic`` header carries."""
+    return base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
+
+
+def _basic_tokens(auth: HttpAuth, env: Mapping[str, str]) -> list[str]:
+    pairs = {"basic": (auth.username, auth.password),
+             "oauth2": (auth.client_id, auth.client_secret)}  # fmt: skip
+    if auth.type not in pairs:
+        return []
+    user_template, password_template = pairs[auth.type]
+    user = _resolved(user_template, env) if user_template else ""
+    password = _resolved(password_template, env)
+    return [basic_token(user, password)] if password and user is not None else []
+
+
+def _resolved(template: Any, env: Mapping[str, str]) -> str | None:
+    """``template`` rendered with ``env`` when it reads nothing else (else None)."""
+    if not isinstance(template, str) or not template:
+        return None
+    try:
+        found = placeholders(template)
+    except TemplateError:  # checked when the spec was built; a stored spec may be older
+        return None
+    if not all(p.is_env for p in found):
+        return None
+    return render_text(template, {}, env=env) if found else template
+
+
+@dataclass(frozen=True)
+class DeclaredSecrets:
+    """The secrets the tools of ``tools`` declare, their values read from ``env``."""
+
+    tools: ToolSpecs
+    env: Mapping[str, str]
+
+    def values(self) -> list[str]:
+        found: list[str] = []
+        for name in self.tools.names():
+            spec = self.tools.get(name)
+            if spec is not None:
+                found += tool_secret_values(spec, self.env)
+        return found
+
+
+def secret_sources(tools: ToolSpecs, env: Mapping[str, str]) -> list[SecretSource]:
+    """Where secret values come from: the tools' declarations today (a credential
+    store joins here, and every user of :func:`redactor_for` masks its values)."""
+    return [DeclaredSecrets(tools, env)]
+
+
+def secret_values(tools: ToolSpecs, env: Mapping[str, str]) -> list[str]:
+    """Every secret value known before a call is made, sorted, each once."""
+    return sorted({v for source in secret_sources(tools, env) for v in source.values() if v})
+
+
+def redactor_for(tools: ToolSpecs, env: Mapping[str, str]) -> Redactor:
+    """A new redactor holding :func:`secret_values`: a run's from its start, the
+    planner's, the failure report's. Non-secret configuration is not registered."""
+    return Redactor(secret_values(tools, env))
+
+
+def register_tool_secrets(redactor: Redactor, spec: ToolSpec, env: Mapping[str, str]) -> None:
+    """Have ``redactor`` mask what ``spec`` declares secret (before a call is made)."""
+    for value in tool_secret_values(spec, env):
+        redactor.add_secret(value)
+
+
+def register_server_secrets(redactor: Redactor, server: McpServer, env: Mapping[str, str]) -> None:
+    """Have ``redactor`` mask an MCP server's secret values (before it is opened)."""
+    for value in server_secret_values(server, env):
+        redactor.add_secret(value)
