@@ -119,7 +119,9 @@ def _fetch_page(
     text = decode_text(received.body, received.encoding)
     try:
         raise_for_status(where, received, text, ctx.redactor)
-        value, truncated = read_body(http, received, text, where, ctx.max_response_bytes)
+        value, truncated = read_body(
+            http, received, text, where, ctx.max_response_bytes, ctx.redactor
+        )
         check_success(http.response, value, where, ctx.redactor)  # every page
     except FlowpilotError as exc:
         exc.request = _info(final, ctx, received.status, None)  # type: ignore[attr-defined]

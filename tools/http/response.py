@@ -87,9 +87,10 @@ def retry_after_seconds(headers: httpx.Headers, *, now: float | None = None) -> 
 
 
 def read_body(
-    http: HttpConfig, received: Received, text: str, where: str, limit: int
+    http: HttpConfig, received: Received, text: str, where: str, limit: int, redactor: Redactor
 ) -> tuple[Any, bool]:
-    """The page's body by ``response.format`` (wrapped), and whether it was cut."""
+    """The page's body by ``response.format`` (wrapped), and whether it was cut.
+    ``redactor`` masks the snippet an error quotes before it is cut."""
     config = http.response
     if received.truncated:
         if http.response_extract or http.pagination or config.format in ("json", "jsonl"):
@@ -112,7 +113,7 @@ def read_body(
     if strict and not is_json(value, text):
         raise ToolResponseInvalid(
             f"{where}: the response is not JSON (Content-Type {content_type or 'none'!r}: "
-            f"{_snippet(text, Redactor())[:80]!r}), but JSON fields were declared"
+            f"{_snippet(text, redactor)[:80]!r}), but JSON fields were declared"
         )
     return value, False
 

@@ -93,3 +93,16 @@ def test_format_json_refuses_a_text_answer_even_without_extraction(server, ctx_f
     assert call_http_tool(make_spec(http_response={"format": "text"}), {}, ctx_for()).output == {
         "text": "[1]"
     }
+
+
+def test_a_non_json_page_quoted_in_an_error_is_masked_before_it_is_cut(server, ctx_for):
+    token = "tok-9876543210-abcdef"
+    page = "<p>" + "a" * 70 + token + "</p>"  # the token straddles the 80-character cut
+    server.reply(Reply(body=page.encode(), headers={"Content-Type": "text/html"}))
+    spec = make_spec(extract={"name": "name"}, auth={"type": "bearer", "token": "{{env.TOKEN}}"})
+
+    with pytest.raises(ToolResponseInvalid) as info:
+        call_http_tool(spec, {}, ctx_for(TOKEN=token))
+
+    assert "a***" in info.value.message
+    assert "tok-98" not in info.value.message
