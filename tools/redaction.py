@@ -1,13 +1,12 @@
-"""Redaction by construction: secrets are declared, and masked only where stored or shown.
+"""How a secret is masked: by value, only where stored or shown.
 
-A :class:`Redactor` is created per run (never module state). What is secret is
-decided by the tool definitions, not guessed from the data: auth credentials,
-headers and query parameters declared secret, and env variables named in a tool's
-``secret_env`` (see docs/security.md). Each such value is registered with
-:meth:`Redactor.add_secret`; whatever is *stored or shown* afterwards (step
-records, errors, logs, prompts, admin pages, command output) goes through
-:meth:`Redactor.scrub` / :meth:`Redactor.scrub_text`. Values handed from step to
-step are never scrubbed: masking is for copies, never for data in flight.
+A :class:`Redactor` is created per run (never module state). *What* is secret is
+decided by :mod:`tools.secrets` from the tool definitions, never guessed from the
+data (see docs/security.md); each such value is registered with
+:meth:`Redactor.add_secret`, and whatever is *stored or shown* afterwards (step
+records, errors, logs, prompts, admin pages, command output, failure reports) goes
+through :meth:`Redactor.scrub` / :meth:`Redactor.scrub_text`. Values handed from
+step to step are never scrubbed: masking is for copies, never for data in flight.
 """
 
 from __future__ import annotations

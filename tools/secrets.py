@@ -34,6 +34,7 @@ source (a credential store) joins it. How a value is masked is
 from __future__ import annotations
 
 import base64
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -124,13 +125,32 @@ def _resolved(template: Any, env: Mapping[str, str]) -> str | None:
     """``template`` rendered with ``env`` when it reads nothing else (else None)."""
     if not isinstance(template, str) or not template:
         return None
+    kind, name = _template_kind(template)
+    if kind == "bare":  # exactly ``{{env.NAME}}``: no rendering needed
+        return env.get(name or "")
+    if kind == "env":
+        return render_text(template, {}, env=env)
+    return template if kind == "literal" else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _template_kind(template: str) -> tuple[str, str | None]:
+    """``literal`` (no placeholder), ``bare`` (``{{env.NAME}}`` alone, with its name),
+    ``env`` (reads only the environment), or ``call`` (reads a call's arguments, or is
+    malformed). A pure function of the text, cached: every run asks it for every
+    template of every registered tool."""
     try:
         found = placeholders(template)
     except TemplateError:  # checked when the spec was built; a stored spec may be older
-        return None
+        return "call", None
+    if not found:
+        return "literal", None
     if not all(p.is_env for p in found):
-        return None
-    return render_text(template, {}, env=env) if found else template
+        return "call", None
+    only = found[0]
+    if len(found) == 1 and only.default is None and template == "{{" + only.raw + "}}":
+        return "bare", only.env_name
+    return "env", None
 
 
 @dataclass(frozen=True)

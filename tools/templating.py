@@ -17,8 +17,7 @@ Rules:
   :class:`~tools.errors.TemplateError` naming the template.
 
 Rendering knows nothing of secrets: which values are secret is declared by the
-tool definition (``ToolSpec.secret_env_names``, declared secret headers and query
-parameters), not by where a value came from.
+tool definition and decided by :mod:`tools.secrets`, not by where a value came from.
 
 Plain regular expressions only; nothing is evaluated.
 """

@@ -141,3 +141,22 @@ def test_the_sources_of_secrets_are_pluggable_values_providers():
 
     assert [type(s) for s in sources] == [DeclaredSecrets]
     assert sorted(set(sources[0].values())) == secret_values(_registry(), ENV)
+
+
+def test_a_credential_resolves_as_the_call_would_send_it_default_and_spacing_included():
+    spec = _spec(
+        """
+name: search
+base_url: https://search.example
+request:
+  url: /q
+  headers: {X-Key: "{{ env.SEARCH_KEY }}", X-Sig: "{{env.SEARCH_SIG:-sig-fallback-1}}"}
+  secret_headers: [X-Key, X-Sig]
+"""
+    )
+
+    assert set(tool_secret_values(spec, {"SEARCH_KEY": "key-abcdef"})) == {
+        "key-abcdef",
+        "sig-fallback-1",  # the variable is unset: the call sends (and masks) the default
+    }
+    assert set(tool_secret_values(spec, {"SEARCH_SIG": "sig-live-2"})) == {"sig-live-2"}
