@@ -263,7 +263,7 @@ FLOWPILOT_RUN_RETENTION_DAYS = env.int("FLOWPILOT_RUN_RETENTION_DAYS", default=9
 FLOWPILOT_RETENTION_BATCH = env.int("FLOWPILOT_RETENTION_BATCH", default=500)
 
 # Hooks: lower layers announce events by these dotted names, never by importing an
-# upper layer (workflows/hooks.py). Each hook only queues a Celery task.
+# upper layer (tools/hooks.py). Each hook only queues a Celery task.
 FLOWPILOT_RUN_FINISHED_HOOKS = [
     "runs.hooks.run_finished",  # a child run of a parked `workflow` step wakes its parent
     "schedules.hooks.run_finished",
