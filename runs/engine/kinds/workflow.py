@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from celery import current_app
 from django.db import connection, transaction
 
-from runs.creation import child_run_create
+from runs.engine.creation import child_run_create
 from runs.engine.kinds.base import Attempt, Describe, StepKind
 from runs.models import Run, StepResult
 from runs.state import RunStatus, RunTrigger, StepStatus
