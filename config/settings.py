@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "runs",
     "schedules",
     "notifications",
+    "triggers",
     "review",
     "api",
 ]
@@ -153,7 +154,7 @@ SPECTACULAR_SETTINGS = {
         "StepStatusEnum": "runs.models.StepStatus",
         "WorkflowStatusEnum": "workflows.models.WorkflowStatus",
         "ToolKindEnum": "tools.models.ToolKind",
-        "PlanKindEnum": "api.models.PlanKind",
+        "PlanKindEnum": "review.models.PlanKind",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
