@@ -44,6 +44,7 @@ INSTALLED_APPS = [
     "triggers",
     "review",
     "api",
+    "health",
 ]
 
 MIDDLEWARE = [
@@ -318,7 +319,7 @@ FLOWPILOT_BREAKER_WINDOW = env.float("FLOWPILOT_BREAKER_WINDOW", default=300.0)
 FLOWPILOT_APPROVALS_REQUIRED = env.int("FLOWPILOT_APPROVALS_REQUIRED", default=1)
 FLOWPILOT_AUTHOR_MAY_APPROVE = env.bool("FLOWPILOT_AUTHOR_MAY_APPROVE", default=True)
 
-# Health checks (runs/health.py): seconds each network check may take; how old beat's
+# Health checks (health/checks.py): seconds each network check may take; how old beat's
 # last tick may be (0: three sweeper intervals, at least 90 s); whether a missing LLM
 # key is a failure.
 FLOWPILOT_HEALTH_TIMEOUT = env.float("FLOWPILOT_HEALTH_TIMEOUT", default=2.0)

@@ -11,8 +11,9 @@ settings require it (``FLOWPILOT_HEALTH_REQUIRE_LLM``). ``manage.py health``,
 Reasons never carry a secret: URLs are shown without their password, and error
 texts are the exception's class and first line.
 
-It sits in ``runs``: it reads the Celery app the engine publishes to, the tables
-of django-celery-beat and the breakers of ``tools``; nothing below imports it.
+It sits in its own top app, ``health``, above everything it checks: it reads the
+Celery app the engine publishes to, the tables of django-celery-beat and the
+breakers of ``tools``; nothing but the URL configuration imports it.
 """
 
 from __future__ import annotations
