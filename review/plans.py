@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from celery import current_app
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.utils import timezone
 
 from review.models import PlanKind, PlanRequest, PlanRequestStatus
@@ -50,7 +50,7 @@ PLAN_TASK = "api.plan_execute"
 def plan_request_create(
     *,
     kind: str,
-    user: AbstractBaseUser | None,
+    user: User | None,
     goal: str = "",
     sample_inputs: Mapping[str, Any] | None = None,
     feedback: str = "",
@@ -110,6 +110,8 @@ def _check(*, kind: str, goal: str, feedback: str, based_on: Workflow | None) ->
         return
     if not feedback.strip():
         raise FeedbackRequired("say what should change: the planner revises from your feedback")
+    if based_on is None:
+        raise PlanError(f"a `{kind}` request names the version it is about (based_on)")
     if kind == PlanKind.REVISE and based_on.status not in REVISABLE_STATUSES:
         raise PlanNotRevisable(
             f"`{based_on}` is {based_on.status}; only a version pending review (or rejected) "

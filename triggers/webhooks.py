@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -73,7 +73,7 @@ def webhook_sign(*, secret: str, timestamp: int, body: bytes) -> str:
     return SIGNATURE_PREFIX + hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
 
 
-def webhook_create(*, workflow_name: str, user: AbstractBaseUser | None) -> WebhookTrigger:
+def webhook_create(*, workflow_name: str, user: User | None) -> WebhookTrigger:
     """A trigger for a workflow that has an active version (``WorkflowNotFound`` if not)."""
     workflow_get_runnable(name=workflow_name)
     try:

@@ -80,3 +80,14 @@ def test_the_task_plans_the_request(planner_llm):
 def test_a_goal_is_required():
     with pytest.raises(PlanError, match="a goal is needed"):
         plan_request_create(kind=PlanKind.CREATE, user=None, goal="  ")
+
+
+def test_the_plan_task_keeps_the_name_messages_in_flight_carry():
+    from review.tasks import plan_execute
+
+    assert plan_execute.name == plans.PLAN_TASK == "api.plan_execute"
+
+
+def test_a_revision_names_its_version():
+    with pytest.raises(PlanError, match="names the version"):
+        plan_request_create(kind=PlanKind.REVISE, user=None, feedback="more", based_on=None)
