@@ -7,10 +7,11 @@ from collections.abc import Callable
 
 from django.db.models import Prefetch, QuerySet
 
-from api.models import PlanRequest, PlanRequestStatus, WebhookTrigger
+from review.models import PlanRequest, PlanRequestStatus
 from runs.models import Run, StepResult
 from tools.models import Tool
 from tools.registry import ToolRegistry
+from triggers.models import WebhookTrigger
 from workflows.models import Workflow
 from workflows.selectors import workflow_graph_data
 from workflows.validator import validate_workflow

@@ -21,7 +21,8 @@ import httpx
 from django.conf import settings
 
 from benchmarks._support import Row, compare
-from runs.engine.context import Limits, build_run_context
+from runs.engine.build import build_run_context
+from runs.engine.context import Limits
 from runs.models import RunStatus, RunTrigger
 from runs.services import run_create, run_execute
 from tools.registry import ToolRegistry

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 
 from benchmarks._support import LoopbackServer, throwaway_database
-from benchmarks.celery_overhead import Workers, database_url, point_celery_at
+from benchmarks._workers import Workers, database_url, point_celery_at
 
 LARGE = 1000  # above this many steps a scaling figure is one run, no warm-up
 

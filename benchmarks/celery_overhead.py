@@ -3,9 +3,8 @@
 The Celery section of ``benchmarks/compare.py`` on its own: the same shapes as plain
 Python, as raw Celery tasks (``benchmarks/raw_celery.py``) and as flowpilot runs on
 Celery workers, with the same worker flags (prefork, ``--slots`` processes, Redis).
-This module also holds what that section needs: ``Workers`` (real ``celery worker``
-subprocesses on a queue of their own), storing the loopback tool, pointing this
-process's Celery app at the workers.
+What that section needs (real ``celery worker`` subprocesses, this process's Celery
+app pointed at them) is ``benchmarks/_workers.py``.
 
 Needs PostgreSQL (``--database-url``, a server where the role may create databases: a
 throwaway database is made and dropped) and Redis (``--redis-url``; queues of their
@@ -14,125 +13,13 @@ own, removed afterwards). See docs/benchmarks.md and docs/scale-out.md.
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
 import sys
-import time
-import uuid
 from pathlib import Path
-
-import redis
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script
 
 from benchmarks import compare  # noqa: E402
-
-
-class Workers:
-    """``celery worker`` subprocesses on a queue of their own, against the throwaway database."""
-
-    def __init__(
-        self,
-        *,
-        count: int,
-        concurrency: int,
-        redis_url: str,
-        database_url: str,
-        app: str = "config",
-        name: str = "bench",
-    ):
-        """``app`` is flowpilot's (``config``) or another that needs no Django
-        (``benchmarks.raw_celery``): then the workers get no Django settings."""
-        self.queue = f"flowpilot-{name}-{uuid.uuid4().hex[:8]}"
-        self.redis_url = redis_url
-        self.app, self.name = app, name
-        self.env = {
-            **os.environ,
-            "DATABASE_URL": database_url,
-            "CELERY_BROKER_URL": redis_url,
-            "CELERY_RESULT_BACKEND": redis_url,
-            "CELERY_TASK_ALWAYS_EAGER": "false",
-            "CELERY_TASK_DEFAULT_QUEUE": self.queue,
-            "RAW_CELERY_BROKER": redis_url,  # benchmarks/raw_celery.py
-            "RAW_CELERY_QUEUE": self.queue,
-            "PYTHONPATH": str(ROOT),
-            "LOG_LEVEL": "INFO",
-            "PYTHONUNBUFFERED": "1",
-        }
-        if app != "config":  # else Celery's Django fixup would set Django up in them
-            for name_ in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL"):
-                self.env.pop(name_, None)
-        self.count, self.concurrency = count, concurrency
-        self.procs: list[tuple[subprocess.Popen, Path]] = []
-
-    def __enter__(self) -> Workers:
-        celery = Path(sys.executable).with_name("celery")
-        for i in range(1, self.count + 1):
-            log = Path(f"/tmp/{self.queue}-w{i}.log")
-            with log.open("w") as out:
-                proc = subprocess.Popen(
-                    [str(celery), "-A", self.app, "worker", "-n", f"{self.name}{i}@%h", "-Q",
-                     self.queue, "-c", str(self.concurrency), "-P", "prefork", "-l", "INFO",
-                     "--prefetch-multiplier", "1", "--without-gossip", "--without-mingle",
-                     "--without-heartbeat"],
-                    cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )  # fmt: skip
-            self.procs.append((proc, log))
-        for i, (proc, log) in enumerate(self.procs, 1):
-            ready = f"{self.name}{i}@{socket.gethostname()} ready."
-            deadline = time.monotonic() + 60
-            while ready not in log.read_text(errors="replace"):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    text = log.read_text(errors="replace")[-2000:]
-                    self.__exit__()
-                    raise RuntimeError(f"worker {i} did not start:\n{text}")
-                time.sleep(0.1)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for proc, _ in self.procs:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc, log in self.procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-            log.unlink(missing_ok=True)
-        client = redis.Redis.from_url(self.redis_url)
-        for key in client.scan_iter(match=f"*{self.queue}*"):
-            client.delete(key)
-        client.close()
-
-
-# --- the cases (the project's modules are imported after django.setup()) ------------
-
-
-def point_celery_at(redis_url: str, queue: str) -> None:
-    """Publish flowpilot's step tasks to ``queue`` on Redis (not eagerly in process)."""
-    from config.celery_app import app
-
-    app.conf.update(
-        broker_url=redis_url,
-        result_backend=redis_url,
-        task_always_eager=False,
-        task_default_queue=queue,
-    )
-
-
-def database_url() -> str:
-    """The URL of the database this process uses, for the workers."""
-    from django.db import connection
-
-    s = connection.settings_dict
-    auth = s["USER"] or "postgres"
-    if s["PASSWORD"]:
-        auth += f":{s['PASSWORD']}"
-    return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script
 
+from benchmarks import _children  # noqa: E402 - each section, run in a child process
 from benchmarks._report import report  # noqa: E402
 
 RESULT = "RESULT "  # a child's last line: RESULT {json}
@@ -82,8 +83,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.child:
-        from benchmarks import _children
-
         return _children.run(args.child, json.loads(args.child_args), args)
     sections = set(args.only or ["inprocess", "celery", "scale"])
     results: dict = {"machine": _machine(), "args": _plain_args(args)}

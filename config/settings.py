@@ -41,8 +41,10 @@ INSTALLED_APPS = [
     "runs",
     "schedules",
     "notifications",
+    "triggers",
     "review",
     "api",
+    "health",
 ]
 
 MIDDLEWARE = [
@@ -153,7 +155,7 @@ SPECTACULAR_SETTINGS = {
         "StepStatusEnum": "runs.models.StepStatus",
         "WorkflowStatusEnum": "workflows.models.WorkflowStatus",
         "ToolKindEnum": "tools.models.ToolKind",
-        "PlanKindEnum": "api.models.PlanKind",
+        "PlanKindEnum": "review.models.PlanKind",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
@@ -263,7 +265,7 @@ FLOWPILOT_RUN_RETENTION_DAYS = env.int("FLOWPILOT_RUN_RETENTION_DAYS", default=9
 FLOWPILOT_RETENTION_BATCH = env.int("FLOWPILOT_RETENTION_BATCH", default=500)
 
 # Hooks: lower layers announce events by these dotted names, never by importing an
-# upper layer (workflows/hooks.py). Each hook only queues a Celery task.
+# upper layer (tools/hooks.py). Each hook only queues a Celery task.
 FLOWPILOT_RUN_FINISHED_HOOKS = [
     "runs.hooks.run_finished",  # a child run of a parked `workflow` step wakes its parent
     "schedules.hooks.run_finished",
@@ -317,7 +319,7 @@ FLOWPILOT_BREAKER_WINDOW = env.float("FLOWPILOT_BREAKER_WINDOW", default=300.0)
 FLOWPILOT_APPROVALS_REQUIRED = env.int("FLOWPILOT_APPROVALS_REQUIRED", default=1)
 FLOWPILOT_AUTHOR_MAY_APPROVE = env.bool("FLOWPILOT_AUTHOR_MAY_APPROVE", default=True)
 
-# Health checks (runs/health.py): seconds each network check may take; how old beat's
+# Health checks (health/checks.py): seconds each network check may take; how old beat's
 # last tick may be (0: three sweeper intervals, at least 90 s); whether a missing LLM
 # key is a failure.
 FLOWPILOT_HEALTH_TIMEOUT = env.float("FLOWPILOT_HEALTH_TIMEOUT", default=2.0)

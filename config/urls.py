@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from api.views.health import health_details, healthz
+from health.views import health_details, healthz
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),

@@ -1,7 +1,9 @@
-"""Approvals: who approved which frozen version, and the validation run that proved it.
+"""The design phase's records: approvals of frozen versions, and plan requests.
 
-The table keeps the name it had when approvals lived in ``runs`` (``runs_approval``):
-moving the model changed no rows.
+``Approval``: who approved which frozen version, and the validation run that proved
+it. ``PlanRequest``: one asynchronous call of the planner (``review/plans.py``),
+polled by the client that asked. Each table keeps the name it had before the model
+moved here (``runs_approval``, ``api_planrequest``): moving a model changed no rows.
 """
 
 from django.conf import settings
@@ -128,3 +130,88 @@ class ApprovalPolicy(models.Model):
 
     def __str__(self) -> str:
         return f"approval policy of {self.workflow_name}"
+
+
+class PlanKind(models.TextChoices):
+    CREATE = "create", "Plan a goal"
+    REVISE = "revise", "Revise with feedback"
+    REJECT = "reject", "Reject with feedback"
+
+
+class PlanRequestStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    QUESTIONS = "questions", "The planner asks; answer to go on"
+    FAILED = "failed", "Failed"
+
+
+class PlanRequest(models.Model):
+    """One asynchronous call of the planner, polled by the client that asked.
+
+    ``workflow`` is the version the planner stored (pending review); ``error`` is
+    ``{code, message, details}`` when it failed; ``attempts`` the ids of the
+    ``PlanAttempt`` rows of the session. When the planner asked instead of planning,
+    the status is ``questions``, ``questions`` holds them and ``question_attempt`` the
+    attempt a new request answers (``answers_to`` + ``answers``).
+    """
+
+    kind = models.CharField(max_length=8, choices=PlanKind.choices)
+    status = models.CharField(
+        max_length=10, choices=PlanRequestStatus.choices, default=PlanRequestStatus.QUEUED
+    )
+    goal = models.TextField(blank=True)
+    sample_inputs = models.JSONField(default=dict, blank=True)
+    feedback = models.TextField(blank=True)
+    based_on = models.ForeignKey(
+        Workflow, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    workflow = models.ForeignKey(
+        Workflow, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    attempts = models.JSONField(default=list, blank=True)
+    questions = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The planner's clarifying questions, when it asked: [{id, question, options}].",
+    )
+    question_attempt = models.ForeignKey(
+        "workflows.PlanAttempt",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The plan attempt that asked the questions (answer it with answers_to).",
+    )
+    answers_to = models.ForeignKey(
+        "workflows.PlanAttempt",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The plan attempt whose questions this request answers.",
+    )
+    answers = models.JSONField(default=dict, blank=True, help_text="Question id -> answer.")
+    error = models.JSONField(null=True, blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "api_planrequest"  # its name from when the REST API owned it: no rows moved
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(kind__in=[k.value for k in PlanKind]), name="plan_kind_valid"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(status__in=[s.value for s in PlanRequestStatus]),
+                name="plan_request_status_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"plan request {self.pk} ({self.kind}, {self.status})"

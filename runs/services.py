@@ -19,7 +19,8 @@ from django.utils import timezone
 
 from runs.engine import caches, distributed, subruns
 from runs.engine.attempt import step_idempotent
-from runs.engine.context import RunContext, build_run_context
+from runs.engine.build import build_run_context
+from runs.engine.context import RunContext
 from runs.engine.finish import MAX_SUMMARY_CHARS, run_finish, run_finished_announce
 from runs.engine.local import Observer, drive_local
 from runs.engine.secrets import inputs_refuse_secrets

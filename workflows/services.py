@@ -13,10 +13,10 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
+from tools.hooks import hooks_announce
 from tools.permissions import permission_require
 from workflows.errors import WorkflowError, WorkflowTransitionError
 from workflows.graph import GraphCycleError, build_graph
-from workflows.hooks import hooks_announce
 from workflows.models import (
     FROZEN_STATUSES,
     WORKFLOW_TRANSITIONS,

@@ -20,19 +20,19 @@ from rest_framework import exceptions
 
 from api.exceptions import ApiError
 from api.filters import ToolFilter, WorkflowFilter
-from api.models import PlanKind
 from api.parsers import unstorable_text
 from api.selectors import plan_request_wait, run_detail_list, tool_list, workflow_versions
 from api.serializers.plans import PlanCreateSerializer, PlanRequestSerializer
 from api.serializers.runs import RunCreateSerializer, RunDetailSerializer
 from api.serializers.tools import ToolDetailSerializer
 from api.serializers.workflows import DefinitionSerializer, WorkflowSerializer
-from api.services.plans import plan_request_create
 from api.services.runs import run_start
 from api.views.design import PlanViewSet
 from api.views.runs import RunViewSet
 from api.views.tools import ToolViewSet
 from api.views.workflows import WorkflowViewSet, definition_of
+from review.models import PlanKind
+from review.plans import plan_request_create
 from runs.state import RunTrigger
 from runs.waiting import run_wait
 from workflows.versions import workflow_check

@@ -2,9 +2,9 @@
 
 from rest_framework import serializers
 
-from api.models import PlanRequest
 from api.serializers.common import ErrorSerializer
 from api.serializers.workflows import WorkflowSerializer
+from review.models import PlanRequest
 
 
 class PlanCreateSerializer(serializers.Serializer):

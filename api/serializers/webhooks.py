@@ -2,7 +2,7 @@
 
 from rest_framework import serializers
 
-from api.models import WebhookTrigger
+from triggers.models import WebhookTrigger
 
 
 class WebhookSerializer(serializers.ModelSerializer):

@@ -10,12 +10,12 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.response import Response
 
-from api.models import PlanKind
 from api.selectors import plan_request_list
 from api.serializers.plans import PlanCreateSerializer, PlanRequestSerializer
 from api.serializers.workflows import ApprovalSerializer, ApproveSerializer, FeedbackSerializer
-from api.services.plans import plan_request_create
 from api.views.workflows import VIEW, WorkflowViewSet
+from review.models import PlanKind
+from review.plans import plan_request_create
 from review.policy import approval_tally
 from review.services import workflow_approve
 

@@ -14,7 +14,7 @@ from api.serializers.webhooks import (
     WebhookSerializer,
     WebhookUpdateSerializer,
 )
-from api.services.webhooks import (
+from triggers.webhooks import (
     webhook_create,
     webhook_deliver,
     webhook_rotate,
@@ -30,12 +30,12 @@ class WebhookViewSet(
 ):
     serializer_class = WebhookSerializer
     required_perms = {
-        "list": ["api.view_webhooktrigger"],
-        "retrieve": ["api.view_webhooktrigger"],
-        "create": ["api.view_webhooktrigger", "api.add_webhooktrigger"],
-        "partial_update": ["api.view_webhooktrigger", "api.change_webhooktrigger"],
-        "rotate": ["api.view_webhooktrigger", "api.change_webhooktrigger"],
-        "destroy": ["api.view_webhooktrigger", "api.delete_webhooktrigger"],
+        "list": ["triggers.view_webhooktrigger"],
+        "retrieve": ["triggers.view_webhooktrigger"],
+        "create": ["triggers.view_webhooktrigger", "triggers.add_webhooktrigger"],
+        "partial_update": ["triggers.view_webhooktrigger", "triggers.change_webhooktrigger"],
+        "rotate": ["triggers.view_webhooktrigger", "triggers.change_webhooktrigger"],
+        "destroy": ["triggers.view_webhooktrigger", "triggers.delete_webhooktrigger"],
     }
 
     def get_queryset(self):

@@ -150,7 +150,7 @@ def validation_for(
     registry of ``state``), once per definition, tool table state and env allowlist."""
     digest, spec = spec_for(workflow)
     key = (digest, state, env_allowlist())
-    return REPORTS.get(key, lambda: validate_workflow(spec, registry=registry))  # type: ignore[arg-type]
+    return REPORTS.get(key, lambda: validate_workflow(spec, registry=registry))
 
 
 def caches_clear() -> None:

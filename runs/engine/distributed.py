@@ -44,7 +44,8 @@ from kombu.exceptions import OperationalError as KombuOperationalError
 
 from runs.engine import caches
 from runs.engine.attempt import effective_retry
-from runs.engine.context import RunContext, build_run_context
+from runs.engine.build import build_run_context
+from runs.engine.context import RunContext
 from runs.engine.finish import run_finish
 from runs.engine.readiness import StepState, next_actions
 from runs.models import Run, StepResult

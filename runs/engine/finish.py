@@ -15,7 +15,7 @@ from runs.engine.context import RunContext
 from runs.engine.resolve import resolve
 from runs.models import Run, StepResult
 from runs.state import RunStatus, RunTrigger, StepStatus, run_transition
-from workflows.hooks import hooks_announce
+from tools.hooks import hooks_announce
 from workflows.references import parse_value
 from workflows.schema import WorkflowSpec
 

@@ -10,16 +10,14 @@ receives exactly what it maps.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from runs.engine.context import RunContext
 from runs.state import StepStatus
 from tools.paths import get
 from tools.redaction import Redactor
 from workflows.references import EnvRef, InputRef, ItemRef, Literal, StepRef
 from workflows.schema import AnyStep
-
-if TYPE_CHECKING:  # the context module builds on the kinds, which use this one
-    from runs.engine.context import RunContext
 
 StepView = Callable[[str], Any]
 

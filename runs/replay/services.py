@@ -25,8 +25,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from runs.creation import child_run_create
-from runs.engine.context import build_run_context
+from runs.engine.build import build_run_context
+from runs.engine.creation import child_run_create
 from runs.engine.kinds.workflow import current_child
 from runs.models import Run, StepResult
 from runs.replay.player import NOT_SENT, RecordedCalls, ReplayUnrecorded

@@ -10,9 +10,9 @@ import httpx
 import pytest
 from rest_framework.authtoken.models import Token
 
-from api.services.webhooks import webhook_sign
 from tests.conftest import EXAMPLES_DIR
 from tests.factories import UserFactory
+from triggers.webhooks import webhook_sign
 
 
 @pytest.mark.django_db(transaction=True)

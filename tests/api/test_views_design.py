@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from api.models import PlanRequest
+from review.models import PlanRequest
 from tests.api.conftest import assert_error
 from tests.factories import DIGEST_GOAL, PASSWORD, digest_plan, pending_version
 from workflows.models import Workflow

@@ -9,19 +9,19 @@ import pytest
 from rest_framework.test import APIClient
 from rest_framework.throttling import SimpleRateThrottle
 
-from api.models import WebhookDelivery, WebhookTrigger
-from api.services.webhooks import webhook_sign
 from runs.models import Run
 from tests.api.conftest import assert_error
 from tests.factories import WorkflowFactory
+from triggers.models import WebhookDelivery, WebhookTrigger
+from triggers.webhooks import webhook_sign
 
 pytestmark = pytest.mark.django_db
 
 MANAGE = (
-    "api.view_webhooktrigger",
-    "api.add_webhooktrigger",
-    "api.change_webhooktrigger",
-    "api.delete_webhooktrigger",
+    "triggers.view_webhooktrigger",
+    "triggers.add_webhooktrigger",
+    "triggers.change_webhooktrigger",
+    "triggers.delete_webhooktrigger",
 )
 
 
@@ -137,7 +137,7 @@ def test_disable_delete_and_one_trigger_per_workflow(trigger, make_client):
         "sales_report"
     ]
     assert_error(
-        make_client("api.view_webhooktrigger").delete(f"/api/v1/webhooks/{hook['id']}/"),
+        make_client("triggers.view_webhooktrigger").delete(f"/api/v1/webhooks/{hook['id']}/"),
         403,
         "permission_denied",
     )

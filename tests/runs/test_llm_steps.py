@@ -16,7 +16,7 @@ import threading
 
 import pytest
 
-from runs.engine.context import build_run_context
+from runs.engine.build import build_run_context
 from runs.models import Run, StepResult
 from runs.services import run_create, run_execute
 from tests.fakes import FakeAPI, FakeResponse

@@ -8,7 +8,7 @@ import threading
 import pytest
 from django.db import connection
 
-from runs.engine.context import build_run_context
+from runs.engine.build import build_run_context
 from runs.models import Run, StepResult
 from runs.services import (
     RunStateError,

@@ -14,7 +14,7 @@ import time
 import pytest
 from django.db import connection
 
-from runs.creation import child_run_create
+from runs.engine.creation import child_run_create
 from runs.models import Run
 from runs.services import run_cancel, run_create, run_execute, run_resume
 from tests.conftest import statuses

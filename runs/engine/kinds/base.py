@@ -12,18 +12,16 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import httpx
 
+from runs.engine.context import RunContext
 from runs.summaries import human_size, json_size, value_summary
 from tools.calls import ToolCallContext, ToolResult
 from tools.errors import FlowpilotError, ToolNotAllowed
 from workflows.graph import FlowGraph
 from workflows.schema import AnyStep
-
-if TYPE_CHECKING:  # the context module builds on the kinds (it compiles per kind)
-    from runs.engine.context import RunContext
 
 # ``--log-level debug``: one line per tool call, its request and a summary of the response.
 logger = logging.getLogger("flowpilot.engine.tool")

@@ -7,17 +7,15 @@ The LLM form (``decision_prompt``) is ``runs.engine.kinds.llm.execute_llm_decisi
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from runs.engine.context import RunContext
 from runs.engine.kinds.base import Attempt, Describe, StepKind
 from runs.engine.kinds.llm import execute_llm_decision, model_line, prompt_lines
 from tools.errors import FlowpilotError
 from workflows.expressions import compile_condition
 from workflows.graph import FlowGraph
 from workflows.schema import DecisionStep
-
-if TYPE_CHECKING:
-    from runs.engine.context import RunContext
 
 
 class NoBranchMatched(FlowpilotError):

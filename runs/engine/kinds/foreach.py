@@ -13,8 +13,9 @@ any failed item fails the step.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from runs.engine.context import RunContext
 from runs.engine.http import tool_session
 from runs.engine.kinds.base import Attempt, Describe, StepKind, call_tool, check_allowed
 from runs.engine.resolve import EACH_KEY
@@ -22,9 +23,6 @@ from tools.errors import FlowpilotError, ToolInputError, ToolRateLimited
 from tools.policy import RetryPolicy
 from workflows.graph import FlowGraph
 from workflows.schema import ForeachStep
-
-if TYPE_CHECKING:
-    from runs.engine.context import RunContext
 
 MAX_ITEMS = 10_000
 

@@ -30,11 +30,12 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.conf import settings
 from jsonschema import Draft202012Validator
 
+from runs.engine.context import RunContext
 from runs.engine.kinds.base import (
     Attempt,
     Describe,
@@ -58,9 +59,6 @@ from tools.llm import (
 from tools.templating import render_text
 from workflows.graph import FlowGraph
 from workflows.schema import DecisionStep, LLMStep
-
-if TYPE_CHECKING:  # the context module builds on the kinds, which use this one
-    from runs.engine.context import RunContext
 
 DEFAULT_SYSTEM = (
     "You are one step of an automated workflow. Do the task with the data you are given. "

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from runs.engine.context import RunContext
 from runs.engine.http import tool_session
 from runs.engine.kinds.base import Attempt, StepKind, call_tool
 from workflows.schema import ToolStep
-
-if TYPE_CHECKING:
-    from runs.engine.context import RunContext
 
 
 def execute_tool_step(ctx: RunContext, step: ToolStep, args: dict[str, Any]) -> Attempt:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from runs.engine.context import RunContext
 from runs.engine.kinds.base import Attempt, Describe, StepKind
 from workflows.graph import FlowGraph
 from workflows.schema import TransformStep
 from workflows.transform import compile_transform
-
-if TYPE_CHECKING:
-    from runs.engine.context import RunContext
 
 
 def execute_transform_step(ctx: RunContext, step: TransformStep, args: dict[str, Any]) -> Attempt:

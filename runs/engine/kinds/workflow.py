@@ -30,12 +30,13 @@ How the step waits depends on the driver:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from celery import current_app
 from django.db import connection, transaction
 
-from runs.creation import child_run_create
+from runs.engine.context import RunContext
+from runs.engine.creation import child_run_create
 from runs.engine.kinds.base import Attempt, Describe, StepKind
 from runs.models import Run, StepResult
 from runs.state import RunStatus, RunTrigger, StepStatus
@@ -45,9 +46,6 @@ from workflows.graph import FlowGraph
 from workflows.models import Workflow
 from workflows.schema import WorkflowStep
 from workflows.validation.subworkflows import active_version, max_depth
-
-if TYPE_CHECKING:
-    from runs.engine.context import RunContext
 
 CHILD_CLAIM_PREFIX = "child:"  # the claim token of a step parked on its child run
 START_TASK = "runs.start_run"

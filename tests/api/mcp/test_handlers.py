@@ -7,8 +7,8 @@ import pytest
 from rest_framework import exceptions
 
 from api.mcp import handlers
-from api.models import PlanKind, PlanRequest, PlanRequestStatus
 from api.selectors import plan_request_wait
+from review.models import PlanKind, PlanRequest, PlanRequestStatus
 from tests.api.mcp.conftest import AGENT_PERMS, agent
 from tests.factories import UserFactory
 

@@ -106,7 +106,7 @@ def test_a_definition_that_does_not_compile_is_never_cached():
 
 
 def test_a_context_needs_a_spec_or_a_compiled_plan():
-    from runs.engine.context import build_run_context
+    from runs.engine.build import build_run_context
 
     with pytest.raises(TypeError, match="needs a spec or a compiled plan"):
         build_run_context(run_id=1)

@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 
 from runs.engine import checkpoint as checkpoint_module
-from runs.engine.context import build_run_context
+from runs.engine.build import build_run_context
 from runs.models import Run
 from runs.services import run_cancel, run_create, run_execute
 from tests.conftest import import_example, statuses

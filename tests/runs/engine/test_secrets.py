@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runs.engine.context import build_run_context
+from runs.engine.build import build_run_context
 from runs.engine.resolve import resolve_step_call
 from runs.engine.secrets import inputs_refuse_secrets
 from runs.models import Run

@@ -7,7 +7,8 @@ is outside the replay window, when the signature does not match (or the trigger
 does not exist or is disabled — the same answer, so a URL's existence is not
 told), and when the same signature was accepted before (a replay; the unique
 constraint on (trigger, signature) decides, also between concurrent requests).
-The body, a JSON object, is the run's inputs, checked against the declared ones;
+The body, a JSON object, is the run's inputs, checked against the declared ones
+(and refused when it holds what no database stores: ``tools.jsondata.storage_problem``);
 the run's trigger is ``webhook``.
 Rotating a trigger replaces its URL and its secret: both old ones stop working.
 """
@@ -18,17 +19,19 @@ import hashlib
 import hmac
 import json
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from api.models import WebhookDelivery, WebhookTrigger
-from api.parsers import unstorable_text
 from runs.models import Run, RunTrigger
 from runs.services import run_create, run_enqueue
 from tools.errors import FlowpilotError
+from tools.jsondata import storage_problem
+from triggers.models import WebhookDelivery, WebhookTrigger
 from workflows.selectors import workflow_get_runnable
 
 SIGNATURE_PREFIX = "sha256="
@@ -70,7 +73,7 @@ def webhook_sign(*, secret: str, timestamp: int, body: bytes) -> str:
     return SIGNATURE_PREFIX + hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
 
 
-def webhook_create(*, workflow_name: str, user) -> WebhookTrigger:
+def webhook_create(*, workflow_name: str, user: User | None) -> WebhookTrigger:
     """A trigger for a workflow that has an active version (``WorkflowNotFound`` if not)."""
     workflow_get_runnable(name=workflow_name)
     try:
@@ -104,13 +107,19 @@ def _credentials() -> dict[str, str]:
 
 
 def webhook_deliver(
-    *, public_id: str, timestamp: str | None, signature: str | None, body: bytes, now=None
+    *,
+    public_id: str,
+    timestamp: str | None,
+    signature: str | None,
+    body: bytes,
+    now: datetime | None = None,
 ) -> Run:
     """Verify a delivery, record it, and start a run with the body as inputs."""
     now = now or timezone.now()
     sent_at = _timestamp(timestamp, now)
     trigger = WebhookTrigger.objects.filter(public_id=public_id, enabled=True).first()
     digest = _verified(trigger, sent_at, signature, body)
+    assert trigger is not None  # _verified refuses a missing trigger
     inputs = _inputs(body)
     workflow = workflow_get_runnable(name=trigger.workflow_name)
     window = timedelta(seconds=settings.FLOWPILOT_WEBHOOK_WINDOW)
@@ -129,20 +138,23 @@ def webhook_deliver(
     return run_enqueue(run=run)
 
 
-def _timestamp(header: str | None, now) -> int:
+def _timestamp(header: str | None, now: datetime) -> int:
     window = settings.FLOWPILOT_WEBHOOK_WINDOW
+    refused = WebhookTimestampInvalid(
+        f"X-Flowpilot-Timestamp must be the Unix time of sending, within {window} s of ours"
+    )
     try:
         sent_at = int((header or "").strip())
-    except ValueError:
-        sent_at = None
-    if sent_at is None or abs(now.timestamp() - sent_at) > window:
-        raise WebhookTimestampInvalid(
-            f"X-Flowpilot-Timestamp must be the Unix time of sending, within {window} s of ours"
-        )
+    except ValueError as exc:
+        raise refused from exc
+    if abs(now.timestamp() - sent_at) > window:
+        raise refused
     return sent_at
 
 
-def _verified(trigger, sent_at: int, signature: str | None, body: bytes) -> str:
+def _verified(
+    trigger: WebhookTrigger | None, sent_at: int, signature: str | None, body: bytes
+) -> str:
     given = (signature or "").strip()
     expected = webhook_sign(secret=trigger.secret if trigger else "", timestamp=sent_at, body=body)
     if trigger is None or not hmac.compare_digest(given.encode(), expected.encode()):
@@ -152,7 +164,7 @@ def _verified(trigger, sent_at: int, signature: str | None, body: bytes) -> str:
     return expected.removeprefix(SIGNATURE_PREFIX)
 
 
-def _inputs(body: bytes) -> dict:
+def _inputs(body: bytes) -> dict[str, Any]:
     if not body.strip():
         return {}
     try:
@@ -163,7 +175,7 @@ def _inputs(body: bytes) -> dict:
         raise WebhookBodyInvalid(
             f"the body must be a JSON object of run inputs, not {type(data).__name__}"
         )
-    where = unstorable_text(data)
-    if where is not None:
-        raise WebhookBodyInvalid(f"{where}: text with a NUL character or a lone surrogate")
+    problem = storage_problem(data, "body")
+    if problem is not None:
+        raise WebhookBodyInvalid(problem)
     return data

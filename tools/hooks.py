@@ -5,6 +5,9 @@ callable taking keyword arguments. They run once the current transaction commits
 an upper layer never sees a state that is rolled back afterwards, and ``robust``: a
 failing hook is logged and never fails the write that announced it (a run that
 finished stays finished even if its failure email cannot be queued).
+
+It sits in ``tools``, the lowest layer, so every announcer (``workflows`` when a
+version is activated, ``runs`` when a run finishes) sees it without an upward import.
 """
 
 from __future__ import annotations

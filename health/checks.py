@@ -11,8 +11,9 @@ settings require it (``FLOWPILOT_HEALTH_REQUIRE_LLM``). ``manage.py health``,
 Reasons never carry a secret: URLs are shown without their password, and error
 texts are the exception's class and first line.
 
-It sits in ``runs``: it reads the Celery app the engine publishes to, the tables
-of django-celery-beat and the breakers of ``tools``; nothing below imports it.
+It sits in its own top app, ``health``, above everything it checks: it reads the
+Celery app the engine publishes to, the tables of django-celery-beat and the
+breakers of ``tools``; nothing but the URL configuration imports it.
 """
 
 from __future__ import annotations
@@ -194,9 +195,9 @@ def check_llm() -> CheckResult:
 
 def check_breakers() -> CheckResult:
     backend = breaker_backend()
-    if backend == "off":
-        return CheckResult("breakers", NOT_CONFIGURED, "circuit breakers are off")
     store = breaker_store_from_settings()
+    if store is None:  # the backend is off
+        return CheckResult("breakers", NOT_CONFIGURED, "circuit breakers are off")
     try:
         states = breakers_list(store=store)
     finally:

@@ -2,7 +2,7 @@
 
 Each component up and then down: the broker pointed at a closed port, an LLM
 endpoint that refuses (the loopback OpenAI-compatible fake), a breaker opened,
-beat's last tick too old. The real-worker checks are in test_health_celery.py.
+beat's last tick too old. The real-worker checks are in test_checks_celery.py.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from django.db.migrations.loader import MigrationLoader
 from django.utils import timezone
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
-from runs.health import check_beat, health_report
+from health.checks import check_beat, health_report
 from tests.factories import PASSWORD, UserFactory
 from tools.breaker.core import BreakerPolicy
 from tools.breaker.db_store import DatabaseBreakerStore

@@ -2,22 +2,30 @@
 
 An LLM session takes seconds to minutes, longer than a client should hold a
 request open, so ``plan_request_create`` stores a ``PlanRequest`` and hands it to
-the ``api.plan_execute`` task; the client polls the record. On the embedded default
+the ``api.plan_execute`` task (``review/tasks.py``; the name is older than the move
+and kept for messages in flight); the client polls the record. On the embedded default
 (Celery eager) the task runs before the create call returns, so the first answer
 is already finished — the contract (poll until ``succeeded`` or ``failed``) is
 the same. Like ``run_enqueue``, it then calls the service directly rather than
-through an eager task.
+through an eager task. The task is sent by its name (``PLAN_TASK``), as the engine
+sends its step tasks: the task module imports this one, never the other way round.
+
+Plan requests belong to the design phase, beside approvals: the planner itself
+(``workflows/planner/``) is a library below ``runs``, while a request needs the
+driver's question — is there a broker? — which only a layer above ``runs`` may ask.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from celery import current_app
+from django.contrib.auth.models import User
 from django.utils import timezone
 
-from api.models import PlanKind, PlanRequest, PlanRequestStatus
+from review.models import PlanKind, PlanRequest, PlanRequestStatus
 from runs.engine.distributed import in_process
 from tools.errors import FlowpilotError
 from workflows.models import PlanAttempt, PlanAttemptStatus, Workflow, WorkflowStatus
@@ -36,11 +44,13 @@ from workflows.revisions import ApprovalStateError, FeedbackRequired, workflow_r
 
 logger = logging.getLogger("flowpilot.api")
 
+PLAN_TASK = "api.plan_execute"
+
 
 def plan_request_create(
     *,
     kind: str,
-    user,
+    user: User | None,
     goal: str = "",
     sample_inputs: Mapping[str, Any] | None = None,
     feedback: str = "",
@@ -73,14 +83,17 @@ def plan_request_create(
     )
     if in_process():  # no broker (eager Celery): plan here, as runs execute here
         return plan_request_execute(request_id=request.pk)
-    from api.tasks import plan_execute  # the task module imports this one
-
     try:
-        plan_execute.delay(request.pk)
+        plan_request_publish(request_id=request.pk)
     except Exception as exc:  # noqa: BLE001 - a broker that is down fails this request only
         _finish(request, error={"code": "broker_unavailable", "message": str(exc), "details": []})
     request.refresh_from_db()
     return request
+
+
+def plan_request_publish(*, request_id: int) -> None:
+    """Send the planning of request ``request_id`` to the workers (``PLAN_TASK``)."""
+    current_app.send_task(PLAN_TASK, args=[request_id])
 
 
 def _asked(attempt_id: int) -> PlanAttempt:
@@ -97,6 +110,8 @@ def _check(*, kind: str, goal: str, feedback: str, based_on: Workflow | None) ->
         return
     if not feedback.strip():
         raise FeedbackRequired("say what should change: the planner revises from your feedback")
+    if based_on is None:
+        raise PlanError(f"a `{kind}` request names the version it is about (based_on)")
     if kind == PlanKind.REVISE and based_on.status not in REVISABLE_STATUSES:
         raise PlanNotRevisable(
             f"`{based_on}` is {based_on.status}; only a version pending review (or rejected) "
@@ -161,9 +176,9 @@ def _plan(request: PlanRequest) -> Workflow:
 def _finish(
     request: PlanRequest,
     *,
-    workflow=None,
-    error=None,
-    attempts=(),
+    workflow: Workflow | None = None,
+    error: dict[str, Any] | None = None,
+    attempts: Iterable[int] = (),
     questions: PlanQuestions | None = None,
 ) -> None:
     status = PlanRequestStatus.FAILED if error else PlanRequestStatus.SUCCEEDED

@@ -4,7 +4,7 @@
 with ``{"status", "components": {name: status}}`` — no reason, URL, version or
 host, so it is safe to leave unauthenticated for load balancers and compose. The
 staff page shows each component's reason and details (HTML; ``?format=json`` for
-JSON). Both run the checks of ``runs.health`` at each request.
+JSON). Both run the checks of ``health.checks`` at each request.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from django.template.response import TemplateResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from runs.health import health_report
+from health.checks import HealthReport, health_report
 
 
-def _status(report) -> int:
+def _status(report: HealthReport) -> int:
     return 200 if report.ok else 503
 
 
@@ -38,4 +38,4 @@ def health_details(request: HttpRequest) -> HttpResponse:
     if request.GET.get("format") == "json":
         return JsonResponse(report.as_dict(), status=_status(report))
     context = {**admin.site.each_context(request), "report": report, "title": "Health"}
-    return TemplateResponse(request, "api/health.html", context, status=_status(report))
+    return TemplateResponse(request, "health/health.html", context, status=_status(report))

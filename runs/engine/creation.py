@@ -4,7 +4,9 @@
 step kind (``runs.engine.kinds.workflow``) cannot call it; ``child_run_create`` makes
 the same checks for a child run — the version validated against the registry, its
 own pins (tools and child workflows changed since approval), the inputs checked and
-free of secret values — and links the run to its parent step.
+free of secret values — and links the run to its parent step. It lives in the
+engine, beside the step kind that calls it, so the engine imports nothing of
+``runs`` above it; a replay (``runs.replay``) creates its child runs with it too.
 """
 
 from __future__ import annotations

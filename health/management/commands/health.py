@@ -9,7 +9,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.health import COMPONENTS, health_report
+from health.checks import COMPONENTS, health_report
 
 
 class Command(BaseCommand):

@@ -1,0 +1,101 @@
+"""Building a run's context: a compiled plan plus the per-run objects, fresh per run.
+
+``build_run_context`` takes the compiled version (``runs.engine.plan``, shared per
+definition) and adds what belongs to one run: its registry view, the environment it
+may read, the redactor, the HTTP, LLM and MCP clients, the circuit breakers, the
+limits. It sits above the step kinds (compiling a plan asks each kind what it
+compiles), while the context's type (``runs.engine.context``) sits below them.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from django.conf import settings
+
+from runs.engine.context import CallTaps, Limits, RunContext
+from runs.engine.http import run_http_client
+from runs.engine.plan import CompiledPlan, compile_plan
+from tools.breaker.setup import breakers_from_settings
+from tools.llm import LLMClient
+from tools.mcp.session import McpSessions
+from tools.registry import ToolRegistry
+from tools.secrets import redactor_for
+from workflows.schema import WorkflowSpec
+from workflows.validation.env_access import allowed_env, declared_env_names, env_allowlist
+
+
+def build_run_context(
+    *,
+    run_id: int,
+    run_uuid: str | None = None,
+    spec: WorkflowSpec | None = None,
+    plan: CompiledPlan | None = None,
+    registry: ToolRegistry | None = None,
+    env: Mapping[str, str] | None = None,
+    limits: Limits | None = None,
+    sleep: Callable[[float], None] | None = None,
+    rand: random.Random | None = None,
+    llm: LLMClient | None = None,
+    taps: CallTaps | None = None,
+) -> RunContext:
+    """A fresh context for one run: its own registry view, clients and redactor.
+
+    ``plan`` is the compiled version (``runs.engine.caches.plan_for`` shares one per
+    definition); without it ``spec`` is compiled here.
+
+    The LLM client is ``llm`` when given, else built from settings when the
+    workflow needs one (and closed with the context).
+    """
+    if plan is None:
+        if spec is None:
+            raise TypeError("build_run_context needs a spec or a compiled plan")
+        plan = compile_plan(spec)
+    spec = plan.spec
+    limits = limits or Limits.from_settings()
+    registry = registry if registry is not None else ToolRegistry.from_db()
+    full_env = os.environ if env is None else env
+    context = RunContext(
+        run_id=run_id,
+        # A context built without a stored run (benchmarks, tests) still gets unique keys.
+        run_uuid=run_uuid or str(uuid.uuid4()),
+        spec=spec,
+        graph=plan.graph,
+        registry=registry,
+        env=_readable_env(full_env, spec, registry),
+        redactor=redactor_for(registry, full_env),
+        http=run_http_client(),
+        limits=limits,
+        output_dir=Path(settings.FLOWPILOT_OUTPUT_DIR),
+        data_dirs=tuple(Path(p) for p in settings.FLOWPILOT_DATA_DIRS),
+        parsed=plan.parsed,
+        parsed_items=plan.parsed_items,
+        allowed_tools=plan.allowed_tools,
+        compiled=plan.compiled,
+        ready=plan.ready,
+        breakers=breakers_from_settings(),
+    )
+    context.mcp = McpSessions(env=context.env, redactor=context.redactor)
+    if llm is not None:
+        context.llm = llm
+    elif plan.needs_llm:
+        context.llm, context.owns_llm = LLMClient.from_settings(), True
+    context.taps = taps
+    if sleep is not None:
+        context.sleep = sleep
+    if rand is not None:
+        context.rand = rand
+    return context
+
+
+def _readable_env(
+    env: Mapping[str, str], spec: WorkflowSpec, registry: ToolRegistry
+) -> dict[str, str]:
+    """The variables this run may read: those its allowed tools declare, and the
+    operator's ``FLOWPILOT_ENV_ALLOW`` (the validator's ``env_not_allowed`` rule)."""
+    tools = (registry.get(name) for name in sorted(spec.allowlist()))
+    return allowed_env(env, declared=declared_env_names(tools), allow=env_allowlist())
