@@ -18,7 +18,7 @@ from typing import Any
 from django.utils import timezone
 
 from api.models import PlanKind, PlanRequest, PlanRequestStatus
-from runs.engine.distributed import in_process
+from runs.engine.celery.broker import in_process
 from tools.errors import FlowpilotError
 from workflows.models import PlanAttempt, PlanAttemptStatus, Workflow, WorkflowStatus
 from workflows.planner import (
