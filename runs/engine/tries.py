@@ -47,6 +47,7 @@ __all__ = [
     "next_try",
     "try_once",
     "try_until_done",
+    "wait_reason_label",
 ]
 
 T = TypeVar("T")
@@ -58,6 +59,27 @@ class WaitReason(StrEnum):
     BACKOFF = "backoff"  # the policy's exponential backoff (with jitter)
     RETRY_AFTER = "retry_after"  # the server's ``Retry-After`` (HTTP 429)
     BREAKER = "breaker"  # the host's circuit breaker is open until its cool-down ends
+
+    @property
+    def label(self) -> str:
+        """How the run page and ``showrun`` say it."""
+        return _LABELS[self]
+
+
+_LABELS = {
+    WaitReason.BACKOFF: "backoff",
+    WaitReason.RETRY_AFTER: "the server's Retry-After",
+    WaitReason.BREAKER: "circuit breaker cool-down",
+}
+
+
+def wait_reason_label(stored: Any) -> str | None:
+    """The label of a stored ``wait_reason``; None for an entry without one (logged
+    before reasons were) or with an unknown one."""
+    try:
+        return WaitReason(stored).label
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)
