@@ -39,7 +39,7 @@ def execute_step(self: Task, step_result_id: int) -> None:
     A child the step made ready alone (a chain) runs next in this same task
     (``step.continue_chain``), which publishes that one's retries itself. A validation
     run records its tool and model calls (``call_recorder_for``: the replay's recorder,
-    passed in, since the engine never imports from above it).
+    passed in, since ``runs.replay`` builds on the engine and the engine never imports it).
     """
     verdict = step.step_execute(
         step_result_id=step_result_id,

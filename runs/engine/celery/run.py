@@ -28,9 +28,9 @@ from workflows.services import workflow_spec
 
 logger = logging.getLogger("flowpilot.engine")
 
-# The taps of a run's tool and model calls, by run (``runs.tasks`` passes the replay
-# recorder's ``call_recorder_for``: a validation run records its calls); the engine
-# never imports from above ``runs/engine/``.
+# The taps of a run's tool and model calls, by run: ``runs.tasks`` passes the replay
+# recorder's ``call_recorder_for`` (a validation run records its calls). Passed in,
+# because ``runs.replay`` builds on the engine: the engine never imports it.
 TapsFor = Callable[[Run], CallTaps | None]
 
 
