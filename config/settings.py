@@ -200,7 +200,7 @@ CELERY_RESULT_EXPIRES = env.int("CELERY_RESULT_EXPIRES", default=24 * 3600)
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3900),
 }
-# The sweeper re-queues steps lost with their worker (runs/engine/distributed.py).
+# The sweeper re-queues steps lost with their worker (runs/engine/celery/sweep.py).
 FLOWPILOT_SWEEP_INTERVAL = env.int("FLOWPILOT_SWEEP_INTERVAL", default=30)
 # Retention runs itself once a day (schedules/retention.py), at this UTC hour.
 FLOWPILOT_RETENTION_HOUR = env.int("FLOWPILOT_RETENTION_HOUR", default=3)

@@ -26,7 +26,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from review.models import PlanKind, PlanRequest, PlanRequestStatus
-from runs.engine.distributed import in_process
+from runs.engine.celery.broker import in_process
 from tools.errors import FlowpilotError
 from workflows.models import PlanAttempt, PlanAttemptStatus, Workflow, WorkflowStatus
 from workflows.planner import (

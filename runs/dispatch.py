@@ -12,7 +12,7 @@ from typing import Any
 
 from celery import Task
 
-from runs.engine.distributed import in_process
+from runs.engine.celery.broker import in_process
 
 
 def task_send(task: Task, *args: Any, countdown: float = 0.0) -> None:

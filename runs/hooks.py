@@ -1,7 +1,7 @@
 """The runs app's own run-finished hook (``FLOWPILOT_RUN_FINISHED_HOOKS``).
 
 A child run of a `workflow` step parked on Celery wakes its parent step: the hook queues
-``runs.settle_parent_step`` (``runs.engine.subruns.parent_step_settle``). In process
+``runs.settle_parent_step`` (``runs.engine.celery.children.parent_step_settle``). In process
 there is nothing to do: the parent step waits for its child itself.
 """
 
@@ -11,14 +11,14 @@ from typing import Any
 
 from celery import current_app
 
-from runs.engine import distributed
+from runs.engine.celery import broker
 from runs.models import Run
 
 SETTLE_PARENT_TASK = "runs.settle_parent_step"
 
 
 def run_finished(*, run_id: int, child: bool | None = None, **_: Any) -> None:
-    if distributed.in_process() or child is False:
+    if broker.in_process() or child is False:
         return
     if child or Run.objects.filter(pk=run_id, parent_step__isnull=False).exists():
         current_app.send_task(SETTLE_PARENT_TASK, args=[run_id])

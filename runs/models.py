@@ -137,7 +137,7 @@ class StepResult(models.Model):
         help_text="Copied from the checkpoint of the run this one restarted from: not "
         "executed in this run (its times and attempts are the original's).",
     )
-    # Distributed runs only (runs/engine/distributed.py); the in-process engine leaves these empty.
+    # Distributed runs only (runs/engine/celery/); the in-process engine leaves these empty.
     lease_expires_at = models.DateTimeField(
         null=True,
         blank=True,

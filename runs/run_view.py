@@ -16,6 +16,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from runs.engine.tries import wait_reason_label
 from runs.models import Run, StepResult
 from runs.state import RUN_TERMINAL, StepStatus
 from runs.summaries import (
@@ -117,6 +118,8 @@ def _try_bars(entry: dict[str, Any], following: dict[str, Any] | None, span: _Sp
         planned = as_number(entry.get("retry_in")) * 1000
         waited = _ms(next_start - wait_start) if next_start else planned
         text = f"waited {waited / 1000:.2f} s before try {number + 1}"
+        if reason := wait_reason_label(entry.get("wait_reason")):
+            text += f" ({reason})"
         bars.append(Bar("wait", *span.share(wait_start, max(waited, 0.0)), text))
     return bars
 

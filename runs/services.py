@@ -17,9 +17,12 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from runs.engine import caches, distributed, subruns
+from runs.engine import caches, subruns
 from runs.engine.attempt import step_idempotent
 from runs.engine.build import build_run_context
+from runs.engine.celery.broker import in_process
+from runs.engine.celery.children import parent_step_settle
+from runs.engine.celery.run import run_start
 from runs.engine.context import RunContext
 from runs.engine.finish import MAX_SUMMARY_CHARS, run_finish, run_finished_announce
 from runs.engine.local import Observer, drive_local
@@ -271,20 +274,20 @@ def run_cancel(*, run: Run, actor: Any = None) -> bool:
     for child in subruns.active_children(run=run):
         run_cancel(run=child, actor=actor)
     if run.parent_step_id is not None:
-        subruns.parent_step_settle(child_run_id=run.pk)
+        parent_step_settle(child_run_id=run.pk)
     return True
 
 
 def run_enqueue(*, run: Run, observer: Observer | None = None) -> Run:
     """Start a pending (or resumed) run on the Celery workers and return at once.
 
-    A coordinator queues the ready steps as separate tasks (``runs.engine.distributed``).
+    A coordinator queues the ready steps as separate tasks (``runs.engine.celery``).
     With no broker configured (the embedded default: Celery eager) the run executes in
     this process instead, exactly like ``run_execute``, and comes back finished.
     """
-    if distributed.in_process():
+    if in_process():
         return run_execute(run=run, observer=observer)
-    return distributed.run_start(run=run)
+    return run_start(run=run)
 
 
 def run_resume(

@@ -1,4 +1,6 @@
-"""Celery tasks: ids in, one service call. The logic is in ``runs.engine``.
+"""Celery tasks: ids in, one service call. The logic is in ``runs.engine.celery``, whose
+docstring walks a step's message through it. The task names never change (messages in
+flight keep working across a deploy).
 
 ``execute_step`` is ``acks_late`` (a message is acknowledged only after the step was
 settled, so a lost worker's step is redelivered) and safe to deliver twice: it claims
@@ -9,18 +11,20 @@ infrastructure failures (the database went away) are retried blindly, with backo
 
 from __future__ import annotations
 
-from celery import shared_task
+from celery import Task, shared_task
 from django.db import InterfaceError, OperationalError
 
 from runs import hooks
-from runs.engine import celery_step, distributed, subruns, sweep
+from runs.engine.celery import children, step, sweep
+from runs.engine.celery.broker import STEP_TASK
+from runs.replay.recorder import call_recorder_for
 
 INFRASTRUCTURE_ERRORS = (OperationalError, InterfaceError)
 
 
 @shared_task(
     bind=True,
-    name=distributed.STEP_TASK,
+    name=STEP_TASK,
     acks_late=True,
     reject_on_worker_lost=True,
     ignore_result=True,
@@ -29,14 +33,18 @@ INFRASTRUCTURE_ERRORS = (OperationalError, InterfaceError)
     retry_backoff_max=60,
     max_retries=50,  # policy retries (at most 19) and database outages together
 )
-def execute_step(self, step_result_id: int) -> None:
-    """Claim, run one attempt of, and settle the step; re-publish itself for a retry.
+def execute_step(self: Task, step_result_id: int) -> None:
+    """Claim, try once, and settle the step; re-publish itself for a retry.
 
     A child the step made ready alone (a chain) runs next in this same task
-    (``celery_step.continue_chain``), which publishes that one's retries itself.
+    (``step.continue_chain``), which publishes that one's retries itself. A validation
+    run records its tool and model calls (``call_recorder_for``: the replay's recorder,
+    passed in, since ``runs.replay`` builds on the engine and the engine never imports it).
     """
-    verdict = celery_step.step_execute(
-        step_result_id=step_result_id, worker=self.request.hostname or "unknown"
+    verdict = step.step_execute(
+        step_result_id=step_result_id,
+        worker=self.request.hostname or "unknown",
+        taps_for=call_recorder_for,
     )
     if verdict.retry_in is not None:
         raise self.retry(countdown=verdict.retry_in)
@@ -64,7 +72,7 @@ def sweep_steps() -> dict[str, int]:
 )
 def start_run(run_id: int) -> None:
     """Start a pending run on the workers (a `workflow` step's child run)."""
-    subruns.child_run_start(run_id=run_id)
+    children.child_run_start(run_id=run_id)
 
 
 @shared_task(
@@ -77,4 +85,4 @@ def start_run(run_id: int) -> None:
 )
 def settle_parent_step(child_run_id: int) -> None:
     """A child run finished: settle the `workflow` step parked on it, advance its run."""
-    subruns.parent_step_settle(child_run_id=child_run_id)
+    children.parent_step_settle(child_run_id=child_run_id)

@@ -211,13 +211,17 @@ class Bus:
         Returns every step's verdict, those a task ran after its own (a chain continued
         in the task, ``Verdict.continued``) included, in the order they ran.
         """
-        from runs.engine.celery_step import step_execute
+        from runs.engine.celery.step import step_execute
+        from runs.replay.recorder import call_recorder_for
 
         verdicts = []
         while self.messages and len(verdicts) < limit:
             message = self.messages.pop(0)
             verdict = step_execute(
-                step_result_id=message.step_result_id, worker=worker, publish=self
+                step_result_id=message.step_result_id,
+                worker=worker,
+                publish=self,
+                taps_for=call_recorder_for,  # as the task passes it (``runs.tasks``)
             )
             verdicts += [verdict, *verdict.continued]
             if verdict.retry_in is not None:

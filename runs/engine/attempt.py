@@ -1,11 +1,16 @@
-"""Executing one step: one attempt, and the in-process retry loop around it.
+"""Executing one step: one try, recorded, and the retry loop around it.
 
 ``execute_attempt`` is the single entry point every driver uses (the in-process
-thread pool here, Celery tasks for scale-out): it dispatches on the step kind and
-either returns an ``Attempt`` or raises a typed ``FlowpilotError``. Errors carry
-their retryability on the class (network, timeout, 429 and 5xx errors are retried;
-other errors are fatal); anything else a tool raises is an
-``internal_error`` (fatal) whose message, never its stack locals, is recorded.
+thread pool, Celery tasks for scale-out): it dispatches on the step kind and either
+returns an ``Attempt`` or raises a typed ``FlowpilotError``. Errors carry their
+retryability on the class (network, timeout, 429 and 5xx errors are retried; other
+errors are fatal); anything else a tool raises is an ``internal_error`` (fatal) whose
+message, never its stack locals, is recorded.
+
+How a try is recorded and when the next one comes is ``runs.engine.tries``: the
+in-process driver (``run_with_retries`` here) and every `foreach` item loop with its
+``try_until_done``. A Celery step task makes one try per message and asks ``next_try`` when it
+settles (``runs.engine.celery.settle``), so no worker sleeps.
 
 Steps never share data: the arguments a step receives are a deep copy
 (``tools.jsondata.json_snapshot``), and what it returns is copied once, and checked to
@@ -17,16 +22,15 @@ an ``output_invalid`` step failure naming the type, never an engine crash.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from runs.engine.context import RunContext
 from runs.engine.kinds import KINDS
 from runs.engine.kinds.base import Attempt
+from runs.engine.tries import AttemptRecord, Tried, try_until_done
 from runs.state import StepStatus
-from tools.errors import CircuitOpen, FlowpilotError, ToolRateLimited
+from tools.errors import FlowpilotError
 from tools.jsondata import NotJSON, json_snapshot
 from tools.policy import RetryPolicy
 from tools.registry import ToolRegistry
@@ -37,19 +41,22 @@ __all__ = [
     "StepOutcome",
     "effective_retry",
     "execute_attempt",
+    "outcome_of",
     "run_with_retries",
     "step_idempotent",
 ]
 
 
-@dataclass
+@dataclass(frozen=True)
 class StepOutcome:
+    """How a step ended on its driver: its status, output or error, and its tries."""
+
     status: str  # succeeded | failed
     output: Any = None
     error: dict | None = None
     truncated: bool = False
     branch: str | None = None
-    attempts: list[dict] = field(default_factory=list)
+    attempts: tuple[AttemptRecord, ...] = ()
 
 
 def effective_retry(ctx: RunContext, step: AnyStep) -> RetryPolicy:
@@ -107,81 +114,25 @@ def _own_copy(args: dict[str, Any]) -> dict[str, Any]:
     return copied
 
 
-MAX_ERROR_MESSAGE_CHARS = 4000  # an error quoting a huge value must not fill the checkpoint
-
-
-def error_record(ctx: RunContext, exc: FlowpilotError) -> dict:
-    record = exc.as_dict()
-    if record["type"] == "error":
-        record["type"] = "internal_error"
-    return capped_error(ctx.redactor.scrub(record))
-
-
-def capped_error(record: dict) -> dict:
-    """``record`` with its message cut to ``MAX_ERROR_MESSAGE_CHARS``.
-
-    Cut after scrubbing, so a cut never leaves part of a secret unmasked.
-    """
-    message = record.get("message")
-    if isinstance(message, str) and len(message) > MAX_ERROR_MESSAGE_CHARS:
-        cut = f"{message[:MAX_ERROR_MESSAGE_CHARS]}… [truncated: {len(message)} characters in all]"
-        record = {**record, "message": cut}
-    return record
-
-
-def retry_delay(ctx: RunContext, policy: RetryPolicy, attempt: int, exc: FlowpilotError) -> float:
-    delay = policy.delay(attempt, ctx.rand.random())
-    if isinstance(exc, (ToolRateLimited, CircuitOpen)) and exc.retry_after:
-        delay = max(delay, min(exc.retry_after, policy.max_delay))
-    return delay
-
-
 def run_with_retries(
-    ctx: RunContext,
-    step: AnyStep,
-    args: dict[str, Any],
-    *,
-    first_attempt: int = 1,
-    on_attempt: Callable[[dict], None] | None = None,
+    ctx: RunContext, step: AnyStep, args: dict[str, Any], *, first_attempt: int = 1
 ) -> StepOutcome:
-    """Try ``step`` until it succeeds, fails fatally or runs out of attempts.
-
-    Waits between tries with ``ctx.sleep`` (injectable). Every try is logged.
-    """
+    """The in-process driver's try of ``step``: ``try_until_done`` under its policy."""
     policy = effective_retry(ctx, step)
-    log: list[dict] = []
-    attempt = first_attempt
-    last_allowed = first_attempt - 1 + policy.max_attempts
-    while True:
-        started = ctx.now()
-        t0 = time.perf_counter()
-        entry: dict[str, Any] = {"attempt": attempt, "started_at": started.isoformat()}
-        try:
-            result = execute_attempt(ctx, step, args)
-        except FlowpilotError as exc:
-            entry.update(_timing(t0), status=StepStatus.FAILED, error=error_record(ctx, exc))
-            if exc.retryable and attempt < last_allowed:
-                entry["retry_in"] = round(
-                    retry_delay(ctx, policy, attempt - first_attempt + 1, exc), 3
-                )
-                log.append(entry)
-                if on_attempt:
-                    on_attempt(entry)
-                ctx.sleep(entry["retry_in"])
-                attempt += 1
-                continue
-            log.append(entry)
-            return StepOutcome(StepStatus.FAILED, error=entry["error"], attempts=log)
-        entry.update(_timing(t0), status=StepStatus.SUCCEEDED)
-        log.append(entry)
-        return StepOutcome(
-            StepStatus.SUCCEEDED,
-            output=result.output,
-            truncated=result.truncated,
-            branch=result.branch,
-            attempts=log,
-        )
+    records, last = try_until_done(
+        ctx, policy, lambda: execute_attempt(ctx, step, args), first_attempt=first_attempt
+    )
+    return outcome_of(last, tuple(records))
 
 
-def _timing(t0: float) -> dict[str, Any]:
-    return {"duration_ms": round((time.perf_counter() - t0) * 1000, 2)}
+def outcome_of(last: Tried[Attempt], records: tuple[AttemptRecord, ...]) -> StepOutcome:
+    """The step's outcome when ``last`` was its last try (``records``: all its tries)."""
+    if last.value is None:
+        return StepOutcome(StepStatus.FAILED, error=last.record.error, attempts=records)
+    return StepOutcome(
+        StepStatus.SUCCEEDED,
+        output=last.value.output,
+        truncated=last.value.truncated,
+        branch=last.value.branch,
+        attempts=records,
+    )

@@ -12,13 +12,15 @@ upstream outputs, the run outputs) unescapes it, so every driver sees the same d
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from runs.engine.attempt import StepOutcome, capped_error
+from runs.engine.attempt import StepOutcome
 from runs.engine.context import RunContext
 from runs.engine.readiness import StepState
 from runs.engine.resolve import step_view_value
+from runs.engine.tries import AttemptRecord, capped_error
 from runs.models import Run, StepResult
 from runs.state import RunStatus, StepStatus, step_claim, step_transition
 from tools.jsondata import store_escape, store_unescape
@@ -57,9 +59,10 @@ def stored_inputs(ctx: RunContext, record: dict[str, Any] | None) -> tuple[Any, 
     return stored_output(ctx, record)
 
 
-def stored_entries(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """New attempt-log entries as stored (entries read from the row are stored already)."""
-    return [storable(entry) for entry in entries]
+def stored_entries(records: Iterable[AttemptRecord]) -> list[dict[str, Any]]:
+    """New tries as attempt-log entries, as stored (entries read from the row are
+    stored already)."""
+    return [storable(record.entry()) for record in records]
 
 
 def load_results(run: Run) -> dict[str, StepResult]:

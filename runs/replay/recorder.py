@@ -246,7 +246,7 @@ def call_recorder_for(run: Run) -> CallRecorder | None:
     Only a child run (trigger ``workflow``) reads its ancestors (one query per level),
     so an ordinary run costs no query. Both drivers build their contexts through this:
     in process (``runs.services.run_execute``) and each step task on the Celery workers
-    (``runs.engine.distributed.run_context``).
+    (``runs.engine.celery.run.run_context``, handed this function by ``runs.tasks``).
     """
     if run.trigger == RunTrigger.WORKFLOW:
         if not under_validation(run):

@@ -17,7 +17,9 @@ import yaml
 from django.db import InterfaceError, OperationalError
 from django.urls import reverse
 
-from runs.engine import caches, celery_settle, checkpoint, distributed
+from runs.engine import caches, checkpoint
+from runs.engine.celery import settle as celery_settle
+from runs.engine.celery.run import run_start
 from runs.models import Run, StepResult
 from runs.services import run_create, run_execute
 from tests.celery_support import Bus, import_flow
@@ -314,7 +316,7 @@ def test_database_faults(case, raw_api, settings, monkeypatch):
         run = run_execute(run=run)
     else:
         bus = Bus()
-        distributed.run_start(run=run, publish=bus)
+        run_start(run=run, publish=bus)
         if "raises" in expect:
             with pytest.raises(error):
                 bus.drain()

@@ -90,6 +90,7 @@ def test_the_page_of_a_failed_run(admin_client, fake_api, monkeypatch, example_t
     assert '"status": "failed"' in html  # the graph data carries each node's status
     assert html.count('data-kind="attempt"') == 4  # repo twice, issues, langs
     assert html.count('data-kind="wait"') == 1
+    assert "before try 2 (backoff)" in html  # the wait says why it was that long
     assert "never ran" in html  # `summary`, still pending in a finished run
     assert "step `langs` (tool `github_languages`), try 1: http_error (HTTP 404" in html
     assert html.count('<details class="fp-full fp-full-output">') == 2  # collapsed

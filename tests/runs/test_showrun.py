@@ -40,7 +40,8 @@ def test_showrun_of_a_failed_run(cli, fake_api, monkeypatch):
     assert lines[3] == "steps (4): 1 failed, 1 pending, 2 succeeded"
     text = result.out
     assert re.search(r"  succeeded  repo +tool github_repo  2 tries  started .+  took \d+ ms", text)
-    assert re.search(r"      try 1: failed in \d+ ms \(http_error\), retry in 0\.2 s\n", text)
+    retried = r"      try 1: failed in \d+ ms \(http_error\), retry in 0\.2 s \(backoff\)\n"
+    assert re.search(retried, text)
     assert re.search(r"      try 2: succeeded in \d+ ms\n", text)
     assert "      output: object with 9 keys: default_branch, description, forks, full_name" in text
     assert re.search(r"  failed     langs +tool github_languages  1 try", text)

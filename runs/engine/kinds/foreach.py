@@ -4,7 +4,8 @@ Parameters mapped in ``input_mapping`` (other than ``items``) go to every call;
 ``item_mapping`` gives per-item parameters from ``$item``, ``$item.path``,
 ``$index``, run inputs and upstream outputs (``resolve_step_call`` resolves them).
 At most ``concurrency`` calls are in flight; each item retries under the step's
-(else the tool's) policy. The output keeps input order:
+(else the tool's) policy, with the waits every step has (``runs.engine.tries``).
+The output keeps input order:
 ``{"items": [result or null, …], "count": N, "errors": [{"index", "error"}, …]}``.
 With ``on_error: continue`` failed items are collected in ``errors``; otherwise
 any failed item fails the step.
@@ -19,7 +20,8 @@ from runs.engine.context import RunContext
 from runs.engine.http import tool_session
 from runs.engine.kinds.base import Attempt, Describe, StepKind, call_tool, check_allowed
 from runs.engine.resolve import EACH_KEY
-from tools.errors import FlowpilotError, ToolInputError, ToolRateLimited
+from runs.engine.tries import try_until_done
+from tools.errors import FlowpilotError, ToolInputError
 from tools.policy import RetryPolicy
 from workflows.graph import FlowGraph
 from workflows.schema import ForeachStep
@@ -41,19 +43,15 @@ def item_policy(ctx: RunContext, step: ForeachStep) -> RetryPolicy:
 def _call_item(
     ctx: RunContext, step: ForeachStep, args: dict[str, Any], policy: RetryPolicy, index: int
 ) -> Any:
-    attempt = 1
+    """One item's call, tried like any step (``tries.try_until_done``: the same waits
+    for a 429's ``Retry-After`` and an open breaker's cool-down); raises its last error."""
     with tool_session(ctx.http, ctx.registry, step.tool) as http:  # cookies: one item
-        while True:
-            try:
-                return call_tool(ctx, step, step.tool, args, item=index, http=http).output
-            except FlowpilotError as exc:
-                if not exc.retryable or attempt >= policy.max_attempts:
-                    raise
-                delay = policy.delay(attempt, ctx.rand.random())
-                if isinstance(exc, ToolRateLimited) and exc.retry_after:
-                    delay = max(delay, min(exc.retry_after, policy.max_delay))
-                ctx.sleep(delay)
-                attempt += 1
+        _, last = try_until_done(
+            ctx, policy, lambda: call_tool(ctx, step, step.tool, args, item=index, http=http)
+        )
+    if last.error is not None:
+        raise last.error
+    return None if last.value is None else last.value.output
 
 
 def execute_foreach_step(ctx: RunContext, step: ForeachStep, args: dict[str, Any]) -> Attempt:

@@ -24,7 +24,7 @@ How the step waits depends on the driver:
   becomes ``child:<run id>``, the lease is cleared so the sweeper leaves it alone), and
   the child is started once that commits (the ``runs.start_run`` task). The task then
   returns: its own result is discarded, because the claim is no longer its. When the
-  child finishes, ``runs.engine.subruns.parent_step_settle`` (queued by the run-finished
+  child finishes, ``runs.engine.celery.children.parent_step_settle`` (queued by the run-finished
   hook) writes the step's outcome under the claim and advances the parent.
 """
 

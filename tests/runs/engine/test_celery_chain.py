@@ -16,7 +16,10 @@ from django.db import DatabaseError, OperationalError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from runs.engine import celery_step, distributed, heartbeat
+from runs.engine.celery import claim as celery_claim
+from runs.engine.celery import heartbeat
+from runs.engine.celery import step as celery_step
+from runs.engine.celery.run import run_start
 from runs.models import Run, StepResult
 from runs.services import run_cancel, run_create
 from runs.state import step_transition_returning
@@ -54,7 +57,7 @@ def chain_flow(name: str, n: int, **step: object) -> dict:
 def started(data: dict, tag: str = "alpha") -> tuple[Run, Bus]:
     bus = Bus()
     run = run_create(workflow=import_flow(data), trigger="api", inputs={"tag": tag})
-    distributed.run_start(run=run, publish=bus)
+    run_start(run=run, publish=bus)
     return run, bus
 
 
@@ -312,8 +315,8 @@ def test_the_claim_reads_back_the_attempt_counters_and_the_run_status(echo_api):
     run, bus = started(fan_out_flow("claimed", 1))
     pk = bus.messages[0].step_result_id
 
-    won = celery_step.claim(pk, worker=WORKER, inputs={"a": 1})
-    lost = celery_step.claim(pk, worker="late@local")
+    won = celery_claim.claim(pk, worker=WORKER, inputs={"a": 1})
+    lost = celery_claim.claim(pk, worker="late@local")
 
     assert lost is None
     assert won is not None
@@ -334,8 +337,8 @@ def test_without_returning_the_claim_updates_then_selects_in_one_transaction(ech
     pk = bus.messages[0].step_result_id
     monkeypatch.setattr(connection.features, "can_return_columns_from_insert", False)
 
-    won = celery_step.claim(pk, worker=WORKER)
-    lost = celery_step.claim(pk, worker="late@local")
+    won = celery_claim.claim(pk, worker=WORKER)
+    lost = celery_claim.claim(pk, worker="late@local")
 
     assert lost is None
     assert won is not None
@@ -354,7 +357,7 @@ def test_a_claim_cannot_be_asked_for_a_move_the_state_table_forbids():
 def claimed_step(echo_api) -> tuple[int, str]:
     _, bus = started(fan_out_flow("beating", 1))
     pk = bus.messages[0].step_result_id
-    token = celery_step.claim_step(pk, worker=WORKER)
+    token = celery_claim.claim_step(pk, worker=WORKER)
     assert token
     return pk, token
 

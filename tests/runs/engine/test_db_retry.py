@@ -10,7 +10,9 @@ from __future__ import annotations
 import pytest
 from django.db import OperationalError
 
-from runs.engine import celery_settle, checkpoint, distributed
+from runs.engine import checkpoint
+from runs.engine.celery import settle as celery_settle
+from runs.engine.celery.run import run_start
 from runs.engine.db_retry import with_db_retries
 from runs.services import run_create, run_execute
 from tests.celery_support import Bus, import_flow
@@ -53,7 +55,7 @@ def test_a_celery_step_records_its_outcome_after_a_database_error(echo_api, monk
     calls = failing_once(monkeypatch, celery_settle, "_write_outcome")
     run = run_create(workflow=import_flow(post_flow()), trigger="api", inputs={})
     bus = Bus()
-    distributed.run_start(run=run, publish=bus)
+    run_start(run=run, publish=bus)
 
     bus.drain()
 

@@ -14,7 +14,12 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from runs.engine import caches, celery_settle, celery_step, distributed, sweep
+from runs.engine import caches
+from runs.engine.celery import claim as celery_claim
+from runs.engine.celery import settle as celery_settle
+from runs.engine.celery import step as celery_step
+from runs.engine.celery import sweep
+from runs.engine.celery.run import run_start
 from runs.models import Run, StepResult
 from runs.services import run_cancel, run_create, run_enqueue
 from tests.celery_support import Bus, fan_out_flow, import_flow
@@ -28,7 +33,7 @@ WORKER = "w-test@local"
 def started(data: dict, tag: str = "alpha") -> tuple[Run, Bus]:
     bus = Bus()
     run = run_create(workflow=import_flow(data), trigger="api", inputs={"tag": tag})
-    distributed.run_start(run=run, publish=bus)
+    run_start(run=run, publish=bus)
     return run, bus
 
 
@@ -295,7 +300,7 @@ def test_cancel_skips_queued_steps_so_their_messages_never_start(echo_api):
 def test_a_step_in_flight_when_the_run_is_cancelled_finishes_and_nothing_follows(echo_api):
     run, bus = started(fan_out_flow("fan", 1))
     message = bus.messages.pop(0)
-    token = celery_step.claim_step(message.step_result_id, worker=WORKER)
+    token = celery_claim.claim_step(message.step_result_id, worker=WORKER)
     assert token
     assert run_cancel(run=Run.objects.get(pk=run.pk)) is True
 
@@ -338,7 +343,7 @@ def test_the_sweeper_publishes_again_a_queued_step_whose_message_was_lost(echo_a
 def test_a_step_lost_with_its_worker_runs_again_and_the_late_result_is_ignored(echo_api, settings):
     run, bus = started(fan_out_flow("fan", 1))
     message = bus.messages.pop(0)
-    dead_token = celery_step.claim_step(message.step_result_id, worker="dead@local")
+    dead_token = celery_claim.claim_step(message.step_result_id, worker="dead@local")
 
     counts = sweep.steps_sweep(now=later(settings.FLOWPILOT_STEP_LEASE + 1), publish=bus)
     assert counts["requeued"] == 1
@@ -368,7 +373,7 @@ def test_a_lost_non_idempotent_step_is_failed_for_review_not_repeated(echo_api, 
         ],
     }
     run, bus = started(flow)
-    celery_step.claim_step(bus.messages.pop(0).step_result_id, worker="dead@local")
+    celery_claim.claim_step(bus.messages.pop(0).step_result_id, worker="dead@local")
 
     counts = sweep.steps_sweep(now=later(settings.FLOWPILOT_STEP_LEASE + 1), publish=bus)
 
@@ -388,7 +393,7 @@ def test_a_step_lost_too_often_is_failed(echo_api, settings):
     step_result_id = bus.messages.pop(0).step_result_id
     for _ in range(2):
         bus.messages.clear()
-        celery_step.claim_step(step_result_id, worker="dead@local")
+        celery_claim.claim_step(step_result_id, worker="dead@local")
         sweep.steps_sweep(now=later(settings.FLOWPILOT_STEP_LEASE + 1), publish=bus)
 
     row = results(run)["s01"]

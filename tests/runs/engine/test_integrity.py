@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from runs.engine import caches, distributed
+from runs.engine import caches
+from runs.engine.celery.run import run_start
 from runs.models import Run, StepResult
 from runs.services import run_create, run_execute, run_resume
 from runs.state import RunStatus, StepStatus
@@ -73,7 +74,7 @@ def in_process(data: dict, inputs: dict | None = None) -> Run:
 def on_celery_driver(data: dict) -> Run:
     run = run_create(workflow=import_flow(data), trigger="api", inputs={})
     bus = Bus()
-    distributed.run_start(run=run, publish=bus)
+    run_start(run=run, publish=bus)
     bus.drain()
     run.refresh_from_db()
     return run

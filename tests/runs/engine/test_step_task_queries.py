@@ -25,7 +25,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from runs.engine import celery_step, distributed
+from runs.engine.celery import step as celery_step
+from runs.engine.celery.run import run_start
 from runs.models import Run
 from runs.services import run_create
 from tests.celery_support import Bus, import_flow
@@ -65,7 +66,7 @@ def chain(n: int, **step: object) -> dict:
 def start(workflow) -> tuple[Run, Bus]:
     bus = Bus()
     run = run_create(workflow=workflow, trigger="api", inputs={"tag": "q"})
-    distributed.run_start(run=run, publish=bus)
+    run_start(run=run, publish=bus)
     return run, bus
 
 

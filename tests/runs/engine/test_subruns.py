@@ -17,7 +17,8 @@ from django.utils import timezone
 
 from runs import hooks
 from runs import tasks as runs_tasks
-from runs.engine import distributed, subruns, sweep
+from runs.engine.celery import children, sweep
+from runs.engine.celery.run import run_context, run_start
 from runs.engine.kinds import workflow as workflow_kind
 from runs.models import Run, StepResult
 from runs.services import run_cancel, run_create, run_prepare_resume
@@ -43,9 +44,9 @@ def tasks(monkeypatch):
     recorder = Tasks()
     monkeypatch.setattr(workflow_kind, "current_app", recorder)
     monkeypatch.setattr(hooks, "current_app", recorder)
-    # Only the hook's view: patching ``distributed.in_process`` itself would leak into
+    # Only the hook's view: patching ``broker.in_process`` itself would leak into
     # modules that import it by name while the patch is on (``runs.dispatch``).
-    monkeypatch.setattr(hooks, "distributed", SimpleNamespace(in_process=lambda: False))
+    monkeypatch.setattr(hooks, "broker", SimpleNamespace(in_process=lambda: False))
     return recorder
 
 
@@ -57,10 +58,10 @@ def settle(bus: Bus, tasks: Tasks, *, limit: int = 50) -> None:
             return
         name, args = tasks.sent.pop(0)
         if name == workflow_kind.START_TASK:
-            subruns.child_run_start(run_id=args[0], publish=bus)
+            children.child_run_start(run_id=args[0], publish=bus)
         else:
             assert name == hooks.SETTLE_PARENT_TASK
-            subruns.parent_step_settle(child_run_id=args[0], publish=bus)
+            children.parent_step_settle(child_run_id=args[0], publish=bus)
     raise AssertionError("still busy")
 
 
@@ -69,7 +70,7 @@ def start(tag: str = "t") -> tuple[Run, Bus]:
     parent = activate(parent_flow())
     bus = Bus()
     run = run_create(workflow=parent, trigger="api", inputs={"tag": tag})
-    distributed.run_start(run=run, publish=bus)
+    run_start(run=run, publish=bus)
     return run, bus
 
 
@@ -103,8 +104,8 @@ def test_the_step_parks_on_its_child_and_the_childs_finish_settles_it(tasks):
         ("succeeded", f"child run {child.pk}")
     ]
     # duplicates of both messages do nothing
-    assert subruns.child_run_start(run_id=child.pk, publish=bus) is None
-    assert subruns.parent_step_settle(child_run_id=child.pk, publish=bus) is False
+    assert children.child_run_start(run_id=child.pk, publish=bus) is None
+    assert children.parent_step_settle(child_run_id=child.pk, publish=bus) is False
 
 
 def test_a_failed_child_fails_the_parked_step_and_resume_resumes_the_same_child(tasks, echo_api):
@@ -122,7 +123,7 @@ def test_a_failed_child_fails_the_parked_step_and_resume_resumes_the_same_child(
     run = run_prepare_resume(run=run)
     child.refresh_from_db()
     assert child.status == "pending"  # prepared with its parent
-    distributed.run_start(run=run, publish=bus)
+    run_start(run=run, publish=bus)
     settle(bus, tasks)
 
     run.refresh_from_db()
@@ -155,7 +156,7 @@ def test_a_step_whose_run_was_cancelled_before_it_parked_starts_no_child(tasks):
     Run.objects.filter(pk=run.pk).update(status="cancelled")  # …when the run was cancelled
 
     refused = pytest.raises(workflow_kind.SubworkflowFailed, match="the run ended before")
-    with distributed.run_context(run) as ctx, refused:
+    with run_context(run) as ctx, refused:
         workflow_kind.execute_workflow_step(ctx, ctx.spec.step("sub"), {"tag": "x1"})
 
     assert not Run.objects.filter(parent_run=run).exists()  # rolled back with the park
@@ -167,8 +168,8 @@ def test_the_tasks_do_nothing_for_a_run_that_is_no_pending_child(tasks):
     bus.drain()  # parked: the child is pending
     child = Run.objects.get(parent_run=run)
 
-    assert subruns.parent_step_settle(child_run_id=child.pk, publish=bus) is False  # unfinished
-    assert subruns.parent_step_settle(child_run_id=run.pk, publish=bus) is False  # no parent
+    assert children.parent_step_settle(child_run_id=child.pk, publish=bus) is False  # unfinished
+    assert children.parent_step_settle(child_run_id=run.pk, publish=bus) is False  # no parent
     assert runs_tasks.start_run.run(run.pk) is None  # running already: nothing is sent
     assert runs_tasks.settle_parent_step.run(run.pk) is None
     assert Run.objects.get(pk=child.pk).status == "pending"
@@ -178,7 +179,7 @@ def test_the_hook_sends_nothing_for_a_top_level_run_or_in_process(tasks, monkeyp
     run, _ = start("h1")
     hooks.run_finished(run_id=run.pk)
     assert tasks.sent == []
-    monkeypatch.setattr(hooks, "distributed", SimpleNamespace(in_process=lambda: True))
+    monkeypatch.setattr(hooks, "broker", SimpleNamespace(in_process=lambda: True))
     child = Run.objects.create(
         workflow=run.workflow, definition_hash="x", trigger="workflow", parent_run=run,
         parent_step=StepResult.objects.get(run=run, step_id="sub"),
@@ -195,7 +196,7 @@ def test_a_child_that_succeeded_already_is_read_not_run_again(tasks):
     child = Run.objects.get(parent_run=run)
     sub = run.step_results.get(step_id="sub")
     StepResult.objects.filter(pk=sub.pk).update(status="running", claim_token="")
-    with distributed.run_context(run) as ctx:
+    with run_context(run) as ctx:
         step = ctx.spec.step("sub")
         attempt = workflow_kind.execute_workflow_step(ctx, step, {"tag": "r1", "name": "ann"})
     assert attempt.output == {"tag": "r1", "loud": "r1!ann"}

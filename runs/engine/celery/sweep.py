@@ -1,6 +1,6 @@
 """The sweeper (a Celery beat task): takes back steps lost with their worker.
 
-A step of a Celery run always holds a lease (``runs.engine.distributed``). When it runs
+A step of a Celery run always holds a lease (``runs.engine.celery``). When it runs
 out:
 
 - a **queued** step's message was lost (the broker restarted, the publishing process
@@ -30,17 +30,11 @@ from django.conf import settings
 from django.db import transaction
 
 from runs.engine.attempt import step_idempotent
-from runs.engine.celery_settle import requeue
+from runs.engine.celery.advance import advance_locked
+from runs.engine.celery.broker import Publish, lease_until, publish_step, time_limit_of
+from runs.engine.celery.run import lock_run, run_context
+from runs.engine.celery.settle import requeue
 from runs.engine.context import DEFAULT_CLOCK, RunContext
-from runs.engine.distributed import (
-    Publish,
-    advance_locked,
-    lease_until,
-    lock_run,
-    publish_step,
-    run_context,
-    time_limit_of,
-)
 from runs.models import Run, StepResult
 from runs.state import (
     STEP_IN_FLIGHT,

@@ -23,8 +23,8 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
+from runs.engine.celery.broker import lease_until
 from runs.engine.context import DEFAULT_CLOCK, Clock
-from runs.engine.distributed import lease_until
 from runs.models import Run, StepResult
 from runs.state import RunStatus, StepStatus, step_transition_returning, step_update_returning
 from tools.errors import FlowpilotError
@@ -99,6 +99,21 @@ def claim(
     return Claim(token, result, run_status)
 
 
+def claim_step(
+    step_result_id: int,
+    *,
+    worker: str,
+    inputs: Any = None,
+    inputs_truncated: bool = False,
+    now: Clock = DEFAULT_CLOCK,
+) -> str | None:
+    """``claim``, returning only the claim token (or None if it lost)."""
+    won = claim(
+        step_result_id, worker=worker, inputs=inputs, inputs_truncated=inputs_truncated, now=now
+    )
+    return won.token if won else None
+
+
 def claim_ready(
     run_id: int,
     step_id: str,
@@ -113,7 +128,7 @@ def claim_ready(
     """Claim a pending step of a running run straight from ``pending``; the caller holds
     the run's row lock (it settled the step's parent).
 
-    What ``distributed.queue_ready`` and then ``claim`` would write, in one UPDATE: the
+    What ``advance.queue_ready`` and then ``claim`` would write, in one UPDATE: the
     retry budget (``attempt_limit`` = attempts + ``budget``), a fresh claim and a step
     lease, the resolved inputs. With ``unless_failed`` the UPDATE also requires that no
     step of the run has failed (the only other thing a lone child's readiness depends

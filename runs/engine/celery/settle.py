@@ -1,11 +1,16 @@
-"""Settling a Celery step task's attempt: a retry, or the outcome and the run's advance.
+"""Settling a Celery step task's try: a retry, or the outcome and the run's advance.
+
+What follows a failed try is ``tries.next_try``'s decision, as on every driver: a
+retry goes back to ``queued`` with the try logged (``retry_in``, ``wait_reason``) and
+the task publishes itself again with that countdown; anything else is the outcome.
 
 Every write is conditional on the task's claim (``claim_token``): a result from a
 claim the sweeper took back is ignored. The outcome is written first and the run
 row locked second (by the same statement: the outcome's UPDATE reads its run's
 status back ``FOR UPDATE``), which keeps the lock short; no writer waits on a
 running step's row while holding the run lock, so the order cannot deadlock.
-``celery_step`` calls these while its heartbeat still renews the lease.
+``step`` calls these while its heartbeat still renews the lease; ``children`` calls
+``settle`` when a parked `workflow` step's child run ends.
 """
 
 from __future__ import annotations
@@ -21,19 +26,20 @@ from django.conf import settings
 from django.db import transaction
 
 from runs.engine import checkpoint
-from runs.engine.attempt import StepOutcome, effective_retry, retry_delay
-from runs.engine.celery_advance import advance_after
-from runs.engine.celery_claim import Taken, run_status_sql
+from runs.engine.attempt import StepOutcome, effective_retry, outcome_of
+from runs.engine.celery.advance import Held, advance_after, advance_locked
+from runs.engine.celery.broker import Publish, lease_until
+from runs.engine.celery.claim import Taken, run_status_sql
 from runs.engine.context import DEFAULT_CLOCK, Clock, RunContext
-from runs.engine.distributed import Held, Publish, advance_locked, lease_until
 from runs.engine.kinds.base import Attempt
+from runs.engine.tries import Retry, Tried, next_try
 from runs.models import Run, StepResult
 from runs.state import RunStatus, StepStatus, step_transition, step_update_returning
 from tools.errors import FlowpilotError
 
 # Claims a child the settled step made ready, for the settling task to run next, in the
 # settle's transaction: ``take(stored output of the settled step, child id, retry
-# budget, unless_failed)`` (``celery_step``; see ``distributed.Take``).
+# budget, unless_failed)`` (``step``; see ``advance.Take``).
 TakeNext = Callable[[Any, str, int, bool], Taken | None]
 
 logger = logging.getLogger("flowpilot.engine")
@@ -73,26 +79,25 @@ def settle(
     ctx: RunContext,
     result: StepResult,
     token: str,
-    entry: dict[str, Any],
-    attempt: Attempt | None,
-    error: FlowpilotError | None,
+    tried: Tried[Attempt],
     *,
     publish: Publish,
     take: TakeNext | None = None,
 ) -> Verdict:
-    """Record the attempt: a retry, or the outcome and an advance of the run.
+    """Record the try: a retry (``next_try``), or the outcome and an advance of the run.
 
-    With ``take``, one newly ready child may be kept for this task (``Verdict.follow``).
+    The try's number within the retry budget is counted from ``attempt_limit`` (the
+    policy's tries end there; a try lost with its worker raised it by one, so it does
+    not use up the policy). With ``take``, one newly ready child may be kept for this
+    task (``Verdict.follow``).
     """
-    if error is not None and error.retryable and entry["attempt"] < result.attempt_limit:
-        return _settle_retry(ctx, result, token, entry, error, publish=publish)
-    outcome = StepOutcome(
-        StepStatus.FAILED if error else StepStatus.SUCCEEDED,
-        output=attempt.output if attempt else None,
-        error=entry.get("error"),
-        truncated=attempt.truncated if attempt else False,
-        attempts=[entry],
-    )
+    if tried.error is not None:
+        policy = effective_retry(ctx, ctx.spec.step(result.step_id))
+        budget_try = tried.record.number - (result.attempt_limit - policy.max_attempts)
+        decision = next_try(policy, budget_try, tried.error, ctx.rand.random)
+        if isinstance(decision, Retry):
+            return _settle_retry(ctx, result, token, tried, decision, publish=publish)
+    outcome = outcome_of(tried, (tried.record,))
     return settle_outcome(ctx, result, token, outcome, publish=publish, take=take)
 
 
@@ -108,7 +113,7 @@ def settle_outcome(
     """Write the outcome if the claim is still ours, then advance under the run lock.
 
     One transaction: the outcome's UPDATE (which locks the run row and reads its
-    status back), then the advance (``celery_advance``), whose claim of a child kept
+    status back), then the advance (``advance.advance_after``), whose claim of a child kept
     for this task (``take``) is in it too, so a hop of a chain commits once. The step
     row is written before the run row is locked, which keeps the lock short. No writer
     waits on a running step's row while holding the run lock (the sweeper skips locked
@@ -174,24 +179,23 @@ def _settle_retry(
     ctx: RunContext,
     result: StepResult,
     token: str,
-    entry: dict[str, Any],
-    error: FlowpilotError,
+    tried: Tried[Attempt],
+    wait: Retry,
     *,
     publish: Publish,
 ) -> Verdict:
-    """Back to ``queued`` for the policy's countdown, unless the run ended meanwhile."""
+    """Back to ``queued``, due after ``wait``, unless the run ended meanwhile (then the
+    try is the step's outcome)."""
     with transaction.atomic():
         locked = _locked_claim(result, token)
         if locked is None:
             return Verdict(claimed=True)
         run, current = locked
         if run.status == RunStatus.RUNNING:
-            policy = effective_retry(ctx, ctx.spec.step(current.step_id))
-            tries = entry["attempt"] - (current.attempt_limit - policy.max_attempts)
-            entry["retry_in"] = round(retry_delay(ctx, policy, tries, error), 3)
-            requeue(current, entry, ctx.now(), delay=entry["retry_in"], error=entry["error"])
-            return Verdict(claimed=True, status=StepStatus.QUEUED, retry_in=entry["retry_in"])
-    outcome = StepOutcome(StepStatus.FAILED, error=entry["error"], attempts=[entry])
+            entry = tried.record.waiting(wait).entry()
+            requeue(current, entry, ctx.now(), delay=wait.delay, error=tried.record.error)
+            return Verdict(claimed=True, status=StepStatus.QUEUED, retry_in=wait.delay)
+    outcome = outcome_of(tried, (tried.record,))
     return settle_outcome(ctx, result, token, outcome, publish=publish)
 
 
@@ -225,14 +229,20 @@ def settle_not_started(result: StepResult, token: str, *, now: Clock = DEFAULT_C
 
 
 def requeue(
-    result: StepResult, entry: dict, now: datetime, *, delay: float, error: dict[str, Any] | None
+    result: StepResult,
+    entry: dict[str, Any],
+    now: datetime,
+    *,
+    delay: float,
+    error: dict[str, Any] | None,
 ) -> None:
-    """Back to ``queued`` with the attempt recorded; due ``delay`` seconds from now."""
+    """Back to ``queued`` with the try's log ``entry`` recorded; due ``delay`` seconds
+    from now."""
     step_transition(
         result,
         StepStatus.QUEUED,
         attempts=(result.attempts or 0) + 1,
-        attempt_log=[*(result.attempt_log or []), *checkpoint.stored_entries([entry])],
+        attempt_log=[*(result.attempt_log or []), checkpoint.storable(entry)],
         attempt_limit=result.attempt_limit,
         error=checkpoint.storable(error),
         claim_token="",

@@ -1,4 +1,4 @@
-"""One step as a Celery task: claim, heartbeat, one attempt, settle (``runs.tasks``).
+"""One step as a Celery task: claim, heartbeat, one try, settle (``runs.tasks``).
 
 ``step_execute`` reads its StepResult (with its run and the Tool table's state) and
 the upstream outputs the step references, resolves the inputs, then *claims* the step
@@ -8,15 +8,15 @@ run's status. A duplicate or late message finds the step no longer queued, or lo
 the claim, and does nothing, so a succeeded step never runs again.
 
 It makes **one** attempt; one that outlives a second has its lease renewed by the
-process's heartbeat thread (``runs.engine.heartbeat``). The Celery soft time limit
-(the step's ``timeout``) becomes a ``tool_timeout`` error. Then it settles:
+process's heartbeat thread (``heartbeat``). The Celery soft time limit (the step's
+``timeout``) becomes a ``tool_timeout`` error. Then it settles (``settle``):
 
-- a retryable failure with tries left goes back to ``queued`` (the attempt logged,
-  with ``retry_in``); the task re-publishes itself with that countdown, so no
-  worker sleeps while waiting;
+- a failure ``tries.next_try`` retries goes back to ``queued`` (the try logged, with
+  ``retry_in`` and ``wait_reason``); the task re-publishes itself with that
+  countdown, so no worker sleeps while waiting;
 - anything else is written with one UPDATE conditional on the claim (a result from
   a claim the sweeper took back is ignored) that also locks the run row, and the run
-  is advanced (``runs.engine.celery_advance``: only the settled step's children are
+  is advanced (``advance.advance_after``: only the settled step's children are
   looked at) in the same transaction.
 
 **Chains stay in the task.** Of the children a success makes ready, all are published
@@ -25,7 +25,7 @@ no broker round trip, its parent's output from memory): a chain runs as one task
 worker, a fan-out still spreads over the workers. Only steps without a ``timeout``
 share a task, since a Celery time limit covers the whole task. A child that is the
 only step its parent made ready is claimed in the parent's settle transaction
-(``celery_claim.claim_ready``), so a hop of a chain is one commit: the parent's
+(``claim.claim_ready``), so a hop of a chain is one commit: the parent's
 outcome, the run lock, the child's claim.
 
 Settling happens while the lease is still renewed, and a transient database error
@@ -39,7 +39,6 @@ Every attempt is logged with the worker that made it.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -48,12 +47,12 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.db import transaction
 
 from runs.engine import checkpoint
-from runs.engine.attempt import (
-    error_record,
-    execute_attempt,
-)
-from runs.engine.celery_claim import Claim, Taken, claim, claim_ready
-from runs.engine.celery_settle import (
+from runs.engine.attempt import execute_attempt
+from runs.engine.celery.broker import Publish, publish_step, time_limit_of
+from runs.engine.celery.claim import Claim, Taken, claim, claim_ready, claim_step
+from runs.engine.celery.heartbeat import heartbeat
+from runs.engine.celery.run import TOOLS_KEY, TapsFor, run_context, tools_key
+from runs.engine.celery.settle import (
     Verdict,
     settle,
     settle_failed_before_call,
@@ -61,19 +60,11 @@ from runs.engine.celery_settle import (
 )
 from runs.engine.context import DEFAULT_CLOCK, Clock, RunContext
 from runs.engine.db_retry import with_db_retries
-from runs.engine.distributed import (
-    TOOLS_KEY,
-    Publish,
-    publish_step,
-    run_context,
-    time_limit_of,
-    tools_key,
-)
 from runs.engine.finish import run_finished_announce
-from runs.engine.heartbeat import heartbeat
 from runs.engine.kinds.base import Attempt
 from runs.engine.local import CheckpointTruncated
 from runs.engine.resolve import resolve_step_call
+from runs.engine.tries import Tried, try_once
 from runs.models import Run, StepResult
 from runs.state import (
     RunStatus,
@@ -89,34 +80,21 @@ from workflows.schema import AnyStep
 logger = logging.getLogger("flowpilot.engine")
 
 
-def claim_step(
-    step_result_id: int,
-    *,
-    worker: str,
-    inputs: Any = None,
-    inputs_truncated: bool = False,
-    now: Clock = DEFAULT_CLOCK,
-) -> str | None:
-    """``claim``, returning only the claim token (or None if it lost)."""
-    won = claim(
-        step_result_id, worker=worker, inputs=inputs, inputs_truncated=inputs_truncated, now=now
-    )
-    return won.token if won else None
-
-
 def step_execute(
     *,
     step_result_id: int,
     worker: str,
     publish: Publish = publish_step,
     now: Clock = DEFAULT_CLOCK,
+    taps_for: TapsFor | None = None,
 ) -> Verdict:
-    """Claim, run one attempt of, and settle one step (the body of the step task).
+    """Claim, try once, and settle one step (the body of the step task).
 
     The inputs are resolved before the claim (the upstream outputs they read are final
     once the step is queued), so the claim stores them in the same UPDATE. When the
     step's success makes one child ready (a chain), that child is run next in this same
-    task (``continue_chain``); its verdict is in ``Verdict.continued``.
+    task (``continue_chain``); its verdict is in ``Verdict.continued``. ``taps_for``
+    gives the run's call taps (``runs.tasks``: a validation run records its calls).
     """
     result = StepResult.objects.select_related("run").annotate(**TOOLS_KEY).get(pk=step_result_id)
     if result.status != StepStatus.QUEUED:
@@ -124,7 +102,7 @@ def step_execute(
         return Verdict(claimed=False)
     run = result.run
     try:
-        context = run_context(run, tools_key=tools_key(result))
+        context = run_context(run, tools_key=tools_key(result), taps_for=taps_for)
     except FlowpilotError as exc:
         return _fail_unstartable(result, run, exc, worker=worker, now=now)
     with context as ctx:
@@ -221,13 +199,13 @@ def _run_claimed(
     take = partial(_take, ctx, run, step.id, worker) if time_limit_of(step) is None else None
     with heartbeat(result.pk, token, now=ctx.now):
         logger.debug("run %s: step %s started (try %s)", run.pk, step.id, result.attempts + 1)
-        entry, attempt, error = _attempt(ctx, step, args, number=result.attempts + 1, worker=worker)
+        tried = _try(ctx, step, args, number=result.attempts + 1, worker=worker)
         logger.debug(
             "run %s: step %s try %s %s in %.0f ms",
-            run.pk, step.id, entry["attempt"], entry["status"], entry["duration_ms"],
+            run.pk, step.id, tried.record.number, tried.record.status, tried.record.duration_ms,
         )  # fmt: skip
         return with_db_retries(
-            lambda: settle(ctx, result, token, entry, attempt, error, publish=publish, take=take),
+            lambda: settle(ctx, result, token, tried, publish=publish, take=take),
             what=f"recording step `{step.id}` of run {run.pk}",
         )
 
@@ -299,24 +277,21 @@ def _is_preview(value: Any) -> bool:
     return isinstance(value, dict) and value.get("_truncated") is True and "preview" in value
 
 
-def _attempt(
+def _try(
     ctx: RunContext, step: AnyStep, args: dict[str, Any], *, number: int, worker: str
-) -> tuple[dict[str, Any], Attempt | None, FlowpilotError | None]:
-    """One try. Returns ``(log entry, Attempt or None, FlowpilotError or None)``."""
-    entry: dict[str, Any] = {
-        "attempt": number,
-        "started_at": ctx.now().isoformat(),
-        "worker": worker,
-    }
-    t0 = time.perf_counter()
-    try:
-        attempt = execute_attempt(ctx, step, args)
-    except (FlowpilotError, SoftTimeLimitExceeded) as exc:
-        error = _as_timeout(step, exc) if _hit_time_limit(exc) else exc
-        entry.update(duration_ms=_ms(t0), status=StepStatus.FAILED, error=error_record(ctx, error))
-        return entry, None, error
-    entry.update(duration_ms=_ms(t0), status=StepStatus.SUCCEEDED)
-    return entry, attempt, None
+) -> Tried[Attempt]:
+    """The task's one try (``tries.try_once``); the task's soft time limit running out
+    during it is the step's ``tool_timeout``."""
+
+    def call() -> Attempt:
+        try:
+            return execute_attempt(ctx, step, args)
+        except (FlowpilotError, SoftTimeLimitExceeded) as exc:
+            if _hit_time_limit(exc):
+                raise _as_timeout(step) from exc
+            raise
+
+    return try_once(ctx, number, call, worker=worker)
 
 
 def _hit_time_limit(exc: BaseException | None) -> bool:
@@ -328,14 +303,8 @@ def _hit_time_limit(exc: BaseException | None) -> bool:
     return False
 
 
-def _as_timeout(step: AnyStep, exc: BaseException) -> ToolTimeout:
-    error = ToolTimeout(f"step `{step.id}` ran past its {step.timeout:g} s timeout")
-    error.__cause__ = exc
-    return error
-
-
-def _ms(t0: float) -> float:
-    return round((time.perf_counter() - t0) * 1000, 2)
+def _as_timeout(step: AnyStep) -> ToolTimeout:
+    return ToolTimeout(f"step `{step.id}` ran past its {step.timeout:g} s timeout")
 
 
 def _fail_unstartable(

@@ -1,0 +1,52 @@
+"""How a queued step reaches a worker: the step task's name, publishing, time limits, leases.
+
+Every module of the Celery path publishes through a ``Publish`` it is given (the
+services pass ``publish_step``; tests pass a recorder standing in for the broker), and
+dates the leases it writes with ``lease_until``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from celery import current_app
+
+from workflows.schema import AnyStep
+
+STEP_TASK = "runs.execute_step"  # the step task's name (``runs.tasks``): never renamed
+HARD_LIMIT_GRACE = 10.0  # seconds between a step's soft and hard time limit
+
+# How a queued step reaches a worker: ``publish(step_result_id, countdown=, time_limit=)``.
+Publish = Callable[..., None]
+
+
+def publish_step(
+    step_result_id: int, *, countdown: float = 0.0, time_limit: float | None = None
+) -> None:
+    """Send the step task to the broker (tests inject a recorder instead).
+
+    ``time_limit`` becomes the task's soft time limit; the hard limit follows it.
+    """
+    options: dict[str, Any] = {"countdown": countdown} if countdown else {}
+    if time_limit:
+        options.update(soft_time_limit=time_limit, time_limit=time_limit + HARD_LIMIT_GRACE)
+    current_app.send_task(STEP_TASK, args=[step_result_id], **options)
+
+
+def in_process() -> bool:
+    """No broker configured (Celery eager): runs execute in this process, as before."""
+    return bool(current_app.conf.task_always_eager)
+
+
+def lease_until(seconds: float, now: datetime) -> datetime:
+    return now + timedelta(seconds=seconds)
+
+
+def time_limit_of(step: AnyStep) -> float | None:
+    """The per-attempt limit enforced as the task's soft time limit.
+
+    A foreach step applies its ``timeout`` to every item call instead.
+    """
+    return step.step_time_limit()

@@ -1,0 +1,250 @@
+"""A step's tries: one try, as recorded, and the one rule that decides the next try.
+
+Every driver makes its tries differently (the in-process driver in a loop on a pool
+thread, a Celery step task once per message, a `foreach` item in a loop of its own, a
+parked `workflow` step when its child run ends), but each asks ``next_try`` what to
+do after a failed try, and records the try as an ``AttemptRecord``:
+
+- a fatal error (``retryable`` is False on its class), or a try that used up the
+  policy's ``max_attempts``, gives up (``GiveUp``);
+- otherwise the next try waits the policy's backoff, unless the failure said how long
+  to wait: a 429's ``Retry-After`` (``ToolRateLimited.retry_after``) or an open
+  circuit breaker's cool-down (``CircuitOpen.retry_after``). Such a wait is capped by
+  the policy's ``max_delay`` and never shorter than the backoff. ``Retry`` says the
+  wait and its reason (``WaitReason``), stored in the attempt log as ``retry_in`` and
+  ``wait_reason``.
+
+A new kind of told wait (a tool's own pacing, say) is one more row of ``_TOLD_WAITS``
+and one more ``WaitReason``: no driver changes. The rule is pure: no clock, no I/O,
+the jitter's random number drawn from the caller's ``rand`` only when a retry is
+decided, so tests pin it with ``ctx.rand`` and a recorded ``ctx.sleep``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from runs.state import StepStatus
+from tools.errors import CircuitOpen, FlowpilotError, ToolRateLimited
+from tools.policy import RetryPolicy
+
+if TYPE_CHECKING:
+    from runs.engine.context import RunContext
+
+__all__ = [
+    "AttemptRecord",
+    "Decision",
+    "GiveUp",
+    "Retry",
+    "Tried",
+    "WaitReason",
+    "error_record",
+    "next_try",
+    "try_once",
+    "try_until_done",
+    "wait_reason_label",
+]
+
+T = TypeVar("T")
+
+
+class WaitReason(StrEnum):
+    """Why the next try waits as long as it does."""
+
+    BACKOFF = "backoff"  # the policy's exponential backoff (with jitter)
+    RETRY_AFTER = "retry_after"  # the server's ``Retry-After`` (HTTP 429)
+    BREAKER = "breaker"  # the host's circuit breaker is open until its cool-down ends
+
+    @property
+    def label(self) -> str:
+        """How the run page and ``showrun`` say it."""
+        return _LABELS[self]
+
+
+_LABELS = {
+    WaitReason.BACKOFF: "backoff",
+    WaitReason.RETRY_AFTER: "the server's Retry-After",
+    WaitReason.BREAKER: "circuit breaker cool-down",
+}
+
+
+def wait_reason_label(stored: Any) -> str | None:
+    """The label of a stored ``wait_reason``; None for an entry without one (logged
+    before reasons were) or with an unknown one."""
+    try:
+        return WaitReason(stored).label
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class Retry:
+    """Try again after ``delay`` seconds (rounded to the millisecond), for ``reason``."""
+
+    delay: float
+    reason: WaitReason
+
+
+@dataclass(frozen=True)
+class GiveUp:
+    """No next try: ``exhausted`` when the policy's tries are used up, else the error
+    is fatal."""
+
+    exhausted: bool
+
+
+Decision = Retry | GiveUp
+
+# Errors that tell how long to wait, and the reason recorded when that wait is kept.
+_TOLD_WAITS: tuple[tuple[type[FlowpilotError], WaitReason], ...] = (
+    (CircuitOpen, WaitReason.BREAKER),
+    (ToolRateLimited, WaitReason.RETRY_AFTER),
+)
+
+
+def next_try(
+    policy: RetryPolicy, attempt: int, error: FlowpilotError, rand: Callable[[], float]
+) -> Decision:
+    """What follows failed try number ``attempt`` (1-based, counted within ``policy``'s
+    budget) that raised ``error``; ``rand`` gives a number in [0, 1) for the jitter."""
+    if not error.retryable:
+        return GiveUp(exhausted=False)
+    if attempt >= policy.max_attempts:
+        return GiveUp(exhausted=True)
+    delay, reason = policy.delay(attempt, rand()), WaitReason.BACKOFF
+    told = _told_wait(error)
+    if told is not None:
+        wait = min(told[0], policy.max_delay)
+        if wait > delay:
+            delay, reason = wait, told[1]
+    return Retry(round(delay, 3), reason)
+
+
+def _told_wait(error: FlowpilotError) -> tuple[float, WaitReason] | None:
+    for kind, reason in _TOLD_WAITS:
+        if isinstance(error, kind):
+            seconds = getattr(error, "retry_after", None)
+            return (float(seconds), reason) if seconds else None
+    return None
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """One try of a step, as the attempt log stores it (``entry``).
+
+    ``error`` is the classified error record (``error_record``: its type,
+    message, retryability, scrubbed and capped); ``wait`` the decided wait before the
+    next try, None when there is none. Immutable: a decision makes a new record
+    (``waiting``).
+    """
+
+    number: int
+    started_at: datetime
+    duration_ms: float
+    status: str  # StepStatus: succeeded | failed
+    worker: str | None = None  # the Celery hostname, or what stood in for it
+    error: dict[str, Any] | None = None
+    wait: Retry | None = None
+
+    def waiting(self, wait: Retry) -> AttemptRecord:
+        return replace(self, wait=wait)
+
+    def entry(self) -> dict[str, Any]:
+        """The attempt log entry; its keys are what the run page, the API, ``showrun``
+        and the failure report read (``retry_in`` in seconds)."""
+        entry: dict[str, Any] = {"attempt": self.number, "started_at": self.started_at.isoformat()}
+        if self.worker is not None:
+            entry["worker"] = self.worker
+        entry.update(duration_ms=self.duration_ms, status=str(self.status))
+        if self.error is not None:
+            entry["error"] = self.error
+        if self.wait is not None:
+            entry.update(retry_in=self.wait.delay, wait_reason=self.wait.reason.value)
+        return entry
+
+
+MAX_ERROR_MESSAGE_CHARS = 4000  # an error quoting a huge value must not fill the checkpoint
+
+
+def error_record(ctx: RunContext, exc: FlowpilotError) -> dict[str, Any]:
+    """The classified record of ``exc`` as a try stores it: scrubbed, then capped (an
+    untyped ``error`` is an ``internal_error``)."""
+    record = exc.as_dict()
+    if record["type"] == "error":
+        record["type"] = "internal_error"
+    return capped_error(ctx.redactor.scrub(record))
+
+
+def capped_error(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with its message cut to ``MAX_ERROR_MESSAGE_CHARS``.
+
+    Cut after scrubbing, so a cut never leaves part of a secret unmasked.
+    """
+    message = record.get("message")
+    if isinstance(message, str) and len(message) > MAX_ERROR_MESSAGE_CHARS:
+        cut = f"{message[:MAX_ERROR_MESSAGE_CHARS]}… [truncated: {len(message)} characters in all]"
+        record = {**record, "message": cut}
+    return record
+
+
+@dataclass(frozen=True)
+class Tried(Generic[T]):
+    """One try: its record, and what it returned (``value``) or raised (``error``)."""
+
+    record: AttemptRecord
+    value: T | None = None
+    error: FlowpilotError | None = None
+
+
+def try_once(
+    ctx: RunContext, number: int, call: Callable[[], T], *, worker: str | None = None
+) -> Tried[T]:
+    """Make try number ``number`` (``call``) and record it; a ``FlowpilotError`` it
+    raises is returned, classified (``error_record``), not raised."""
+    started, t0 = ctx.now(), time.perf_counter()
+    try:
+        value = call()
+    except FlowpilotError as exc:
+        record = AttemptRecord(
+            number, started, _ms(t0), StepStatus.FAILED, worker, error_record(ctx, exc)
+        )
+        return Tried(record, None, exc)
+    return Tried(AttemptRecord(number, started, _ms(t0), StepStatus.SUCCEEDED, worker), value)
+
+
+def try_until_done(
+    ctx: RunContext,
+    policy: RetryPolicy,
+    call: Callable[[], T],
+    *,
+    first_attempt: int = 1,
+    worker: str | None = None,
+) -> tuple[list[AttemptRecord], Tried[T]]:
+    """Try ``call`` until it succeeds, fails fatally or runs out of ``policy``'s tries,
+    waiting what ``next_try`` decides with ``ctx.sleep`` (injectable) between tries.
+
+    Returns every try's record and the last try. Tries are numbered from
+    ``first_attempt`` (a resumed step goes on counting); the policy's budget starts there.
+    """
+    records: list[AttemptRecord] = []
+    number = first_attempt
+    while True:
+        tried = try_once(ctx, number, call, worker=worker)
+        if tried.error is not None:
+            decision = next_try(policy, number - first_attempt + 1, tried.error, ctx.rand.random)
+            if isinstance(decision, Retry):
+                records.append(tried.record.waiting(decision))
+                ctx.sleep(decision.delay)
+                number += 1
+                continue
+        records.append(tried.record)
+        return records, tried
+
+
+def _ms(t0: float) -> float:
+    return round((time.perf_counter() - t0) * 1000, 2)

@@ -1,0 +1,329 @@
+"""One retry rule for every driver (``runs.engine.tries``).
+
+``next_try`` alone decides what follows a failed try. The driver tests below run the
+same failing host (a loopback server) under each driver — the in-process driver, the
+Celery step task's settle, a `foreach` item, and a `workflow` step parked on its child
+run — and prove the same sequence of tries and waits in four cases: the host's breaker
+is open, it answers 429 with ``Retry-After``, it answers 503, it times out. Waits are
+recorded (``ctx.sleep`` in process, the re-published countdown on Celery), never
+slept, and no assertion depends on how long anything took.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from runs import hooks
+from runs.engine.build import build_run_context
+from runs.engine.celery import children
+from runs.engine.celery.run import run_start
+from runs.engine.kinds import workflow as workflow_kind
+from runs.engine.tries import AttemptRecord, GiveUp, Retry, WaitReason, next_try
+from runs.models import Run, StepResult
+from runs.services import run_create, run_execute
+from runs.state import RunStatus, StepStatus
+from tests.celery_support import Bus, import_flow
+from tests.fakes import FakeAPI, FakeResponse
+from tests.runs.subflows import activate
+from tools.breaker.core import BreakerPolicy, breaker_host
+from tools.breaker.db_store import DatabaseBreakerStore
+from tools.errors import CircuitOpen, ToolInputError, ToolRateLimited, ToolTimeout
+from tools.loader import load_tool_text
+from tools.policy import RetryPolicy
+from tools.services import tool_upsert
+from workflows.services import workflow_spec
+
+POLICY = RetryPolicy(max_attempts=3, initial_delay=0.1, max_delay=2.0, multiplier=2, jitter=0)
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def never() -> float:
+    raise AssertionError("no random number is drawn when the rule gives up")
+
+
+# --- the rule -------------------------------------------------------------------------
+
+
+def test_a_fatal_error_gives_up_and_draws_no_random_number():
+    assert next_try(POLICY, 1, ToolInputError("bad"), never) == GiveUp(exhausted=False)
+
+
+def test_the_last_try_of_the_budget_gives_up():
+    assert next_try(POLICY, 3, ToolTimeout("slow"), never) == GiveUp(exhausted=True)
+
+
+def test_a_plain_retryable_error_waits_the_backoff_with_its_jitter():
+    assert next_try(POLICY, 1, ToolTimeout("slow"), lambda: 0.5) == Retry(0.1, WaitReason.BACKOFF)
+    assert next_try(POLICY, 2, ToolTimeout("slow"), lambda: 0.5) == Retry(0.2, WaitReason.BACKOFF)
+    jittery = POLICY.model_copy(update={"jitter": 0.5})
+    assert next_try(jittery, 1, ToolTimeout("slow"), lambda: 0.0) == Retry(0.05, WaitReason.BACKOFF)
+
+
+def test_retry_after_is_kept_when_longer_than_the_backoff_and_capped_by_max_delay():
+    told = ToolRateLimited("429", retry_after=1.0)
+    assert next_try(POLICY, 1, told, lambda: 0.5) == Retry(1.0, WaitReason.RETRY_AFTER)
+    long = ToolRateLimited("429", retry_after=120.0)
+    assert next_try(POLICY, 1, long, lambda: 0.5) == Retry(2.0, WaitReason.RETRY_AFTER)
+    short = ToolRateLimited("429", retry_after=0.01)
+    assert next_try(POLICY, 1, short, lambda: 0.5) == Retry(0.1, WaitReason.BACKOFF)
+
+
+def test_an_open_breaker_waits_its_cool_down():
+    refused = CircuitOpen(host="api:443", retry_at=NOW.replace(minute=10), now=NOW)
+    assert next_try(POLICY, 1, refused, lambda: 0.5) == Retry(2.0, WaitReason.BREAKER)
+    trial_due = CircuitOpen(host="api:443", retry_at=NOW, now=NOW)  # 0 s left: the backoff
+    assert next_try(POLICY, 2, trial_due, lambda: 0.5) == Retry(0.2, WaitReason.BACKOFF)
+
+
+def test_the_log_entry_keeps_its_keys_and_adds_the_reason():
+    record = AttemptRecord(2, NOW, 12.5, StepStatus.FAILED, "w@h", {"type": "http_error"})
+    assert record.entry() == {
+        "attempt": 2,
+        "started_at": NOW.isoformat(),
+        "worker": "w@h",
+        "duration_ms": 12.5,
+        "status": "failed",
+        "error": {"type": "http_error"},
+    }
+    waited = record.waiting(Retry(0.2, WaitReason.BACKOFF)).entry()
+    assert (waited["retry_in"], waited["wait_reason"]) == (0.2, "backoff")
+    assert record.wait is None  # immutable: ``waiting`` made a new record
+
+
+# --- the same failing host under every driver -----------------------------------------
+
+FLAKY_TOOL = """
+- name: flaky
+  kind: http
+  description: A host that fails the way the test asks (loopback fake).
+  base_url: "{base}"
+  request: {{method: GET, url: "/flaky/{{{{mode}}}}"}}
+  inputs: {{type: object, properties: {{mode: {{type: string}}}}, required: [mode]}}
+  timeout: 0.3
+  retry: {{max_attempts: 3, initial_delay: 0.1, max_delay: 2, multiplier: 2, jitter: 0}}
+"""
+
+# What each case's tries must be, on every driver: (error type, wait, wait reason).
+CASES: dict[str, list[tuple[str, float | None, str | None]]] = {
+    "breaker": [*[("circuit_open", 2.0, "breaker")] * 2, ("circuit_open", None, None)],
+    "limited": [*[("rate_limited", 1.0, "retry_after")] * 2, ("rate_limited", None, None)],
+    "down": [
+        ("http_error", 0.1, "backoff"),
+        ("http_error", 0.2, "backoff"),
+        ("http_error", None, None),
+    ],
+    "slow": [
+        ("tool_timeout", 0.1, "backoff"),
+        ("tool_timeout", 0.2, "backoff"),
+        ("tool_timeout", None, None),
+    ],
+}
+SENT = {"breaker": 0, "limited": 3, "down": 3, "slow": 3}  # requests that reach the host
+
+
+def _answer(request: Any, match: Any) -> FakeResponse:
+    mode = match["mode"]
+    if mode == "limited":
+        return FakeResponse.json({"error": "slow down"}, status=429, headers={"Retry-After": "1"})
+    if mode == "slow":
+        time.sleep(1.0)  # past the tool's 0.3 s timeout
+    return FakeResponse.json({"error": "down"}, status=503)
+
+
+@pytest.fixture
+def host(settings):
+    """The failing host, its tool stored; breakers off unless a case opens one."""
+    settings.FLOWPILOT_BREAKER_BACKEND = "off"
+    fake = FakeAPI().start()
+    fake.route("flaky", "GET", r"/flaky/(?P<mode>[a-z]+)", _answer)
+    for spec in load_tool_text(FLAKY_TOOL.format(base=fake.url), source="test_tries"):
+        tool_upsert(spec=spec, source="test_tries")
+    yield fake
+    fake.stop()
+
+
+def prepare(case: str, fake: FakeAPI, settings: Any) -> str:
+    """Open the host's breaker for the ``breaker`` case (cool-down 600 s: longer than
+    the policy's ``max_delay``); the mode the tool is called with."""
+    if case != "breaker":
+        return case
+    settings.FLOWPILOT_BREAKER_BACKEND = "database"
+    policy = BreakerPolicy(failures=1, cooldown=600, window=300)
+    DatabaseBreakerStore().record_failure(breaker_host(fake.url), now=timezone.now(), policy=policy)
+    return "down"
+
+
+def tool_flow(name: str) -> dict:
+    return {
+        "name": name,
+        "inputs": {"mode": {"type": "string"}},
+        "steps": [
+            {
+                "id": "call",
+                "kind": "tool",
+                "tool": "flaky",
+                "input_mapping": {"mode": "$input.mode"},
+            }
+        ],
+        "outputs": {"answer": "call.error"},
+    }
+
+
+def tries_of(result: StepResult) -> list[tuple[str, float | None, str | None]]:
+    return [
+        (e["error"]["type"], e.get("retry_in"), e.get("wait_reason")) for e in result.attempt_log
+    ]
+
+
+def in_process(run: Run, slept: list[float]) -> Run:
+    """The in-process driver, its waits recorded instead of slept."""
+    spec = workflow_spec(run.workflow)
+    with build_run_context(
+        run_id=run.pk, run_uuid=str(run.uuid), spec=spec, sleep=slept.append
+    ) as ctx:
+        return run_execute(run=run, context=ctx)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_in_process_driver(case, host, settings):
+    mode = prepare(case, host, settings)
+    run = run_create(
+        workflow=import_flow(tool_flow(f"local-{case}")), trigger="api", inputs={"mode": mode}
+    )
+    slept: list[float] = []
+
+    run = in_process(run, slept)
+
+    assert run.status == RunStatus.FAILED
+    assert tries_of(run.step_results.get(step_id="call")) == CASES[case]
+    assert slept == [wait for _, wait, _ in CASES[case] if wait is not None]
+    assert len(host.requests("flaky")) == SENT[case]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_celery_step_task(case, host, settings):
+    mode = prepare(case, host, settings)
+    run = run_create(
+        workflow=import_flow(tool_flow(f"celery-{case}")), trigger="api", inputs={"mode": mode}
+    )
+    bus = Bus()
+    run_start(run=run, publish=bus)
+
+    verdicts = bus.drain()
+
+    run.refresh_from_db()
+    assert run.status == RunStatus.FAILED
+    assert tries_of(run.step_results.get(step_id="call")) == CASES[case]
+    waits = [v.retry_in for v in verdicts if v.retry_in is not None]
+    assert waits == [wait for _, wait, _ in CASES[case] if wait is not None]
+    assert [m.countdown for m in bus.published[1:]] == waits  # re-published after the wait
+    assert len(host.requests("flaky")) == SENT[case]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_foreach_item(case, host, settings):
+    """An item's tries are not logged one by one: its waits are what it slept, its last
+    error is the step's ``errors`` entry; the waits' lengths tell the reasons apart."""
+    mode = prepare(case, host, settings)
+    flow = {
+        "name": f"each-{case}",
+        "inputs": {"modes": {"type": "array"}},
+        "steps": [
+            {
+                "id": "each",
+                "kind": "foreach",
+                "tool": "flaky",
+                "input_mapping": {"items": "$input.modes"},
+                "item_mapping": {"mode": "$item"},
+                "on_error": "continue",
+            }
+        ],
+        "outputs": {"errors": "each.errors"},
+    }
+    run = run_create(workflow=import_flow(flow), trigger="api", inputs={"modes": [mode]})
+    slept: list[float] = []
+
+    run = in_process(run, slept)
+
+    assert run.status == RunStatus.SUCCEEDED, run.error_summary
+    [failed] = run.step_results.get(step_id="each").output["errors"]
+    assert failed["error"]["type"] == CASES[case][-1][0]
+    assert slept == [wait for _, wait, _ in CASES[case] if wait is not None]
+    assert len(host.requests("flaky")) == SENT[case]
+
+
+@dataclass
+class Tasks:
+    """Records the tasks a sub-workflow sends by name: ``(name, args)``."""
+
+    sent: list[tuple[str, list]] = field(default_factory=list)
+
+    def send_task(self, name: str, args: list) -> None:
+        self.sent.append((name, list(args)))
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_step_parked_on_its_child_run(case, host, settings, monkeypatch):
+    """On Celery the child's step tries as any step task does; the parked parent step is
+    settled through the same rule, which gives up at once (a failed child is fatal to
+    its step: the retries were the child's), even under a retry policy of its own."""
+    tasks = Tasks()
+    monkeypatch.setattr(workflow_kind, "current_app", tasks)
+    monkeypatch.setattr(hooks, "current_app", tasks)
+    monkeypatch.setattr(hooks, "broker", SimpleNamespace(in_process=lambda: False))
+    mode = prepare(case, host, settings)
+    activate(tool_flow(f"child-{case}"))
+    parent = activate(
+        {
+            "name": f"parent-{case}",
+            "inputs": {"mode": {"type": "string"}},
+            "steps": [
+                {
+                    "id": "sub",
+                    "kind": "workflow",
+                    "workflow": f"child-{case}",
+                    "input_mapping": {"mode": "$input.mode"},
+                    "retry": {"max_attempts": 3, "initial_delay": 0.1},
+                }
+            ],
+            "outputs": {"answer": "sub.answer"},
+        }
+    )
+    run = run_create(workflow=parent, trigger="api", inputs={"mode": mode})
+    bus = Bus()
+    run_start(run=run, publish=bus)
+
+    _deliver(bus, tasks)
+
+    run.refresh_from_db()
+    child = Run.objects.get(parent_run=run)
+    assert (run.status, child.status) == (RunStatus.FAILED, RunStatus.FAILED)
+    assert tries_of(child.step_results.get(step_id="call")) == CASES[case]
+    assert tries_of(run.step_results.get(step_id="sub")) == [("subworkflow_failed", None, None)]
+    assert len(host.requests("flaky")) == SENT[case]
+
+
+def _deliver(bus: Bus, tasks: Tasks) -> None:
+    """Deliver step messages and named tasks until nothing is left, as workers would."""
+    for _ in range(50):
+        bus.drain()
+        if not tasks.sent:
+            return
+        name, args = tasks.sent.pop(0)
+        if name == workflow_kind.START_TASK:
+            children.child_run_start(run_id=args[0], publish=bus)
+        else:
+            assert name == hooks.SETTLE_PARENT_TASK
+            children.parent_step_settle(child_run_id=args[0], publish=bus)
+    raise AssertionError("still busy")
