@@ -35,3 +35,12 @@ def permission_require(*, actor: Actor | None, permission: str, action: str) -> 
     if not actor.is_active or not actor.has_perm(permission):
         who = actor.get_username() or "anonymous"
         raise PermissionRefused(f"{who} may not {action} (needs the `{permission}` permission)")
+
+
+def actor_user(actor: Actor | None) -> User | None:
+    """The user to record as having acted (``approved_by``, ``owner``): ``None`` for a
+    trusted in-process caller or an anonymous actor (whom ``permission_require`` refuses
+    anyway)."""
+    from django.contrib.auth.models import User  # the app registry is ready in a service
+
+    return actor if isinstance(actor, User) else None

@@ -20,9 +20,16 @@ from workflows.validation.subworkflows import WorkflowLookup, child_output_field
 
 
 class ToolSpecLike(Protocol):
-    name: str
-    input_schema: dict[str, Any]
-    outputs: list[str]
+    """What validation reads of a tool (read-only, so frozen specs match)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def input_schema(self) -> dict[str, Any]: ...
+
+    @property
+    def outputs(self) -> list[str]: ...
 
 
 class ToolLookup(Protocol):
