@@ -10,11 +10,11 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from runs.engine import caches, distributed, subruns
@@ -308,7 +308,7 @@ def run_repeat(*, run: Run, trigger: str = RunTrigger.MANUAL, actor: Any = None)
 
 
 def run_purge(
-    *, now, default_days: int, dry_run: bool = False, batch_size: int | None = None
+    *, now: datetime, default_days: int, dry_run: bool = False, batch_size: int | None = None
 ) -> dict[str, int]:
     """Delete finished runs past their workflow's retention period.
 
@@ -326,6 +326,8 @@ def run_purge(
     names = Workflow.objects.order_by("name").values_list("name", flat=True).distinct()
     for name in names:
         newest = Workflow.objects.filter(name=name).order_by("-version").first()
+        if newest is None:  # deleted since the names were read
+            continue
         days = workflow_spec(newest).retention_days
         days = default_days if days is None else days
         if days <= 0:
@@ -353,7 +355,7 @@ def _validation_or_under() -> Q:
     return condition
 
 
-def _delete_in_batches(runs, batch_size: int) -> None:
+def _delete_in_batches(runs: QuerySet[Run], batch_size: int) -> None:
     while ids := list(runs.order_by("pk").values_list("pk", flat=True)[:batch_size]):
         with transaction.atomic():
             Run.objects.filter(pk__in=ids).delete()
