@@ -11,6 +11,7 @@ a failed request leaves no half-written rows in an atomic block.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -35,7 +36,7 @@ from workflows.revisions import (
     DefinitionInvalid,
     DefinitionUnchanged,
 )
-from workflows.validation.report import WorkflowInvalid, format_path
+from workflows.validation.report import ValidationIssue, WorkflowInvalid, format_path
 
 # The status of each business error; the first class an error is an instance of wins.
 # Everything else of the app's errors is a 400 (the request asked for something wrong).
@@ -61,6 +62,7 @@ def error_body(code: str, message: str, details: list[dict] | None = None) -> di
 
 def error_details(exc: FlowpilotError) -> list[dict[str, str]]:
     """Each problem a business error carries, with its JSON path."""
+    issues: Sequence[ValidationIssue]
     if isinstance(exc, WorkflowInvalid):
         issues = exc.report.errors
     elif isinstance(exc, DefinitionInvalid):
@@ -94,8 +96,9 @@ def schedule_invalid_error(exc: ScheduleInvalid) -> ApiError:
 
 
 def flowpilot_status(exc: FlowpilotError) -> int:
-    if getattr(exc, "http_status", None):  # the API's own errors say it themselves
-        return exc.http_status
+    declared = getattr(exc, "http_status", None)  # the API's own errors say it themselves
+    if isinstance(declared, int) and declared:
+        return declared
     for cls, code in STATUS_BY_ERROR:
         if isinstance(exc, cls):
             return code

@@ -1,9 +1,9 @@
 """Query filters (django-filter); unknown values are a 400 naming the parameter."""
 
-from datetime import UTC
+from datetime import UTC, datetime
 
 from django import forms
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django_filters import fields
 from django_filters import rest_framework as filters
 
@@ -21,7 +21,7 @@ class ToolFilter(filters.FilterSet):
         model = Tool
         fields = ["kind"]
 
-    def filter_search(self, queryset, name, value):
+    def filter_search(self, queryset: QuerySet[Tool], name: str, value: str) -> QuerySet[Tool]:
         return queryset.filter(Q(name__icontains=value) | Q(description__icontains=value))
 
 
@@ -37,7 +37,7 @@ class WorkflowFilter(filters.FilterSet):
 class UtcDateTimeField(fields.IsoDateTimeField):
     """An ISO 8601 time read as UTC: PostgreSQL refuses offsets beyond ±15:59 (a 500)."""
 
-    def to_python(self, value):
+    def to_python(self, value: str | None) -> datetime | None:
         moment = super().to_python(value)
         if moment is None:
             return None

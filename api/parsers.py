@@ -8,7 +8,8 @@ database error later.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import IO, Any
 
 from rest_framework.parsers import JSONParser
 
@@ -45,7 +46,12 @@ def _bad(text: str) -> bool:
 
 
 class StorableJSONParser(JSONParser):
-    def parse(self, stream, media_type=None, parser_context=None):
+    def parse(
+        self,
+        stream: IO[bytes],
+        media_type: str | None = None,
+        parser_context: Mapping[str, Any] | None = None,
+    ) -> Any:
         data = super().parse(stream, media_type, parser_context)
         where = unstorable_text(data)
         if where is not None:

@@ -10,7 +10,13 @@ tells that an object exists.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rest_framework.permissions import BasePermission
+
+if TYPE_CHECKING:  # DRF loads this module from its settings while rest_framework.views loads
+    from rest_framework.request import Request
+    from rest_framework.views import APIView
 
 
 class ModelPermissions(BasePermission):
@@ -18,7 +24,7 @@ class ModelPermissions(BasePermission):
 
     message = "you do not have the permission this action needs"
 
-    def has_permission(self, request, view) -> bool:
+    def has_permission(self, request: Request, view: APIView) -> bool:
         user = request.user
         if not (user and user.is_authenticated and user.is_active):
             return False
@@ -30,7 +36,7 @@ class ModelPermissions(BasePermission):
         return user.has_perms(perms)
 
 
-def required_perms(view, request) -> tuple[str, ...] | None:
+def required_perms(view: APIView, request: Request) -> tuple[str, ...] | None:
     table = getattr(view, "required_perms", None) or {}
     action = getattr(view, "action", None)
     if action in table:
@@ -43,5 +49,5 @@ class IsStaff(BasePermission):
 
     message = "only staff users may do this"
 
-    def has_permission(self, request, view) -> bool:
+    def has_permission(self, request: Request, view: APIView) -> bool:
         return bool(request.user and request.user.is_staff)

@@ -7,6 +7,13 @@ adds them to every operation instead of each view repeating them.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from drf_spectacular.generators import SchemaGenerator
+    from rest_framework.request import Request
+
+
 ERRORS = {
     "400": "The request is invalid; `details` lists each problem with its JSON path.",
     "401": "No or invalid credentials (webhooks: timestamp or signature).",
@@ -21,7 +28,9 @@ ERRORS = {
 }
 
 
-def add_error_responses(result, generator, request, public):
+def add_error_responses(
+    result: dict[str, Any], generator: SchemaGenerator, request: Request | None, public: bool
+) -> dict[str, Any]:
     """drf-spectacular ``POSTPROCESSING_HOOKS`` entry: the Error schema on every operation."""
     ref = {"$ref": "#/components/schemas/Error"}
     result.setdefault("components", {}).setdefault("schemas", {})["Error"] = _error_schema()

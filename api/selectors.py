@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from django.db.models import Prefetch, QuerySet
 
@@ -26,15 +28,33 @@ def workflow_versions() -> QuerySet[Workflow]:
     return Workflow.objects.order_by("name", "-version")
 
 
-def workflow_describe(*, workflow: Workflow, registry: ToolRegistry | None = None) -> Workflow:
-    """The version with ``graph`` (nodes, edges) and ``validation`` (the validator's report
-    against today's tools: a tool removed since approval shows up as an error) attached."""
+@dataclass(frozen=True)
+class WorkflowDescription:
+    """A version as its detail endpoint shows it: with ``graph`` (nodes, edges) and
+    ``validation`` (the validator's report against today's tools: a tool removed since
+    approval shows up as an error). Every other attribute is the version's own, so a
+    serializer of ``Workflow`` reads it like the model."""
+
+    workflow: Workflow
+    graph: dict[str, Any]
+    validation: dict[str, Any]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.workflow, name)
+
+
+def workflow_describe(
+    *, workflow: Workflow, registry: ToolRegistry | None = None
+) -> WorkflowDescription:
+    """``workflow`` with its graph and its validation against today's tools."""
     registry = registry if registry is not None else ToolRegistry.from_db()
     report = validate_workflow(workflow.definition, registry=registry)
     graph = workflow_graph_data(workflow)
-    workflow.graph = {"nodes": graph["nodes"], "edges": graph["edges"]}
-    workflow.validation = {"ok": report.ok, "issues": [i.as_dict() for i in report.issues]}
-    return workflow
+    return WorkflowDescription(
+        workflow=workflow,
+        graph={"nodes": graph["nodes"], "edges": graph["edges"]},
+        validation={"ok": report.ok, "issues": [i.as_dict() for i in report.issues]},
+    )
 
 
 def run_list() -> QuerySet[Run]:

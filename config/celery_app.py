@@ -7,10 +7,13 @@ older than ``CONN_MAX_AGE`` or unusable (and arm ``CONN_HEALTH_CHECKS`` for its 
 use). Tasks run eagerly (in the caller's process and transaction) are left alone.
 """
 
+from __future__ import annotations
+
 import os
 from logging.config import dictConfig
+from typing import Any
 
-from celery import Celery
+from celery import Celery, Task
 from celery.signals import setup_logging, task_postrun, task_prerun
 from django.conf import settings
 from django.db import close_old_connections
@@ -23,13 +26,13 @@ app.autodiscover_tasks()
 
 
 @setup_logging.connect
-def _config_loggers(*args, **kwargs):
+def _config_loggers(*args: Any, **kwargs: Any) -> None:
     dictConfig(settings.LOGGING)
 
 
 @task_prerun.connect
 @task_postrun.connect
-def _recycle_old_connections(sender=None, **kwargs):
+def _recycle_old_connections(sender: Task | None = None, **kwargs: Any) -> None:
     """``CONN_MAX_AGE`` and ``CONN_HEALTH_CHECKS`` around a task, as around a request."""
     if sender is not None and getattr(sender.request, "is_eager", False):
         return

@@ -1,6 +1,9 @@
 """Admin: every report delivery, with its tries (read-only)."""
 
+from __future__ import annotations
+
 from django.contrib import admin
+from django.http import HttpRequest
 
 from notifications.models import Delivery
 
@@ -15,8 +18,8 @@ class DeliveryAdmin(admin.ModelAdmin):
         "created_at", "delivered_at",
     )  # fmt: skip
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: Delivery | None = None) -> bool:
         return False

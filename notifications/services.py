@@ -12,6 +12,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -158,7 +159,7 @@ def _send_webhook(delivery: Delivery, report: dict, key: str, sleep: Sleep) -> D
     return delivery
 
 
-def _try(started, *, status: int | None = None, error: str = "") -> dict[str, Any]:
+def _try(started: datetime, *, status: int | None = None, error: str = "") -> dict[str, Any]:
     return {"at": started.isoformat(), "status": status, "error": error[:500]}
 
 

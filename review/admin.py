@@ -14,8 +14,15 @@ to the review views (``review.views``), wired here by ``get_urls``. A stored
 definition never changes here: "Edit as JSON" saves a new version.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
 from django.contrib import admin, messages
-from django.urls import path, reverse
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import ngettext
 
@@ -27,7 +34,7 @@ from review.services import APPROVE_PERMISSION
 from review.views import WorkflowReviewViews
 from schedules.selectors import schedule_list
 from tools.jsondata import PREVIEW_CHARS, json_preview
-from tools.permissions import PermissionRefused
+from tools.permissions import PermissionRefused, actor_user
 from workflows.models import (
     WORKFLOW_TRANSITIONS,
     PlanAttempt,
@@ -44,7 +51,7 @@ from workflows.services import (
 )
 
 
-def pretty_json(value) -> str:
+def pretty_json(value: Any) -> str:
     return format_html(
         "<pre class='fp-mono' style='white-space:pre-wrap'>{}</pre>",
         json_preview(value),
@@ -52,7 +59,7 @@ def pretty_json(value) -> str:
 
 
 @admin.register(Workflow)
-class WorkflowAdmin(WorkflowReviewViews, admin.ModelAdmin):
+class WorkflowAdmin(WorkflowReviewViews):
     change_form_template = "review/workflow/change_form.html"
     change_list_template = "review/workflow/change_list.html"
     list_display = (
@@ -96,11 +103,11 @@ class WorkflowAdmin(WorkflowReviewViews, admin.ModelAdmin):
     actions = ["archive", "mark_template", "exclude_template", "reset_template"]
 
     @admin.display(description="steps")
-    def step_count(self, obj):
+    def step_count(self, obj: Workflow) -> int:
         return obj.steps.count()
 
     @admin.display(description="schedules of this workflow")
-    def schedules(self, obj):
+    def schedules(self, obj: Workflow) -> str:
         """Each schedule of the name (they fire its active version), linked to its fire log."""
         rows = [
             (
@@ -116,13 +123,13 @@ class WorkflowAdmin(WorkflowReviewViews, admin.ModelAdmin):
         return format_html("<ul>{}</ul><a href='{}'>Add a schedule</a>", listed, add)
 
     @admin.display(description="definition")
-    def pretty_definition(self, obj):
+    def pretty_definition(self, obj: Workflow) -> str:
         return pretty_json(workflow_export(workflow=obj))  # field order, not the column's
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # versions come from files, the planner ("New plan") or the API
 
-    def get_urls(self):
+    def get_urls(self) -> list[URLPattern]:
         view = self.admin_site.admin_view
         name = f"{self.opts.app_label}_{self.opts.model_name}"
         review = [
@@ -136,18 +143,26 @@ class WorkflowAdmin(WorkflowReviewViews, admin.ModelAdmin):
         ]
         return review + super().get_urls()
 
-    def changelist_view(self, request, extra_context=None):
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
         extra = {"can_plan": request.user.has_perm("workflows.add_workflow")}
         return super().changelist_view(request, {**extra, **(extra_context or {})})
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
         workflow = self.get_object(request, object_id)
         extra = dict(extra_context or {})
         if workflow is not None:
             extra.update(self._review_context(request, workflow), title="Review workflow version")
         return super().change_view(request, object_id, form_url, extra)
 
-    def _review_context(self, request, workflow: Workflow) -> dict:
+    def _review_context(self, request: HttpRequest, workflow: Workflow) -> dict[str, Any]:
         review = workflow_review(workflow=workflow)
         status = workflow.status
         context = {
@@ -168,7 +183,7 @@ class WorkflowAdmin(WorkflowReviewViews, admin.ModelAdmin):
             context["reject_form"] = RejectForm()
         return context
 
-    def _policy_links(self, request, workflow: Workflow) -> dict:
+    def _policy_links(self, request: HttpRequest, workflow: Workflow) -> dict[str, Any]:
         """Where a user with the permission edits this workflow's approval policy."""
         own = ApprovalPolicy.objects.filter(workflow_name=workflow.name).first()
         if own is not None:
@@ -180,14 +195,14 @@ class WorkflowAdmin(WorkflowReviewViews, admin.ModelAdmin):
         return {"can_edit_policy": allowed, "policy_url": url}
 
     @admin.display(description="approvals")
-    def approvals(self, obj):
+    def approvals(self, obj: Workflow) -> str:
         """ "1 of 2 approvals (alice)" for a version in review; blank otherwise."""
         if obj.status != WorkflowStatus.PENDING_REVIEW:
             return ""
         return approval_tally(version=obj).text()
 
     @admin.action(description="Archive selected versions", permissions=["change"])
-    def archive(self, request, queryset):
+    def archive(self, request: HttpRequest, queryset: QuerySet[Workflow]) -> None:
         done, refused = 0, []
         for workflow in queryset.order_by("name", "version"):
             try:
@@ -204,26 +219,28 @@ class WorkflowAdmin(WorkflowReviewViews, admin.ModelAdmin):
         for message in refused:
             self.message_user(request, message, messages.WARNING)
 
-    def has_curate_templates_permission(self, request):
+    def has_curate_templates_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm(CURATE_TEMPLATES_PERMISSION)
 
     @admin.action(
         description="Mark as planner template (preferred)", permissions=["curate_templates"]
     )
-    def mark_template(self, request, queryset):
+    def mark_template(self, request: HttpRequest, queryset: QuerySet[Workflow]) -> None:
         self._template_use(request, queryset, TemplateUse.PREFERRED, "marked as template")
 
     @admin.action(description="Exclude from planner templates", permissions=["curate_templates"])
-    def exclude_template(self, request, queryset):
+    def exclude_template(self, request: HttpRequest, queryset: QuerySet[Workflow]) -> None:
         self._template_use(request, queryset, TemplateUse.EXCLUDED, "excluded from templates")
 
     @admin.action(
         description="Planner templates: when similar (default)", permissions=["curate_templates"]
     )
-    def reset_template(self, request, queryset):
+    def reset_template(self, request: HttpRequest, queryset: QuerySet[Workflow]) -> None:
         self._template_use(request, queryset, TemplateUse.AUTO, "left to similarity")
 
-    def _template_use(self, request, queryset, use: str, done_words: str) -> None:
+    def _template_use(
+        self, request: HttpRequest, queryset: QuerySet[Workflow], use: str, done_words: str
+    ) -> None:
         done = 0
         for workflow in queryset.order_by("name", "version"):
             workflow_set_template_use(workflow=workflow, use=use, actor=request.user)
@@ -266,37 +283,37 @@ class PlanAttemptAdmin(admin.ModelAdmin):
     readonly_fields = fields
 
     @admin.display(description="goal")
-    def goal_short(self, obj):
+    def goal_short(self, obj: PlanAttempt) -> str:
         return obj.goal if len(obj.goal) <= 60 else obj.goal[:59] + "…"
 
     @admin.display(description="validator report")
-    def pretty_report(self, obj):
+    def pretty_report(self, obj: PlanAttempt) -> str:
         return pretty_json(obj.validator_report)
 
     @admin.display(description="questions asked")
-    def pretty_questions(self, obj):
+    def pretty_questions(self, obj: PlanAttempt) -> str:
         return pretty_json(obj.questions)
 
     @admin.display(description="earlier questions and answers")
-    def pretty_clarifications(self, obj):
+    def pretty_clarifications(self, obj: PlanAttempt) -> str:
         return pretty_json(obj.clarifications)
 
     @admin.display(description="prompt")
-    def pretty_prompt(self, obj):
+    def pretty_prompt(self, obj: PlanAttempt) -> str:
         return pretty_json(obj.prompt)
 
     @admin.display(description="raw reply")
-    def reply(self, obj):
+    def reply(self, obj: PlanAttempt) -> str:
         """The reply as text, capped like every other record on an admin page."""
         text = obj.raw_reply
         if len(text) > PREVIEW_CHARS:
             text = f"{text[:PREVIEW_CHARS]}\n… [preview: {PREVIEW_CHARS} of {len(text)} characters]"
         return format_html("<pre class='fp-mono' style='white-space:pre-wrap'>{}</pre>", text)
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: PlanAttempt | None = None) -> bool:
         return False  # the audit trail is a record
 
 
@@ -325,12 +342,14 @@ class ApprovalPolicyAdmin(admin.ModelAdmin):
     readonly_fields = ("effective", "updated_by", "updated_at")
 
     @admin.display(description="in effect")
-    def effective(self, obj):
+    def effective(self, obj: ApprovalPolicy) -> str:
         return approval_policy_for(name=obj.workflow_name).describe() if obj.pk else "—"
 
-    def get_changeform_initial_data(self, request):
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, str | list[str]]:
         return {"workflow_name": request.GET.get("workflow_name", "")}
 
-    def save_model(self, request, obj, form, change):
-        obj.updated_by = request.user
+    def save_model(
+        self, request: HttpRequest, obj: ApprovalPolicy, form: forms.ModelForm, change: bool
+    ) -> None:
+        obj.updated_by = actor_user(request.user)
         super().save_model(request, obj, form, change)

@@ -172,7 +172,7 @@ class QuestionsForm(forms.Form):
             )
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        cleaned = super().clean() or {}
         for question in self.questions:
             qid = question["id"]
             if cleaned.get(f"answer__{qid}") == OTHER and not cleaned.get(f"other__{qid}"):

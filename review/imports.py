@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -23,7 +24,7 @@ from workflows.services import workflow_activate_trusted
 logger = logging.getLogger("flowpilot.approval")
 
 
-def import_superuser(*, username: str | None):
+def import_superuser(*, username: str | None) -> User:
     """The active superuser ``username``, or ``ApprovalForbidden`` saying why not."""
     if not username:
         raise ApprovalForbidden(
@@ -39,7 +40,7 @@ def import_superuser(*, username: str | None):
     return user
 
 
-def workflow_activate_imported(*, version: Workflow, superuser) -> Approval | None:
+def workflow_activate_imported(*, version: Workflow, superuser: User) -> Approval | None:
     """Draft → active without review, recorded as an ``import_superuser`` approval.
 
     Returns the approval row, or ``None`` when the version was active already (an

@@ -14,12 +14,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 
 from review.models import Approval, ApprovalKind, ApprovalPolicy, ApprovalStatus
 from workflows.models import Workflow
 from workflows.revisions import ApprovalForbidden
+
+if TYPE_CHECKING:
+    from tools.permissions import Actor
 
 COUNTING = (ApprovalStatus.PENDING, ApprovalStatus.VALIDATING, ApprovalStatus.PASSED)
 
@@ -105,11 +109,14 @@ def approval_tally(*, version: Workflow, policy: Policy | None = None) -> Tally:
         if not policy.author_may_approve and user_id == version.owner_id:
             continue
         seen.add(user_id)
-        approvers.append(Approver(row.approved_by.get_username(), user_id, row.created_at))
+        approver = row.approved_by
+        if approver is None:
+            continue
+        approvers.append(Approver(approver.get_username(), user_id, row.created_at))
     return Tally(policy=policy, approvers=tuple(approvers))
 
 
-def approval_policy_check(*, version: Workflow, user, tally: Tally) -> None:
+def approval_policy_check(*, version: Workflow, user: Actor, tally: Tally) -> None:
     """Refuse (``ApprovalPolicyRefused``) an approval the policy does not accept."""
     policy = tally.policy
     if not policy.author_may_approve and user.pk == version.owner_id:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -41,6 +41,7 @@ from runs.engine.secrets import inputs_refuse_secrets
 from runs.models import RUN_TERMINAL, Run, RunStatus, RunTrigger
 from runs.services import run_create, run_enqueue
 from runs.state import run_transition
+from tools.permissions import actor_user
 from tools.registry import ToolRegistry
 from workflows.inputs import resolve_inputs
 from workflows.models import Workflow, WorkflowStatus
@@ -56,6 +57,9 @@ from workflows.revisions import (
 )
 from workflows.services import workflow_spec, workflow_transition
 from workflows.validator import validate_workflow
+
+if TYPE_CHECKING:
+    from tools.permissions import Actor
 
 __all__ = [
     "APPROVE_PERMISSION",
@@ -79,7 +83,7 @@ APPROVE_PERMISSION = "workflows.approve_workflow"
 def workflow_approve(
     *,
     version: Workflow,
-    approved_by,
+    approved_by: Actor,
     sample_inputs: Mapping[str, Any] | None,
     registry: ToolRegistry | None = None,
 ) -> Approval:
@@ -138,7 +142,7 @@ def workflow_approve(
 def workflow_reapprove(
     *,
     version: Workflow,
-    approved_by,
+    approved_by: Actor,
     sample_inputs: Mapping[str, Any] | None,
     registry: ToolRegistry | None = None,
 ) -> Approval:
@@ -233,7 +237,11 @@ def _validation_drive(run: Run) -> None:
 
 
 def _approval_pending(
-    locked: Workflow, *, approved_by, sample_inputs: Mapping[str, Any] | None, registry
+    locked: Workflow,
+    *,
+    approved_by: Actor,
+    sample_inputs: Mapping[str, Any] | None,
+    registry: ToolRegistry,
 ) -> Approval:
     """An approval that does not meet the policy yet: checked like the last one (the
     version validates; the inputs fit and hold no secret value), then kept."""
@@ -244,7 +252,7 @@ def _approval_pending(
     approval = Approval.objects.create(
         workflow=locked,
         definition_hash=locked.definition_hash,
-        approved_by=approved_by,
+        approved_by=actor_user(approved_by),
         sample_inputs=resolved,
         status=ApprovalStatus.PENDING,
     )
@@ -259,7 +267,11 @@ def _approval_pending(
 
 
 def _validation_start(
-    locked: Workflow, *, approved_by, sample_inputs: Mapping[str, Any] | None, registry
+    locked: Workflow,
+    *,
+    approved_by: Actor,
+    sample_inputs: Mapping[str, Any] | None,
+    registry: ToolRegistry,
 ) -> tuple[Run, Approval]:
     """The validation run of an approval (pending) and the approval row."""
     run = run_create(
@@ -271,7 +283,7 @@ def _validation_start(
     approval = Approval.objects.create(
         workflow=locked,
         definition_hash=locked.definition_hash,
-        approved_by=approved_by,
+        approved_by=actor_user(approved_by),
         sample_inputs=run.inputs,
         validation_run=run,
     )
@@ -298,7 +310,9 @@ def _approval_finish(approval: Approval, *, passed: bool) -> None:
     approval.save(update_fields=["status", "finished_at"])
 
 
-def _settle(approval: Approval, workflow: Workflow, *, passed: bool, actor) -> None:
+def _settle(
+    approval: Approval, workflow: Workflow, *, passed: bool, actor: Actor | None
+) -> None:
     with transaction.atomic():
         _approval_finish(approval, passed=passed)
         if passed:  # the approvals that waited for this one are proven with it

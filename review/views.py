@@ -13,9 +13,10 @@ The admin is a surface, like the API and the commands: it calls the services of
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
-from django.contrib import messages
+from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import (
     Http404,
@@ -23,6 +24,7 @@ from django.http import (
     HttpResponse,
     HttpResponseNotAllowed,
     HttpResponseRedirect,
+    QueryDict,
 )
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -35,6 +37,7 @@ from review.services import APPROVE_PERMISSION, workflow_approve
 from runs.models import RUN_TERMINAL, Run, RunStatus, RunTrigger
 from runs.services import run_create, run_enqueue
 from tools.errors import FlowpilotError
+from tools.permissions import actor_user
 from workflows.inputs import InputsInvalid
 from workflows.models import PlanAttempt, PlanAttemptStatus, Workflow, WorkflowStatus
 from workflows.planner import (
@@ -76,8 +79,8 @@ def _run_message(run: Run) -> tuple[str, int]:
     return f"Run {run.pk} started on the workers; this page follows it.", messages.INFO
 
 
-class WorkflowReviewViews:
-    """The review actions of ``WorkflowAdmin`` (a mixin: it needs a ``ModelAdmin``)."""
+class WorkflowReviewViews(admin.ModelAdmin):
+    """The review actions of ``WorkflowAdmin`` (a model admin of workflow versions)."""
 
     # --- helpers -------------------------------------------------------------
 
@@ -107,7 +110,7 @@ class WorkflowReviewViews:
     def _back(self, workflow: Workflow) -> HttpResponseRedirect:
         return HttpResponseRedirect(change_url(workflow))
 
-    def _inputs_form(self, workflow: Workflow, data=None) -> InputsForm:
+    def _inputs_form(self, workflow: Workflow, data: QueryDict | None = None) -> InputsForm:
         declared = declared_inputs(workflow)
         values = sample_input_defaults(workflow, declared)
         return InputsForm(data, declared=declared, values=values)
@@ -141,7 +144,7 @@ class WorkflowReviewViews:
         except WorkflowInvalid as exc:
             return self._page(request, workflow, title, issues=exc.report.errors, **page)
         run = approval.validation_run
-        if approval.status == ApprovalStatus.PENDING:
+        if approval.status == ApprovalStatus.PENDING or run is None:
             self.message_user(
                 request,
                 f"Approval of {workflow} recorded: {approval_tally(version=workflow).text()}. "
@@ -256,7 +259,7 @@ class WorkflowReviewViews:
             self.message_user(request, *_run_message(run))
         return HttpResponseRedirect(reverse("admin:runs_run_change", args=[run.pk]))
 
-    def _transition(self, request: HttpRequest, object_id: str, to: str, done: str):
+    def _transition(self, request: HttpRequest, object_id: str, to: str, done: str) -> HttpResponse:
         workflow = self._version(request, object_id)
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
@@ -293,7 +296,7 @@ class WorkflowReviewViews:
             workflow = plan_create(
                 goal=form.cleaned_data["goal"],
                 sample_inputs=form.cleaned_data["sample_inputs"],
-                owner=request.user,
+                owner=actor_user(request.user),
             )
         except PlanQuestions as exc:
             return self._questions_page(request, exc.attempt)
@@ -316,7 +319,9 @@ class WorkflowReviewViews:
         if not form.is_valid():
             return self._questions_page(request, attempt, form=form)
         try:
-            workflow = plan_answer(attempt=attempt, answers=form.answers(), owner=request.user)
+            workflow = plan_answer(
+                attempt=attempt, answers=form.answers(), owner=actor_user(request.user)
+            )
         except PlanQuestions as exc:
             return self._questions_page(request, exc.attempt)
         except PlanError as exc:
@@ -325,7 +330,12 @@ class WorkflowReviewViews:
         return self._planned(request, workflow)
 
     def _questions_page(
-        self, request: HttpRequest, attempt: PlanAttempt, *, form=None, problems=()
+        self,
+        request: HttpRequest,
+        attempt: PlanAttempt,
+        *,
+        form: QuestionsForm | None = None,
+        problems: Sequence[str] = (),
     ) -> TemplateResponse:
         form = form or QuestionsForm(initial={"attempt": attempt.pk}, questions=attempt.questions)
         count = len(attempt.questions)

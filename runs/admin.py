@@ -8,10 +8,16 @@ version, its approval and validation run (``runs.links``). While the run is acti
 the page polls ``<id>/status.json`` and refreshes itself in place.
 """
 
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, JsonResponse
-from django.urls import path, reverse
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 from django.utils.translation import ngettext
@@ -19,14 +25,14 @@ from django.utils.translation import ngettext
 from runs.admin_views import RunOperationViews, run_change_url
 from runs.links import run_links
 from runs.models import Run, RunStatus, RunTrigger
-from runs.run_view import run_status_data, run_view
+from runs.run_view import StepView, run_status_data, run_view
 from runs.selectors import run_recorded_calls, run_status_strips
 from runs.services import run_cancel, run_repeat, run_resume
 from tools.errors import FlowpilotError
 from tools.jsondata import json_preview
 
 
-def pretty_json(value) -> str:
+def pretty_json(value: Any) -> str:
     """A stored value as a capped preview: no page renders a whole multi-megabyte record."""
     if value is None:
         return "-"
@@ -39,38 +45,45 @@ def run_link(run: Run) -> str:
     return format_html("<a href='{}'>run {} ({}, {})</a>", url, run.pk, run.workflow, run.status)
 
 
-def child_run_links(runs) -> str:
+def child_run_links(runs: QuerySet[Run]) -> str:
     """Links to the child runs of `workflow` steps, with the step each serves."""
-    rows = [(run_link(child), child.parent_step.step_id) for child in runs]
+    rows = [(run_link(child), _step_id(child)) for child in runs]
     if not rows:
         return "-"
     return format_html_join(mark_safe("<br>"), "{} for step <code>{}</code>", rows)
 
 
-def _ms(delta) -> str:
+def _step_id(child: Run) -> str:
+    return child.parent_step.step_id if child.parent_step is not None else "?"
+
+
+def _ms(delta: timedelta | None) -> str:
     return f"{delta.total_seconds() * 1000:.0f} ms" if delta is not None else "-"
 
 
-def _step_row(step, recorded: list[dict] | None = None) -> dict:
+def _step_row(step: StepView, recorded: list[dict] | None = None) -> dict:
     """A step of the run page with its stored records as capped previews ("show full"),
     and the calls it recorded (a validation run: ``run_recorded_calls``)."""
     result = step.result
     children = ""
-    if step.kind == "workflow":  # the child runs of a `workflow` step, linked from its card
+    inputs = result.inputs if result is not None else None
+    output = result.output if result is not None else None
+    # the child runs of a `workflow` step, linked from its card
+    if step.kind == "workflow" and result is not None:
         runs = result.child_runs.select_related("workflow", "parent_step").order_by("pk")
         children = child_run_links(runs)
     return {
         "step": step,
         "children": children,
-        "inputs": json_preview(result.inputs) if result.inputs is not None else "",
-        "output": json_preview(result.output) if result.output is not None else "",
+        "inputs": json_preview(inputs) if inputs is not None else "",
+        "output": json_preview(output) if output is not None else "",
         "error": json_preview(step.error) if step.error else "",
         "message": _message(step.error),
         "recorded": recorded or [],
     }
 
 
-def _message(error) -> str:
+def _message(error: Any) -> str:
     message = error.get("message") if isinstance(error, dict) else None
     if isinstance(message, str):
         return message if len(message) <= 2000 else message[:1999] + "…"
@@ -83,16 +96,18 @@ class WorkflowNameFilter(admin.SimpleListFilter):
     title = "workflow"
     parameter_name = "workflow__name"
 
-    def lookups(self, request, model_admin):
+    def lookups(
+        self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]
+    ) -> list[tuple[str, str]]:
         names = Run.objects.order_by("workflow__name").values_list("workflow__name", flat=True)
         return [(name, name) for name in names.distinct()]
 
-    def queryset(self, request, queryset):
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Run]) -> QuerySet[Run]:
         return queryset.filter(workflow__name=self.value()) if self.value() else queryset
 
 
 @admin.register(Run)
-class RunAdmin(RunOperationViews, admin.ModelAdmin):
+class RunAdmin(RunOperationViews):
     change_form_template = "runs/run/change_form.html"
     change_list_template = "runs/run/change_list.html"
     list_display = ("id", "workflow", "trigger", "status_badge", "created_at", "took", "parent")
@@ -140,7 +155,7 @@ class RunAdmin(RunOperationViews, admin.ModelAdmin):
     )
 
     @admin.display(description="related runs")
-    def links(self, obj):
+    def links(self, obj: Run) -> str:
         """Restarted from / restarts / replays, and the operation pages (restart, replay)."""
         parts = []
         if obj.restarted_from_id:
@@ -191,25 +206,24 @@ class RunAdmin(RunOperationViews, admin.ModelAdmin):
         return format_html_join(mark_safe("<br>"), "{}", ((p,) for p in parts))
 
     @admin.display(description="parent run")
-    def parent(self, obj):
+    def parent(self, obj: Run) -> str:
         """The run whose `workflow` step started this one (a child run)."""
-        if obj.parent_run_id is None:
+        if obj.parent_run is None:
             return "-"
-        step = obj.parent_step.step_id if obj.parent_step_id else "?"
-        return format_html("{}, step <code>{}</code>", run_link(obj.parent_run), step)
+        return format_html("{}, step <code>{}</code>", run_link(obj.parent_run), _step_id(obj))
 
     @admin.display(description="child runs")
-    def children(self, obj):
+    def children(self, obj: Run) -> str:
         """The runs its `workflow` steps started."""
         runs = obj.child_runs.select_related("workflow", "parent_step").order_by("pk")
         return child_run_links(runs)
 
     @admin.display(description="duration")
-    def took(self, obj):
+    def took(self, obj: Run) -> str:
         return _ms(obj.duration)
 
     @admin.display(description="status", ordering="status")
-    def status_badge(self, obj):
+    def status_badge(self, obj: Run) -> str:
         return format_html(
             "<span class='fp-run-status fp-run-{}' data-status='{}'>{}</span>",
             obj.status,
@@ -219,7 +233,7 @@ class RunAdmin(RunOperationViews, admin.ModelAdmin):
 
     # --- the run page and its status JSON -----------------------------------------
 
-    def get_urls(self):
+    def get_urls(self) -> list[URLPattern]:
         view = self.admin_site.admin_view
         name = f"{self.opts.app_label}_{self.opts.model_name}"
         own = [
@@ -229,7 +243,7 @@ class RunAdmin(RunOperationViews, admin.ModelAdmin):
         ]
         return own + super().get_urls()
 
-    def status_view(self, request, object_id):
+    def status_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """The run's status and its steps', polled by the run page while it is active."""
         run = self.get_object(request, object_id)
         if run is None:
@@ -238,7 +252,13 @@ class RunAdmin(RunOperationViews, admin.ModelAdmin):
             raise PermissionDenied
         return JsonResponse(run_status_data(run_view(run=run)))
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
         run = self.get_object(request, object_id)
         extra = dict(extra_context or {})
         if run is not None and self.has_view_permission(request, run):
@@ -253,7 +273,9 @@ class RunAdmin(RunOperationViews, admin.ModelAdmin):
             )
         return super().change_view(request, object_id, form_url, extra)
 
-    def changelist_view(self, request, extra_context=None):
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
         extra = {
             "status_strips": run_status_strips(),
             "strip_legend": [s.value for s in RunStatus],
@@ -262,31 +284,31 @@ class RunAdmin(RunOperationViews, admin.ModelAdmin):
         return super().changelist_view(request, extra)
 
     @admin.display(description="inputs")
-    def pretty_inputs(self, obj):
+    def pretty_inputs(self, obj: Run) -> str:
         return pretty_json(obj.inputs)
 
     @admin.display(description="outputs")
-    def pretty_outputs(self, obj):
+    def pretty_outputs(self, obj: Run) -> str:
         return pretty_json(obj.outputs)
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: Run | None = None) -> bool:
         return False  # run history is a record; it changes only through services
 
     # --- actions: each calls one service and reports what it did -----------------
 
     actions = ["run_again", "resume_runs", "cancel_runs"]
 
-    def has_operate_permission(self, request) -> bool:
+    def has_operate_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("runs.operate_run")
 
     @admin.action(
         description="Run again (same version and inputs; on the workers if configured)",
         permissions=["operate"],
     )
-    def run_again(self, request, queryset):
+    def run_again(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
         started, refused = [], []
         for run in queryset.select_related("workflow").order_by("pk"):
             try:
@@ -301,7 +323,7 @@ class RunAdmin(RunOperationViews, admin.ModelAdmin):
         description="Resume from the checkpoint (failed or cancelled runs)",
         permissions=["operate"],
     )
-    def resume_runs(self, request, queryset):
+    def resume_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
         resumed, refused = [], []
         for run in queryset.select_related("workflow").order_by("pk"):
             try:
@@ -314,7 +336,7 @@ class RunAdmin(RunOperationViews, admin.ModelAdmin):
         description="Cancel (queued steps never start; steps in flight finish)",
         permissions=["operate"],
     )
-    def cancel_runs(self, request, queryset):
+    def cancel_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
         cancelled, refused = [], []
         for run in queryset.order_by("pk"):
             try:
@@ -330,7 +352,14 @@ class RunAdmin(RunOperationViews, admin.ModelAdmin):
             request, cancelled, refused, "%(count)d run cancelled", "%(count)d runs cancelled"
         )
 
-    def _report(self, request, done, refused, singular: str, plural: str) -> None:
+    def _report(
+        self,
+        request: HttpRequest,
+        done: list[Run],
+        refused: list[str],
+        singular: str,
+        plural: str,
+    ) -> None:
         if done:
             summary = ngettext(singular, plural, len(done)) % {"count": len(done)}
             states = ", ".join(f"run {run.pk} ({run.status})" for run in done)

@@ -7,8 +7,10 @@ services (``runs.operate_run``), so a forged POST is refused the same way.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
-from django.contrib import messages
+from django.contrib import admin, messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -29,20 +31,19 @@ def run_change_url(run: Run) -> str:
     return reverse("admin:runs_run_change", args=[run.pk])
 
 
-class RunOperationViews:
-    """Restart and replay pages of ``RunAdmin``."""
-
-    admin_site: object
-    opts: object
+class RunOperationViews(admin.ModelAdmin):
+    """Restart and replay pages of ``RunAdmin`` (a model admin of runs)."""
 
     def _run(self, request: HttpRequest, object_id: str) -> Run:
         run = Run.objects.select_related("workflow").filter(pk=object_id).first()
-        if run is None or not self.has_view_permission(request, run):  # type: ignore[attr-defined]
+        if run is None or not self.has_view_permission(request, run):
             raise Http404(f"no run {object_id}")
         return run
 
-    def _operate_page(self, request, run: Run, title: str, **context) -> HttpResponse:
-        page = {**self.admin_site.each_context(request), "opts": self.opts}  # type: ignore[attr-defined]
+    def _operate_page(
+        self, request: HttpRequest, run: Run, title: str, **context: Any
+    ) -> HttpResponse:
+        page = {**self.admin_site.each_context(request), "opts": self.opts}
         page.update(original=run, title=title, **context)
         return TemplateResponse(request, OPERATE_TEMPLATE, page)
 
@@ -72,7 +73,7 @@ class RunOperationViews:
         where = (
             f"step `{again.restarted_from_step}`" if again.restarted_from_step else "the trigger"
         )
-        self.message_user(  # type: ignore[attr-defined]
+        self.message_user(
             request,
             f"Run {again.pk} restarts run {run.pk} from {where}: {again.status}.",
             messages.SUCCESS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from django.core.management.base import CommandError
+from django.core.management.base import CommandError, CommandParser, OutputWrapper
 
 from runs.models import Run, StepResult
 from runs.services import run_enqueue, run_execute
@@ -25,7 +25,7 @@ _MARKS = {
 class ProgressPrinter:
     """An engine observer printing a line per finished (or skipped/failed) step."""
 
-    def __init__(self, out, *, show_started: bool = False) -> None:
+    def __init__(self, out: OutputWrapper, *, show_started: bool = False) -> None:
         self.out = out
         self.show_started = show_started
 
@@ -49,7 +49,7 @@ def summary_line(run: Run) -> str:
     return f"run {run.pk} {run.status}{took}"
 
 
-def execute_and_report(out, run: Run, *, enqueue: bool) -> None:
+def execute_and_report(out: OutputWrapper, run: Run, *, enqueue: bool) -> None:
     """Run in this process (or hand to the Celery workers) and print how it went."""
     if enqueue:
         try:
@@ -67,7 +67,7 @@ def execute_and_report(out, run: Run, *, enqueue: bool) -> None:
     report_end(out, run)
 
 
-def report_end(out, run: Run) -> None:
+def report_end(out: OutputWrapper, run: Run) -> None:
     """Print how a run ended; raise ``CommandError`` (exit 1) unless it succeeded."""
     out.write(summary_line(run))
     if run.status == RunStatus.SUCCEEDED:
@@ -83,7 +83,7 @@ def report_end(out, run: Run) -> None:
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
-def add_log_level_argument(parser) -> None:
+def add_log_level_argument(parser: CommandParser) -> None:
     """``--log-level LEVEL`` in any case (``debug``, ``Debug``, ``DEBUG``)."""
     parser.add_argument(
         "--log-level",

@@ -13,7 +13,9 @@ from typing import Any
 
 from runs.engine.kinds import KINDS
 from tools.paths import get
+from workflows.graph import FlowGraph
 from workflows.references import EnvRef, InputRef, ItemRef, Literal, StepRef, parse_value
+from workflows.schema import AnyStep, WorkflowSpec
 
 
 def _count(number: int, noun: str) -> str:
@@ -71,7 +73,7 @@ class _Describer:
         return _known(parse_value(value, self.step_ids), self.inputs)
 
 
-def _kind_line(step, graph) -> str:
+def _kind_line(step: AnyStep, graph: FlowGraph) -> str:
     line = f"    {step.id:<22} {step.kind}"
     for tool in step.direct_tools():
         line += f" {tool}"
@@ -83,7 +85,9 @@ def _kind_line(step, graph) -> str:
     return line
 
 
-def _step_lines(step, graph, inputs, step_ids) -> list[str]:
+def _step_lines(
+    step: AnyStep, graph: FlowGraph, inputs: Mapping[str, Any], step_ids: frozenset[str]
+) -> list[str]:
     lines = [_kind_line(step, graph)]
     for name, value in step.input_mapping.items():
         lines.append(f"        {name} = {_describe(parse_value(value, step_ids), inputs)}")
@@ -91,7 +95,7 @@ def _step_lines(step, graph, inputs, step_ids) -> list[str]:
     return lines
 
 
-def plan_lines(spec, graph, inputs: Mapping[str, Any]) -> list[str]:
+def plan_lines(spec: WorkflowSpec, graph: FlowGraph, inputs: Mapping[str, Any]) -> list[str]:
     step_ids = frozenset(graph.step_ids)
     lines = [
         f"dry run of {spec.name}: {_count(len(spec.steps), 'step')} in "

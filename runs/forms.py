@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 
 FROM_TRIGGER = ""  # the choice that restarts from the trigger (every step again)
@@ -21,10 +23,12 @@ class RestartForm(forms.Form):
         "the target system may act a second time.",
     )
 
-    def __init__(self, *args, steps: tuple[str, ...], **kwargs) -> None:
+    def __init__(self, *args: Any, steps: tuple[str, ...], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         choices = [(FROM_TRIGGER, "the trigger (every step again, same inputs)")]
-        self.fields["from_step"].choices = choices + [(s, f"step {s}") for s in steps]
+        field = self.fields["from_step"]
+        assert isinstance(field, forms.ChoiceField)
+        field.choices = choices + [(s, f"step {s}") for s in steps]
 
     def step(self) -> str | None:
         return self.cleaned_data["from_step"] or None

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
 
@@ -23,6 +23,9 @@ from runs.models import Run, RunIdempotencyKey
 from runs.services import RunError, run_create, run_enqueue
 from tools.registry import ToolRegistry
 from workflows.models import Workflow
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 MAX_KEY_LENGTH = 255
 
@@ -54,7 +57,7 @@ def run_create_idempotent(
     workflow: Workflow,
     trigger: str,
     inputs: Mapping[str, Any] | None,
-    user,
+    user: User,
     key: str | None,
     registry: ToolRegistry | None = None,
 ) -> tuple[Run, bool]:
@@ -76,7 +79,7 @@ def run_create_idempotent(
 
 
 def run_once(
-    *, user, key: str | None, fingerprint: str, create: Callable[[], Run]
+    *, user: User, key: str | None, fingerprint: str, create: Callable[[], Run]
 ) -> tuple[Run, bool]:
     """``create()`` a pending run and enqueue it, once per (user, ``key``).
 
@@ -108,7 +111,7 @@ def run_once(
     return run_enqueue(run=run), True
 
 
-def _existing(*, user, key: str, fingerprint: str) -> Run | None:
+def _existing(*, user: User, key: str, fingerprint: str) -> Run | None:
     row = RunIdempotencyKey.objects.select_related("run").filter(user=user, key=key).first()
     if row is None:
         return None

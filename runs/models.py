@@ -1,6 +1,7 @@
 """Runs and their step results. StepResults are the checkpoint: written after every step."""
 
 import uuid
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import models
@@ -14,6 +15,7 @@ from runs.state import (  # noqa: F401 - re-exported: the statuses' names beside
     RunTrigger,
     StepStatus,
 )
+from tools.registry import ToolRegistry
 from workflows.models import Workflow
 
 
@@ -24,6 +26,10 @@ class Run(models.Model):
         related_name="runs",
         help_text="The version this run ran.",
     )
+    # Not a column: the registry ``run_create`` validated this run against, kept on the
+    # instance it returns so a run executed right away in this process does not read the
+    # tool table's state again (``runs.services.run_execute``).
+    validated_registry: ToolRegistry | None = None
     uuid = models.UUIDField(
         default=uuid.uuid4,
         unique=True,
@@ -104,7 +110,7 @@ class Run(models.Model):
         return f"run {self.pk} of {self.workflow}"
 
     @property
-    def duration(self):
+    def duration(self) -> timedelta | None:
         if self.started_at and self.finished_at:
             return self.finished_at - self.started_at
         return None
@@ -186,7 +192,7 @@ class StepResult(models.Model):
         return f"{self.step_id} ({self.status})"
 
     @property
-    def duration(self):
+    def duration(self) -> timedelta | None:
         if self.started_at and self.finished_at:
             return self.finished_at - self.started_at
         return None

@@ -28,6 +28,7 @@ from runs.summaries import (
     value_summary,
 )
 from tools.jsondata import store_unescape
+from workflows.models import Step
 from workflows.selectors import workflow_graph_data
 
 
@@ -154,7 +155,7 @@ def _axis(run: Run, results: list[StepResult], terminal: bool) -> _Span:
     return _Span(origin, max(ends, default=origin))
 
 
-def _step_view(result: StepResult, step, span: _Span) -> StepView:
+def _step_view(result: StepResult, step: Step | None, span: _Span) -> StepView:
     kind = step.kind if step is not None else ""
     tool = step.tool if step is not None else ""
     size = json_size(result.output) if result.output is not None else 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.db.models import Count, IntegerField, Max, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
@@ -13,6 +13,9 @@ from runs.models import RecordingKind, Run, ToolCallRecording
 from tools.jsondata import store_unescape
 from workflows.models import Workflow, WorkflowStatus
 from workflows.selectors import workflow_list
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
 
 
 def run_trigger(*, run_id: int, trigger: str | None = None) -> str | None:
@@ -23,7 +26,18 @@ def run_trigger(*, run_id: int, trigger: str | None = None) -> str | None:
     return Run.objects.filter(pk=run_id).values_list("trigger", flat=True).first()
 
 
-def run_latest_by_workflow(*, include_archived: bool = False) -> QuerySet[Workflow]:
+class LatestRun(TypedDict):
+    """What ``run_latest_by_workflow`` adds to each workflow."""
+
+    step_count: int
+    run_count: int
+    last_run_id: int | None
+    last_run_status: str | None
+
+
+def run_latest_by_workflow(
+    *, include_archived: bool = False
+) -> QuerySet[WithAnnotations[Workflow, LatestRun]]:
     """Every stored version with its run count and its newest run, in one query.
 
     Each workflow of ``workflow_list()`` (name, newest version first; archived

@@ -10,11 +10,11 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from runs.engine import caches, subruns
@@ -120,7 +120,7 @@ def run_create(
     logger.info("run %s created for %s (%s)", run.pk, workflow, trigger)
     # Executed in this process right away (runflow, the admin), the run uses the registry
     # it was just validated against instead of reading the tool table's state again.
-    run.validated_registry = registry  # type: ignore[attr-defined]
+    run.validated_registry = registry
     return run
 
 
@@ -156,7 +156,7 @@ def run_execute(
                 run_id=run.pk,
                 run_uuid=str(run.uuid),
                 plan=caches.plan_for(run.workflow),
-                registry=getattr(run, "validated_registry", None)
+                registry=run.validated_registry
                 or caches.registry_for(caches.tools_state()),
                 taps=call_recorder_for(run),
             )
@@ -312,7 +312,7 @@ def run_repeat(*, run: Run, trigger: str = RunTrigger.MANUAL, actor: Any = None)
 
 
 def run_purge(
-    *, now, default_days: int, dry_run: bool = False, batch_size: int | None = None
+    *, now: datetime, default_days: int, dry_run: bool = False, batch_size: int | None = None
 ) -> dict[str, int]:
     """Delete finished runs past their workflow's retention period.
 
@@ -330,6 +330,8 @@ def run_purge(
     names = Workflow.objects.order_by("name").values_list("name", flat=True).distinct()
     for name in names:
         newest = Workflow.objects.filter(name=name).order_by("-version").first()
+        if newest is None:  # deleted since the names were read
+            continue
         days = workflow_spec(newest).retention_days
         days = default_days if days is None else days
         if days <= 0:
@@ -357,7 +359,7 @@ def _validation_or_under() -> Q:
     return condition
 
 
-def _delete_in_batches(runs, batch_size: int) -> None:
+def _delete_in_batches(runs: QuerySet[Run], batch_size: int) -> None:
     while ids := list(runs.order_by("pk").values_list("pk", flat=True)[:batch_size]):
         with transaction.atomic():
             Run.objects.filter(pk__in=ids).delete()

@@ -129,8 +129,7 @@ def _transition(
 
 
 def _apply(instance: models.Model, to: str, fields: Mapping[str, Any]) -> None:
-    instance.status = to
-    for key, value in fields.items():
+    for key, value in {"status": to, **fields}.items():
         setattr(instance, key, value)
 
 
@@ -154,9 +153,8 @@ def _row_update(
     connection = connections[instance._state.db or router.db_for_write(model)]
     names = tuple(fields)
     sql = _row_update_sql(model, connection.alias, names, len(sources), run_status is not None)
-    opts = model._meta
     params = [to]
-    params += [opts.get_field(n).get_db_prep_save(fields[n], connection) for n in names]
+    params += [_field(model, n).get_db_prep_save(fields[n], connection) for n in names]
     params += [instance.pk, *sources]
     if run_status is not None:
         params.append(run_status)
@@ -175,16 +173,17 @@ def _row_update_sql(
     """``UPDATE … SET status, <names> WHERE pk AND status IN (…) [AND the run's status]``."""
     opts = model._meta
     quote = connections[alias].ops.quote_name
-    columns = ", ".join(f"{quote(opts.get_field(n).column)} = %s" for n in ("status", *names))
+    columns = ", ".join(f"{quote(_column(model, n))} = %s" for n in ("status", *names))
     where = f"{quote(opts.pk.column)} = %s AND {quote('status')} IN ({', '.join(['%s'] * sources)})"
     if run:
-        run_field = opts.get_field("run")
-        run_table = run_field.related_model._meta
+        run_model = _field(model, "run").related_model
+        assert isinstance(run_model, type)  # the foreign key to the run model
+        run_table = run_model._meta
         # Names from the model's own metadata; every value is a parameter.
         where += (
             f" AND EXISTS (SELECT 1 FROM {quote(run_table.db_table)} WHERE "  # noqa: S608
             f"{quote(run_table.db_table)}.{quote(run_table.pk.column)} = "
-            f"{quote(opts.db_table)}.{quote(run_field.column)} AND "
+            f"{quote(opts.db_table)}.{quote(_column(model, 'run'))} AND "
             f"{quote(run_table.db_table)}.{quote('status')} = %s)"
         )
     return f"UPDATE {quote(opts.db_table)} SET {columns} WHERE {where}"  # noqa: S608
@@ -278,22 +277,22 @@ def step_update_returning(
     sets: list[str] = ["status = %s"]
     params: list[Any] = [to]
     for name, value in fields.items():
-        field = meta.get_field(name)
-        column = quote(field.column)
+        field = _field(model, name)
+        column = quote(_column(model, name))
         sets.append(f"{column} = COALESCE({column}, %s)" if name in keep else f"{column} = %s")
         params.append(field.get_db_prep_save(value, connection))
     for name, (source, number) in plus.items():
-        target, base = quote(meta.get_field(name).column), quote(meta.get_field(source).column)
+        target, base = quote(_column(model, name)), quote(_column(model, source))
         sets.append(f"{target} = {base} + %s")
         params.append(number)
     where: list[str] = []
     where_params: list[Any] = []
     for name, value in match.items():
-        field = meta.get_field(name)
-        where.append(f"{quote(field.column)} = %s")
+        field = _field(model, name)
+        where.append(f"{quote(_column(model, name))} = %s")
         where_params.append(field.get_db_prep_value(value, connection))
-    columns = [meta.get_field(name) for name in returning]
-    quoted = [quote(f.column) for f in columns]
+    columns = [_field(model, name) for name in returning]
+    quoted = [quote(_column(model, name)) for name in returning]
     selected = ", ".join([*quoted, *returning_sql])
     condition = " AND ".join([*where, "status = %s", *([guard_sql] if guard_sql else [])])
     # Names come from the model's metadata, values are parameters.
@@ -318,6 +317,21 @@ def step_update_returning(
         return None
     converted = [_from_db(f, value) for f, value in zip(columns, row, strict=False)]
     return (*converted, *row[len(columns) :])
+
+
+def _field(model: type[models.Model], name: str) -> models.Field[Any, Any]:
+    """The concrete field ``name`` of ``model`` (one with a column)."""
+    field = model._meta.get_field(name)
+    if not isinstance(field, models.Field) or field.column is None:
+        raise TypeError(f"{model.__name__}.{name} is not a concrete field")
+    return field
+
+
+def _column(model: type[models.Model], name: str) -> str:
+    """The column of the concrete field ``name`` of ``model``."""
+    column = _field(model, name).column
+    assert column is not None  # _field refused a field without one
+    return column
 
 
 def _from_db(field: models.Field, value: Any) -> Any:

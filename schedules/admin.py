@@ -4,8 +4,14 @@ Actions call one service each. A schedule is edited here through the same servic
 checks as the command line (cron, timezone, interval, policies).
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 from django import forms
 from django.contrib import admin, messages
+from django.db.models import Model, QuerySet
+from django.http import HttpRequest, HttpResponse
 
 from schedules.models import RetentionSweep, Schedule, ScheduleFire
 from schedules.services import (
@@ -28,7 +34,7 @@ class ScheduleForm(forms.ModelForm):
             "overlap", "catchup_window_seconds", "pause_after_failures", "jitter_seconds",
         )  # fmt: skip
 
-    def clean(self):
+    def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         policy = Policy(
             overlap=data.get("overlap") or "skip",
@@ -79,22 +85,24 @@ class ScheduleAdmin(admin.ModelAdmin):
     actions = ["pause", "resume"]
 
     @admin.display(description="in words")
-    def described(self, obj):
+    def described(self, obj: Schedule) -> str:
         if obj.interval_seconds:
             return f"every {obj.interval_seconds} s"
         return cron_describe(obj.cron)
 
-    def save_model(self, request, obj, form, change):
+    def save_model(
+        self, request: HttpRequest, obj: Schedule, form: forms.ModelForm, change: bool
+    ) -> None:
         super().save_model(request, obj, form, change)
         schedule_beat_sync(schedule=obj)
 
     @admin.action(description="Pause the selected schedules")
-    def pause(self, request, queryset):
+    def pause(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
         done = sum(schedule_pause(schedule=s) for s in queryset.order_by("pk"))
         self.message_user(request, f"{done} schedule(s) paused.", messages.SUCCESS)
 
     @admin.action(description="Resume the selected schedules")
-    def resume(self, request, queryset):
+    def resume(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
         done = sum(schedule_resume(schedule=s) for s in queryset.order_by("pk"))
         self.message_user(request, f"{done} schedule(s) resumed.", messages.SUCCESS)
 
@@ -109,10 +117,10 @@ class ScheduleFireAdmin(admin.ModelAdmin):
         "detail", "created_at",
     )  # fmt: skip
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
 
@@ -121,13 +129,15 @@ class RetentionSweepAdmin(admin.ModelAdmin):
     list_display = ("started_at", "finished_at", "total", "batches", "error")
     readonly_fields = ("started_at", "finished_at", "removed", "total", "batches", "error")
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def changelist_view(self, request, extra_context=None):
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
         last = RetentionSweep.objects.order_by("-started_at", "-id").first()
         title = f"Retention sweeps — last ran {last.started_at:%Y-%m-%d %H:%M} UTC" if last else (
             "Retention sweeps — never ran yet"

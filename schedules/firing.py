@@ -17,7 +17,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
 
 from runs.models import RunStatus, RunTrigger
 from runs.services import run_create
@@ -130,7 +130,7 @@ def _in_flight(schedule: Schedule) -> int | None:
     )
 
 
-def _buffered(schedule: Schedule):
+def _buffered(schedule: Schedule) -> QuerySet[ScheduleFire]:
     return ScheduleFire.objects.filter(
         schedule=schedule, outcome=FireOutcome.BUFFERED, run__isnull=True
     ).order_by("fire_time")

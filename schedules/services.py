@@ -19,7 +19,6 @@ from django_celery_beat.models import CrontabSchedule, IntervalSchedule, Periodi
 from schedules.models import FireOutcome, Overlap, Schedule, ScheduleFire, ScheduleSource
 from workflows.cron import cron_check, timezone_check
 from workflows.models import Workflow
-from workflows.schema import ScheduleSpec
 from workflows.services import workflow_spec
 
 FIRE_TASK = "schedules.fire"
@@ -166,7 +165,7 @@ def schedule_sync_declared(*, workflow: Workflow) -> Schedule | None:
     A version without ``schedule:`` removes the declared one; schedules added by an
     operator are never touched. Returns the declared schedule, if any.
     """
-    declared: ScheduleSpec | None = workflow_spec(workflow).schedule  # type: ignore[assignment]
+    declared = workflow_spec(workflow).declared_schedule()
     existing = Schedule.objects.filter(
         workflow_name=workflow.name, source=ScheduleSource.DECLARED
     ).first()

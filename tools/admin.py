@@ -5,15 +5,19 @@ breakers per host, with a reset."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db.models import Model, QuerySet
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
-from django.urls import path
+from django.urls import URLPattern, path
 from django.utils.html import format_html
 from django.utils.translation import ngettext
 
+from tools.breaker.core import BreakerStore
 from tools.breaker.selectors import breakers_list
 from tools.breaker.services import RESET_PERMISSION, breakers_reset
 from tools.breaker.setup import (
@@ -69,28 +73,32 @@ class ToolAdmin(admin.ModelAdmin):
     actions = ("enable_tools", "disable_tools")
     change_list_template = "tools/tool/change_list.html"
 
-    def has_add_permission(self, request) -> bool:
+    def has_add_permission(self, request: HttpRequest) -> bool:
         # Definitions come from files (`loadtools`, the OpenAPI import page) and providers;
         # only `enabled` is edited here.
         return False
 
-    def get_urls(self):
+    def get_urls(self) -> list[URLPattern]:
         view = self.admin_site.admin_view(self.import_openapi_view)
         return [
             path("import-openapi/", view, name="tools_tool_import_openapi"),
             *super().get_urls(),
         ]
 
-    def import_openapi_view(self, request):
+    def import_openapi_view(self, request: HttpRequest) -> HttpResponse:
         return openapi_import_view(self, request)
 
-    def changelist_view(self, request, extra_context=None):
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
         can_import = request.user.has_perms(IMPORT_PERMISSIONS)
         return super().changelist_view(
             request, {"can_import_openapi": can_import, **(extra_context or {})}
         )
 
-    def get_readonly_fields(self, request, obj=None):
+    def get_readonly_fields(
+        self, request: HttpRequest, obj: Tool | None = None
+    ) -> tuple[str, ...]:
         return (*self.readonly_fields, "name", "kind", "description", "outputs", "source")
 
     @admin.display(description="Origin")
@@ -112,7 +120,7 @@ class ToolAdmin(admin.ModelAdmin):
     def pretty_input_schema(self, obj: Tool) -> str:
         return format_html("<pre>{}</pre>", json.dumps(obj.input_schema, indent=2))
 
-    def _set_enabled(self, request, queryset, enabled: bool) -> None:
+    def _set_enabled(self, request: HttpRequest, queryset: QuerySet[Tool], enabled: bool) -> None:
         try:
             changed = tools_set_enabled(tools=queryset, enabled=enabled, actor=request.user)
         except PermissionRefused as exc:
@@ -127,11 +135,11 @@ class ToolAdmin(admin.ModelAdmin):
         )
 
     @admin.action(description="Enable selected tools", permissions=["change"])
-    def enable_tools(self, request, queryset):
+    def enable_tools(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
         self._set_enabled(request, queryset, True)
 
     @admin.action(description="Disable selected tools", permissions=["change"])
-    def disable_tools(self, request, queryset):
+    def disable_tools(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
         self._set_enabled(request, queryset, False)
 
 
@@ -143,16 +151,18 @@ class BreakerAdmin(admin.ModelAdmin):
 
     change_list_template = "tools/breaker/change_list.html"
 
-    def has_add_permission(self, request) -> bool:
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def has_delete_permission(self, request, obj=None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def changelist_view(self, request, extra_context=None):
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
         if not self.has_view_permission(request):
             raise PermissionDenied
         store = breaker_store_from_settings()
@@ -177,7 +187,7 @@ class BreakerAdmin(admin.ModelAdmin):
             store.close()
         return TemplateResponse(request, self.change_list_template, context)
 
-    def _reset(self, request, store) -> None:
+    def _reset(self, request: HttpRequest, store: BreakerStore) -> None:
         everything = request.POST.get("action") == "reset_all"
         hosts = None if everything else request.POST.getlist("host")
         count = breakers_reset(store=store, hosts=hosts, user=request.user)
@@ -208,11 +218,11 @@ class ToolRevisionAdmin(admin.ModelAdmin):
     def pretty_spec(self, obj: ToolRevision) -> str:
         return format_html("<pre>{}</pre>", json.dumps(obj.spec, indent=2, sort_keys=True))
 
-    def has_add_permission(self, request, obj=None) -> bool:
+    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def has_delete_permission(self, request, obj=None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False

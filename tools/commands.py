@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, connection
 
@@ -12,7 +14,7 @@ class FlowpilotCommand(BaseCommand):
     Checked only when a command hits a database error, so it costs nothing otherwise.
     """
 
-    def execute(self, *args, **options):
+    def execute(self, *args: Any, **options: Any) -> str | None:
         try:
             return super().execute(*args, **options)
         except DatabaseError as exc:

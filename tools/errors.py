@@ -7,6 +7,7 @@ template errors are fatal. ``as_dict()`` is what a StepResult stores.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 
 class FlowpilotError(Exception):
@@ -26,7 +27,50 @@ class FlowpilotError(Exception):
 
 
 class ToolError(FlowpilotError):
+    """An error of one tool call, with what the retry decision and the step's record
+    need besides the message:
+
+    - ``not_sent``: the request surely never left (connection refused, DNS failure, the
+      OAuth2 token endpoint failed), so even a non-idempotent call may be tried again;
+    - ``not_processed``: the server answered that it did not process the request (a 429,
+      a 503 with ``Retry-After``), with the same consequence;
+    - ``request``: the call as stored and shown (``{method, url, status, elapsed_ms,
+      headers}``, redacted), attached by the HTTP client once it knows it;
+    - ``elapsed``: seconds from sending to a transport failure.
+    """
+
     code = "tool_error"
+    not_sent: bool = False
+    not_processed: bool = False
+    request: dict[str, Any] | None = None
+    elapsed: float | None = None
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool | None = None,
+        not_sent: bool = False,
+        not_processed: bool = False,
+        request: dict[str, Any] | None = None,
+        elapsed: float | None = None,
+    ) -> None:
+        super().__init__(message, retryable=retryable)
+        self.not_sent = not_sent
+        self.not_processed = not_processed
+        self.request = request
+        self.elapsed = elapsed
+
+    def attach_request(self, request: dict[str, Any], *, replace: bool = True) -> None:
+        """Record the call this error belongs to; with ``replace=False`` only when none
+        is known yet (an inner layer that knew the final URL and status wins)."""
+        if replace or self.request is None:
+            self.request = request
+
+    def mark_not_sent(self) -> None:
+        """Say the tool's own request never left (the failure came before it: the
+        OAuth2 token could not be had)."""
+        self.not_sent = True
 
 
 class ToolNotFound(ToolError):
@@ -44,9 +88,19 @@ class ToolInputError(ToolError):
 
 
 class ToolConfigError(ToolError):
-    """A tool definition (YAML) is malformed."""
+    """A tool definition (YAML) is malformed. ``problems`` lists every located problem
+    of the file (the message joins them, one a line)."""
 
     code = "tool_config_invalid"
+
+    def __init__(self, message: str, *, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems: list[str] = list(problems) if problems is not None else [message]
+
+    @classmethod
+    def of(cls, problems: list[str]) -> ToolConfigError:
+        """One error for all ``problems`` of a file."""
+        return cls("\n".join(problems), problems=problems)
 
 
 class TemplateError(ToolError):
@@ -76,10 +130,17 @@ class ToolHTTPError(ToolError):
 
     code = "http_error"
 
-    def __init__(self, message: str, *, status: int, retryable: bool | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int,
+        retryable: bool | None = None,
+        not_processed: bool = False,
+    ) -> None:
         if retryable is None:
             retryable = status >= 500
-        super().__init__(message, retryable=retryable)
+        super().__init__(message, retryable=retryable, not_processed=not_processed)
         self.status = status
 
     def as_dict(self) -> dict:
@@ -87,12 +148,14 @@ class ToolHTTPError(ToolError):
 
 
 class ToolRateLimited(ToolHTTPError):
+    """A 429: the server did not process the request (``not_processed``)."""
+
     code = "rate_limited"
 
     def __init__(
         self, message: str, *, status: int = 429, retry_after: float | None = None
     ) -> None:
-        super().__init__(message, status=status, retryable=True)
+        super().__init__(message, status=status, retryable=True, not_processed=status == 429)
         self.retry_after = retry_after
 
 

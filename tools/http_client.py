@@ -32,7 +32,7 @@ import httpx
 
 from tools.breaker.core import breaker_guard
 from tools.calls import ToolCallContext, ToolResult
-from tools.errors import FlowpilotError, ToolHTTPError, ToolOutcomeUnknown
+from tools.errors import ToolError, ToolHTTPError, ToolOutcomeUnknown
 from tools.http.oauth2 import apply_oauth2, drop_token
 from tools.http.pagination import Page, collect_pages
 from tools.http.request import PreparedRequest, prepare_request
@@ -82,9 +82,8 @@ def call_http_tool(spec: ToolSpec, arguments: dict, ctx: ToolCallContext) -> Too
         output = value
         if http.response_extract:
             output = extract(value, http.response_extract, response_meta(last.received))
-    except FlowpilotError as exc:
-        if getattr(exc, "request", None) is None:
-            exc.request = _info(prepared, ctx, None, started)  # type: ignore[attr-defined]
+    except ToolError as exc:
+        exc.attach_request(_info(prepared, ctx, None, started), replace=False)
         guarded = _guard_non_idempotent(spec, exc)
         if guarded is exc:
             raise
@@ -123,8 +122,8 @@ def _fetch_page(
             http, received, text, where, ctx.max_response_bytes, ctx.redactor
         )
         check_success(http.response, value, where, ctx.redactor)  # every page
-    except FlowpilotError as exc:
-        exc.request = _info(final, ctx, received.status, None)  # type: ignore[attr-defined]
+    except ToolError as exc:
+        exc.attach_request(_info(final, ctx, received.status, None))
         raise
     return Page(value, received, truncated, sent=final)
 
@@ -168,20 +167,19 @@ def _redirected(current: PreparedRequest, received: Received, location: str) -> 
     )
 
 
-def _guard_non_idempotent(spec: ToolSpec, exc: FlowpilotError) -> FlowpilotError:
+def _guard_non_idempotent(spec: ToolSpec, exc: ToolError) -> ToolError:
     """For a non-idempotent tool, a retryable failure the server may have acted on
     becomes ``outcome_unknown`` (fatal): repeating it could do the call twice."""
     if spec.idempotent or not exc.retryable:
         return exc
-    if getattr(exc, "not_sent", False) or getattr(exc, "not_processed", False):
+    if exc.not_sent or exc.not_processed:
         return exc
-    unknown = ToolOutcomeUnknown(
+    return ToolOutcomeUnknown(
         f"{exc.message}. Tool {spec.name!r} is not idempotent and the server may have "
         "acted on the request, so it was not sent again: check the target system, then "
-        "restart from this step."
+        "restart from this step.",
+        request=exc.request,
     )
-    unknown.request = getattr(exc, "request", None)  # type: ignore[attr-defined]
-    return unknown
 
 
 def _where(prepared: PreparedRequest, ctx: ToolCallContext) -> str:

@@ -110,9 +110,7 @@ class _Problems:
 
     def raise_if_any(self) -> None:
         if self.items:
-            error = ToolConfigError("\n".join(self.items))
-            error.problems = list(self.items)  # type: ignore[attr-defined]
-            raise error
+            raise ToolConfigError.of(list(self.items))
 
 
 def _line_of(node: yaml.Node | None, loc: Sequence[str | int]) -> int | None:

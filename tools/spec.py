@@ -108,7 +108,7 @@ class HttpConfig(FrozenModel):
     def _absolute_url(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        request = data.get("request")
+        request: Any = data.get("request")  # a dict from YAML, or an HttpRequest model
         url = request.get("url") if isinstance(request, dict) else getattr(request, "url", None)
         if not isinstance(url, str):
             return data

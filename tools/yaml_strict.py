@@ -17,7 +17,9 @@ class StrictSafeLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` that refuses duplicate keys."""
 
 
-def _construct_mapping(loader: StrictSafeLoader, node: yaml.MappingNode, deep: bool = False):
+def _construct_mapping(
+    loader: StrictSafeLoader, node: yaml.MappingNode, deep: bool = False
+) -> dict[Any, Any]:
     seen: dict[Any, yaml.Node] = {}
     for key_node, _ in node.value:
         if key_node.tag == "tag:yaml.org,2002:merge":

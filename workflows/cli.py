@@ -12,6 +12,7 @@ from tools.services import tools_load_dir
 from workflows.files import read_workflow_file
 from workflows.inputs import coerce_text
 from workflows.schema import InputSpec
+from workflows.validation.report import ValidationIssue
 
 FILE_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -41,7 +42,7 @@ def read_inputs_file(path: str) -> dict[str, Any]:
     return data
 
 
-def format_issue(issue) -> str:
+def format_issue(issue: ValidationIssue) -> str:
     where = issue.path or "(workflow)"
     return f"{issue.severity:<7} {where}  [{issue.code}]  {issue.message}"
 

@@ -44,9 +44,9 @@ def parse_workflow_text(text: str, *, source: str, fmt: str | None = None) -> di
         raise WorkflowFileError(f"{source}: invalid YAML{where}: {problem}") from exc
     except RecursionError as exc:
         raise WorkflowFileError(f"{source}: the document nests too deeply") from exc
-    problem = data_limit_problem(data) or storage_problem(data)
-    if problem:
-        raise WorkflowFileError(f"{source}: {problem}")
+    refused = data_limit_problem(data) or storage_problem(data)
+    if refused:
+        raise WorkflowFileError(f"{source}: {refused}")
     if not isinstance(data, dict):
         kind = type(data).__name__ if data is not None else "nothing"
         raise WorkflowFileError(f"{source}: a workflow file must hold a mapping, found {kind}")

@@ -13,19 +13,24 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
 from tools.data_limits import data_limit_problem
 from tools.errors import FlowpilotError
 from tools.jsondata import DuplicateKey, duplicate_key_location, loads_strict, storage_problem
+from tools.permissions import actor_user
 from tools.registry import ToolRegistry
 from workflows.models import Workflow, WorkflowStatus
 from workflows.planner import plan_revise
 from workflows.services import workflow_import, workflow_transition
 from workflows.validation.report import ValidationIssue
 from workflows.validator import validate_workflow
+
+if TYPE_CHECKING:
+
+    from tools.permissions import Actor
 
 logger = logging.getLogger("flowpilot.approval")
 
@@ -76,14 +81,14 @@ class DefinitionUnchanged(ApprovalError):
         self.existing = existing
 
 
-def permission_require(*, user, permission: str, action: str) -> None:
+def permission_require(*, user: Actor | None, permission: str, action: str) -> None:
     """Refuse (``ApprovalForbidden``) an anonymous or inactive user, or one lacking it."""
     if user is None or not user.is_active or not user.has_perm(permission):
         who = getattr(user, "get_username", lambda: "anonymous")()
         raise ApprovalForbidden(f"{who} may not {action} (needs the `{permission}` permission)")
 
 
-def workflow_reject(*, version: Workflow, rejected_by, feedback: str) -> Workflow:
+def workflow_reject(*, version: Workflow, rejected_by: Actor | None, feedback: str) -> Workflow:
     """Reject a pending version with feedback; the planner proposes the next version.
 
     Calls ``plan_revise``, which marks this version ``rejected`` and stores the
@@ -106,7 +111,7 @@ def workflow_edit_json(
     *,
     version: Workflow,
     definition: str,
-    user,
+    user: Actor | None,
     registry: ToolRegistry | None = None,
 ) -> Workflow:
     """Store an edited definition (JSON text) as a new ``pending_review`` version.
@@ -137,7 +142,9 @@ def workflow_edit_json(
         raise DefinitionInvalid(issues)
     with transaction.atomic():
         created_version, created = workflow_import(
-            data=report.spec, owner=version.owner or user, status=WorkflowStatus.PENDING_REVIEW
+            data=report.valid_spec(),
+            owner=version.owner or actor_user(user),
+            status=WorkflowStatus.PENDING_REVIEW,
         )
         if not created:
             raise DefinitionUnchanged(created_version)

@@ -365,6 +365,12 @@ class WorkflowSpec(_Model):
     def _schedule(cls, value: str | ScheduleSpec | None) -> ScheduleSpec | None:
         return ScheduleSpec(cron=value) if isinstance(value, str) else value
 
+    def declared_schedule(self) -> ScheduleSpec | None:
+        """The schedule as a ``ScheduleSpec``: the validator reads a cron string as one,
+        and this says so to the type checker (the field also accepts the string form)."""
+        value = self.schedule
+        return ScheduleSpec(cron=value) if isinstance(value, str) else value
+
     @field_validator("inputs")
     @classmethod
     def _input_names(cls, value: dict[str, InputSpec]) -> dict[str, InputSpec]:

@@ -13,6 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from workflows.cron import cron_check, timezone_check
 
+# What a finished run turns out to be, for a notification's ``on``.
+RunOutcome = Literal["failed", "recovered", "succeeded"]
+
 
 class FrozenModel(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
@@ -29,8 +32,8 @@ class Notifications(FrozenModel):
         description="Environment variable holding the HMAC key. Omitted: "
         "FLOWPILOT_WEBHOOK_SECRET.",
     )
-    on: list[Literal["failed", "recovered", "succeeded"]] = Field(
-        default_factory=lambda: ["failed"],
+    on: list[RunOutcome] = Field(
+        default_factory=lambda: list[RunOutcome](["failed"]),
         description="failed: every failed run; recovered: the first success after a "
         "failure; succeeded: every successful run.",
     )

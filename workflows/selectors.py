@@ -22,7 +22,8 @@ def workflow_get_runnable(*, name: str, version: int | None = None) -> Workflow:
     Raises ``WorkflowNotFound`` with a message that says what exists instead.
     """
     versions = Workflow.objects.filter(name=name).order_by("-version")
-    if not versions.exists():
+    latest = versions.first()
+    if latest is None:
         raise WorkflowNotFound(f"no stored workflow named `{name}`")
     if version is not None:
         found = versions.filter(version=version).first()
@@ -37,7 +38,6 @@ def workflow_get_runnable(*, name: str, version: int | None = None) -> Workflow:
         return found
     active = versions.filter(status=WorkflowStatus.ACTIVE).first()
     if active is None:
-        latest = versions.first()
         raise WorkflowNotFound(
             f"workflow `{name}` has no active version (newest is v{latest.version}, "
             f"{latest.status}); approve it, or run the file directly"

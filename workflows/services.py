@@ -7,14 +7,14 @@ read only that frozen JSON. Step and Edge rows mirror it for the admin.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
 from tools.hooks import hooks_announce
-from tools.permissions import permission_require
+from tools.permissions import actor_user, permission_require
 from workflows.errors import WorkflowError, WorkflowTransitionError
 from workflows.graph import GraphCycleError, build_graph
 from workflows.models import (
@@ -27,7 +27,13 @@ from workflows.models import (
     WorkflowStatus,
 )
 from workflows.schema import WorkflowSpec
+from workflows.schema_triggers import ScheduleSpec
 from workflows.validator import validate_workflow
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+    from tools.permissions import Actor
 
 
 def workflow_parse(data: Mapping[str, Any] | WorkflowSpec) -> WorkflowSpec:
@@ -63,7 +69,7 @@ def workflow_spec(workflow: Workflow) -> WorkflowSpec:
 def workflow_import(
     *,
     data: Mapping[str, Any] | WorkflowSpec,
-    owner=None,
+    owner: User | None = None,
     status: str = WorkflowStatus.DRAFT,
 ) -> tuple[Workflow, bool]:
     """Store a definition as the next version of its name.
@@ -97,7 +103,7 @@ def workflow_import(
             },
             tools=spec.allowed_tools(),
             outputs=spec.outputs,
-            schedule=spec.schedule.cron if spec.schedule else "",
+            schedule=_cron(spec.declared_schedule()),
             notifications=spec.notifications.model_dump(mode="json"),
             definition=spec.to_data(),
             definition_hash=digest,
@@ -141,7 +147,7 @@ def workflow_export(*, workflow: Workflow) -> dict[str, Any]:
     return workflow_spec(workflow).to_data()
 
 
-def workflow_archive(*, workflow: Workflow, actor: Any) -> Workflow:
+def workflow_archive(*, workflow: Workflow, actor: Actor | None) -> Workflow:
     """Archive a version (it never runs by name again); ``actor`` needs
     ``workflows.change_workflow`` (``tools.permissions``)."""
     permission_require(
@@ -150,7 +156,7 @@ def workflow_archive(*, workflow: Workflow, actor: Any) -> Workflow:
     return workflow_transition(workflow=workflow, to=WorkflowStatus.ARCHIVED, actor=actor)
 
 
-def workflow_transition(*, workflow: Workflow, to: str, actor=None) -> Workflow:
+def workflow_transition(*, workflow: Workflow, to: str, actor: Actor | None = None) -> Workflow:
     """Move a version along its lifecycle, enforcing the declared transitions.
 
     No permission check: callers are services that checked theirs (approve, reject,
@@ -166,7 +172,7 @@ def workflow_transition(*, workflow: Workflow, to: str, actor=None) -> Workflow:
         workflow.status = to
         fields = ["status", "updated_at"]
         if to == WorkflowStatus.ACTIVE:
-            workflow.approved_by = actor
+            workflow.approved_by = actor_user(actor)
             workflow.approved_at = timezone.now()
             fields += ["approved_by", "approved_at"]
             _archive_other_active(workflow)
@@ -187,7 +193,7 @@ def _archive_other_active(workflow: Workflow) -> int:
     )
 
 
-def workflow_activate_trusted(*, workflow: Workflow, actor=None) -> Workflow:
+def workflow_activate_trusted(*, workflow: Workflow, actor: Actor | None = None) -> Workflow:
     """Operator shortcut (``importflow --activate --as SUPERUSER``): draft → active
     without review.
 
@@ -200,7 +206,7 @@ def workflow_activate_trusted(*, workflow: Workflow, actor=None) -> Workflow:
         raise WorkflowTransitionError(f"`{workflow}` is {workflow.status}, not draft")
     with transaction.atomic():
         workflow.status = WorkflowStatus.ACTIVE
-        workflow.approved_by = actor
+        workflow.approved_by = actor_user(actor)
         workflow.approved_at = timezone.now()
         _archive_other_active(workflow)
         workflow.save(update_fields=["status", "approved_by", "approved_at", "updated_at"])
@@ -215,7 +221,7 @@ def is_frozen(workflow: Workflow) -> bool:
 CURATE_TEMPLATES_PERMISSION = "workflows.curate_templates"
 
 
-def workflow_set_template_use(*, workflow: Workflow, use: str, actor: Any) -> Workflow:
+def workflow_set_template_use(*, workflow: Workflow, use: str, actor: Actor | None) -> Workflow:
     """Mark a version as a planner template (``preferred``), exclude it (``excluded``) or
     leave it to similarity (``auto``); ``actor`` needs ``workflows.curate_templates``.
 
@@ -230,3 +236,8 @@ def workflow_set_template_use(*, workflow: Workflow, use: str, actor: Any) -> Wo
     Workflow.objects.filter(pk=workflow.pk).update(template_use=use, updated_at=timezone.now())
     workflow.refresh_from_db()
     return workflow
+
+
+def _cron(schedule: ScheduleSpec | None) -> str:
+    """The stored cron text of a declared schedule ("" when none is declared)."""
+    return schedule.cron if schedule is not None else ""

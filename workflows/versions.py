@@ -9,7 +9,7 @@ once, each with its JSON path.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tools.data_limits import data_limit_problem
 from tools.registry import ToolRegistry
@@ -17,6 +17,10 @@ from workflows.models import Workflow, WorkflowStatus
 from workflows.services import WorkflowError, workflow_import
 from workflows.validation.report import ValidationIssue, ValidationReport
 from workflows.validator import validate_workflow
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
 
 # A new version starts as a draft or goes straight to review.
 CREATABLE_STATUSES = (WorkflowStatus.DRAFT, WorkflowStatus.PENDING_REVIEW)
@@ -40,7 +44,7 @@ def workflow_check(
 def workflow_create_version(
     *,
     data: Mapping[str, Any],
-    owner,
+    owner: User | None,
     status: str = WorkflowStatus.DRAFT,
     registry: ToolRegistry | None = None,
 ) -> tuple[Workflow, bool]:
@@ -53,5 +57,4 @@ def workflow_create_version(
     if status not in CREATABLE_STATUSES:
         raise WorkflowError(f"a new version starts as draft or pending_review, not {status}")
     report = workflow_check(data=data, registry=registry)
-    report.raise_for_errors()
-    return workflow_import(data=report.spec, owner=owner, status=status)
+    return workflow_import(data=report.valid_spec(), owner=owner, status=status)

@@ -10,9 +10,13 @@ A deleted token or a deactivated user stops working at the next call.
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 TOKEN_ENV = "FLOWPILOT_MCP_TOKEN"  # noqa: S105 - the name of the variable, not a token
 NO_TOKEN = (
@@ -21,7 +25,7 @@ NO_TOKEN = (
 )
 
 
-def user_for_header(header: str | None):
+def user_for_header(header: str | None) -> User:
     """The user of an ``Authorization`` header value, parsed exactly as the API parses it.
 
     Raises ``NotAuthenticated`` without a token, ``AuthenticationFailed`` for a malformed
@@ -34,7 +38,7 @@ def user_for_header(header: str | None):
     return found[0]
 
 
-def user_for_token(key: str | None):
+def user_for_token(key: str | None) -> User:
     """The user of a token key (the stdio transport's)."""
     if not key or not key.strip():
         raise exceptions.NotAuthenticated(NO_TOKEN)

@@ -11,12 +11,14 @@ answer. Refusals are raised as the API raises them (DRF exceptions, the app's
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from django.db.models import QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
-from rest_framework import exceptions
+from django_filters import rest_framework as filters
+from rest_framework import exceptions, serializers
 
 from api.exceptions import ApiError
 from api.filters import ToolFilter, WorkflowFilter
@@ -37,6 +39,11 @@ from runs.state import RunTrigger
 from runs.waiting import run_wait
 from workflows.versions import workflow_check
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+    from tools.permissions import Actor
+
 # The permissions of each tool: those of the API action doing the same thing.
 PERMISSIONS: dict[str, tuple[str, ...]] = {
     "list_tools": tuple(ToolViewSet.required_perms["list"]),
@@ -49,7 +56,7 @@ PERMISSIONS: dict[str, tuple[str, ...]] = {
 MAX_LIST = 200  # rows one list call answers at most (the API pages by 50)
 
 
-def check_permission(*, user, tool: str) -> None:
+def check_permission(*, user: Actor | None, tool: str) -> None:
     """``ModelPermissions`` for one MCP tool: an active user holding every permission."""
     if not (user and user.is_authenticated and user.is_active):
         raise exceptions.NotAuthenticated()
@@ -57,7 +64,9 @@ def check_permission(*, user, tool: str) -> None:
         raise exceptions.PermissionDenied()
 
 
-def _checked(serializer_class, data: Mapping[str, Any]):
+def _checked(
+    serializer_class: type[serializers.Serializer], data: Mapping[str, Any]
+) -> serializers.Serializer:
     """The request serializer of the API action, valid, over ``data`` (storable text only)."""
     where = unstorable_text(dict(data))
     if where is not None:
@@ -69,7 +78,9 @@ def _checked(serializer_class, data: Mapping[str, Any]):
     return params
 
 
-def _filtered(filterset_class, queryset, data: Mapping[str, Any]):
+def _filtered(
+    filterset_class: type[filters.FilterSet], queryset: QuerySet[Any], data: Mapping[str, Any]
+) -> QuerySet[Any]:
     given = {k: v for k, v in data.items() if v is not None}
     filterset = filterset_class(data=given, queryset=queryset)
     if not filterset.is_valid():
@@ -89,7 +100,7 @@ def _wait_bound(seconds: float, field: str) -> float:
     return min(seconds, settings.FLOWPILOT_API_MAX_WAIT)
 
 
-def list_tools(*, user, kind: str | None, search: str | None, limit: int) -> dict[str, Any]:
+def list_tools(*, user: User, kind: str | None, search: str | None, limit: int) -> dict[str, Any]:
     """The registered tools with their input schemas and outputs (what a plan may use)."""
     check_permission(user=user, tool="list_tools")
     tools = _filtered(ToolFilter, tool_list(), {"kind": kind, "search": search})
@@ -99,7 +110,7 @@ def list_tools(*, user, kind: str | None, search: str | None, limit: int) -> dic
 
 
 def list_workflows(
-    *, user, name: str | None, status: str | None, limit: int
+    *, user: User, name: str | None, status: str | None, limit: int
 ) -> dict[str, Any]:
     """Stored versions, by name, newest version first."""
     check_permission(user=user, tool="list_workflows")
@@ -110,7 +121,7 @@ def list_workflows(
 
 
 def validate_workflow(
-    *, user, definition: dict[str, Any] | None, source: str | None
+    *, user: User, definition: dict[str, Any] | None, source: str | None
 ) -> dict[str, Any]:
     """Every issue of a definition (object or file text) against the registered tools."""
     check_permission(user=user, tool="validate_workflow")
@@ -120,7 +131,7 @@ def validate_workflow(
 
 
 def plan_workflow(
-    *, user, goal: str, sample_inputs: dict[str, Any] | None, wait: float
+    *, user: User, goal: str, sample_inputs: dict[str, Any] | None, wait: float
 ) -> dict[str, Any]:
     """Plan a goal; the proposed version is stored *pending review* — a person approves it.
 
@@ -138,7 +149,7 @@ def plan_workflow(
 
 def run_workflow(
     *,
-    user,
+    user: User,
     workflow: str,
     version: int | None,
     inputs: dict[str, Any] | None,
@@ -149,7 +160,7 @@ def run_workflow(
     seconds, answer when it has finished or the time is up (its ``status`` says which)."""
     check_permission(user=user, tool="run_workflow")
     seconds = _wait_bound(wait, "wait")
-    given = {"workflow": workflow, "inputs": inputs or {}}
+    given: dict[str, Any] = {"workflow": workflow, "inputs": inputs or {}}
     if version is not None:
         given["version"] = version
     data = _checked(RunCreateSerializer, given).validated_data
@@ -166,7 +177,7 @@ def run_workflow(
     return dict(RunDetailSerializer(run_detail_list().get(pk=run.pk)).data)
 
 
-def get_run(*, user, run_id: int, wait: float) -> dict[str, Any]:
+def get_run(*, user: User, run_id: int, wait: float) -> dict[str, Any]:
     """A run with its step results, as stored (secrets masked); ``wait`` as for the API's
     long poll."""
     check_permission(user=user, tool="get_run")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
 import uvicorn
@@ -32,6 +32,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from api.errors import api_exception_handler, error_body
 from api.mcp import handlers
 from api.mcp.auth import user_for_header, user_for_token
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 logger = logging.getLogger("flowpilot.api.mcp")
 
@@ -54,7 +57,7 @@ class Caller:
     def __init__(self, token: str | None = None) -> None:
         self.token = token
 
-    def user(self, ctx: Context):
+    def user(self, ctx: Context) -> User:
         if self.token is not None:
             return user_for_token(self.token)
         request = ctx.request_context.request
@@ -69,7 +72,9 @@ def answer(data: dict[str, Any], *, error: bool = False) -> CallToolResult:
     )
 
 
-def call(caller: Caller, ctx: Context, handler: Callable[..., dict], **arguments) -> CallToolResult:
+def call(
+    caller: Caller, ctx: Context, handler: Callable[..., dict], **arguments: Any
+) -> CallToolResult:
     """One tool call on a worker thread: authenticate, run the handler, answer.
 
     Database connections are handled as Django handles them around a request."""
@@ -196,7 +201,9 @@ def _refusal(header: str) -> dict | None:
     try:
         user_for_header(header)
     except exceptions.APIException as exc:
-        return dict(api_exception_handler(exc, {}).data)
+        response = api_exception_handler(exc, {})
+        assert response is not None  # the handler answers every APIException
+        return dict(response.data)
     finally:
         connections.close_all()
     return None

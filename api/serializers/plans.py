@@ -1,5 +1,7 @@
 """Planner requests: asked, then polled."""
 
+from typing import Any
+
 from rest_framework import serializers
 
 from api.serializers.common import ErrorSerializer
@@ -25,7 +27,7 @@ class PlanCreateSerializer(serializers.Serializer):
         help_text="Question id (or 1-based number) -> answer; an unanswered one: no preference.",
     )
 
-    def validate(self, data):
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
         if data["answers_to"] is None and not data["goal"].strip():
             raise serializers.ValidationError({"goal": "a goal is needed (or answers_to)"})
         return data
@@ -72,5 +74,5 @@ class PlanRequestSerializer(serializers.ModelSerializer):
             "finished_at",
         ]
 
-    def get_url(self, obj) -> str:
+    def get_url(self, obj: PlanRequest) -> str:
         return f"/api/v1/plans/{obj.pk}/"

@@ -5,6 +5,8 @@ are only answered, never read, and drf-spectacular would describe a nullable "an
 JSON" as ``oneOf: [{}, {type: null}]``, which ``null`` matches twice (invalid).
 """
 
+from typing import Any
+
 from rest_framework import serializers
 
 from runs.models import Run, StepResult
@@ -52,7 +54,7 @@ class RunSerializer(serializers.ModelSerializer):
             "replay_of",
         ]
 
-    def get_url(self, obj) -> str:
+    def get_url(self, obj: Run) -> str:
         return f"/api/v1/runs/{obj.pk}/"
 
 
@@ -105,10 +107,10 @@ class JsonBooleanField(serializers.BooleanField):
 
     default_error_messages = {"invalid": "must be true or false (a JSON boolean)"}
 
-    def to_internal_value(self, data):
-        if isinstance(data, bool):
-            return data
-        self.fail("invalid")
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid")  # raises the field's ValidationError
+        return data
 
 
 class RunRestartSerializer(serializers.Serializer):

@@ -12,7 +12,7 @@ class WebhookSerializer(serializers.ModelSerializer):
         model = WebhookTrigger
         fields = ["id", "workflow_name", "url", "enabled", "created_at", "rotated_at"]
 
-    def get_url(self, obj) -> str:
+    def get_url(self, obj: WebhookTrigger) -> str:
         return f"/api/v1/hooks/{obj.public_id}/"
 
 

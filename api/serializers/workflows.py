@@ -1,5 +1,7 @@
 """Workflow versions, their graph and validation, and the design-phase requests."""
 
+from typing import Any
+
 from rest_framework import serializers
 
 from workflows.models import Workflow
@@ -83,7 +85,7 @@ class DefinitionSerializer(serializers.Serializer):
         help_text="The text of a workflow file, YAML or JSON.",
     )
 
-    def validate(self, attrs):
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if ("definition" in attrs) == ("source" in attrs):
             raise serializers.ValidationError("give exactly one of `definition` and `source`")
         return attrs

@@ -4,12 +4,15 @@ Idempotency-Key."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runs.idempotency import restart_fingerprint, run_create_idempotent, run_once
 from runs.models import Run, RunTrigger
 from runs.restart import run_restart_prepare
 from workflows.selectors import workflow_get_runnable
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 
 def run_start(
@@ -17,7 +20,7 @@ def run_start(
     workflow_name: str,
     version: int | None,
     inputs: Mapping[str, Any] | None,
-    user,
+    user: User,
     idempotency_key: str | None,
     trigger: str = RunTrigger.API,
 ) -> tuple[Run, bool]:
@@ -37,7 +40,7 @@ def run_start(
 
 
 def run_restart_start(
-    *, run: Run, from_step: str | None, confirm: bool, user, idempotency_key: str | None
+    *, run: Run, from_step: str | None, confirm: bool, user: User, idempotency_key: str | None
 ) -> tuple[Run, bool]:
     """``run`` restarted from ``from_step`` (None: from the trigger) as a new run, enqueued
     like a started one; returns ``(run, created)`` as ``run_start`` does — the same key

@@ -6,15 +6,19 @@ proposed version, pending review) or ``failed`` (its ``error``). Approving runs
 the validation run before it answers.
 """
 
+from typing import Any
+
+from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.selectors import plan_request_list
 from api.serializers.plans import PlanCreateSerializer, PlanRequestSerializer
 from api.serializers.workflows import ApprovalSerializer, ApproveSerializer, FeedbackSerializer
 from api.views.workflows import VIEW, WorkflowViewSet
-from review.models import PlanKind
+from review.models import Approval, PlanKind
 from review.plans import plan_request_create
 from review.policy import approval_tally
 from review.services import workflow_approve
@@ -28,11 +32,11 @@ class PlanViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         "create": ["workflows.add_workflow"],
     }
 
-    def get_queryset(self):
+    def get_queryset(self) -> QuerySet[Any]:
         return plan_request_list()
 
     @extend_schema(request=PlanCreateSerializer, responses={202: PlanRequestSerializer})
-    def create(self, request):
+    def create(self, request: Request) -> Response:
         """Plan a goal; poll the answer's ``url`` until it has finished."""
         params = PlanCreateSerializer(data=request.data)
         params.is_valid(raise_exception=True)
@@ -50,7 +54,7 @@ class VersionDesignViewSet(WorkflowViewSet):
     }
 
     @extend_schema(request=ApproveSerializer, responses={200: ApprovalSerializer})
-    def approve(self, request, name, version):
+    def approve(self, request: Request, name: str, version: int) -> Response:
         """Approve a version pending review. While its approval policy needs more distinct
         approvers the approval is recorded `pending`; the one that meets the policy runs
         the validation run with its sample inputs: green makes the version active, red
@@ -66,16 +70,16 @@ class VersionDesignViewSet(WorkflowViewSet):
         return Response(ApprovalSerializer(approval_body(approval)).data)
 
     @extend_schema(request=FeedbackSerializer, responses={202: PlanRequestSerializer})
-    def reject(self, request, name, version):
+    def reject(self, request: Request, name: str, version: int) -> Response:
         """Reject a version pending review; the planner revises it into the next version."""
         return self._replan(request, PlanKind.REJECT)
 
     @extend_schema(request=FeedbackSerializer, responses={202: PlanRequestSerializer})
-    def revise(self, request, name, version):
+    def revise(self, request: Request, name: str, version: int) -> Response:
         """Ask the planner for a revision of a version pending review (or rejected)."""
         return self._replan(request, PlanKind.REVISE)
 
-    def _replan(self, request, kind):
+    def _replan(self, request: Request, kind: str) -> Response:
         params = FeedbackSerializer(data=request.data)
         params.is_valid(raise_exception=True)
         plan = plan_request_create(
@@ -84,7 +88,7 @@ class VersionDesignViewSet(WorkflowViewSet):
         return Response(PlanRequestSerializer(plan).data, status=status.HTTP_202_ACCEPTED)
 
 
-def approval_body(approval) -> dict:
+def approval_body(approval: Approval) -> dict:
     run = approval.validation_run
     link = {"id": run.pk, "status": run.status, "url": f"/api/v1/runs/{run.pk}/"} if run else None
     tally = approval_tally(version=approval.workflow)

@@ -1,9 +1,13 @@
 """Runs: create (Idempotency-Key), list (filters), detail with step results, cancel,
 resume, restart from a step (Idempotency-Key), wait (long poll)."""
 
+from typing import Any
+
 from django.conf import settings
+from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.filters import RunFilter
@@ -29,7 +33,7 @@ class WaitSerializer(serializers.Serializer):
         default=30.0, min_value=0.0, help_text="Seconds; capped at FLOWPILOT_API_MAX_WAIT."
     )
 
-    def validate_timeout(self, value):
+    def validate_timeout(self, value: float) -> float:
         return min(value, settings.FLOWPILOT_API_MAX_WAIT)
 
 
@@ -45,10 +49,10 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         "restart": OPERATE,
     }
 
-    def get_queryset(self):
+    def get_queryset(self) -> QuerySet[Any]:
         return run_list() if self.action == "list" else run_detail_list()
 
-    def get_serializer_class(self):
+    def get_serializer_class(self) -> type[serializers.BaseSerializer]:
         return RunSerializer if self.action == "list" else RunDetailSerializer
 
     @extend_schema(
@@ -56,7 +60,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         parameters=[IDEMPOTENCY_KEY],
         responses={201: RunDetailSerializer, 200: RunDetailSerializer},
     )
-    def create(self, request):
+    def create(self, request: Request) -> Response:
         """Start a run of an active version. With an ``Idempotency-Key`` a repeated request
         answers 200 with the run the key created (201 the first time)."""
         params = RunCreateSerializer(data=request.data)
@@ -73,14 +77,14 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
     @extend_schema(request=None, responses={200: RunDetailSerializer})
-    def cancel(self, request, pk):
+    def cancel(self, request: Request, pk: str) -> Response:
         """Cancel a pending or running run (steps in flight finish; nothing new starts)."""
         run = self.get_object()
         run_cancel(run=run, actor=request.user)
         return Response(RunDetailSerializer(run_detail_list().get(pk=run.pk)).data)
 
     @extend_schema(request=RunResumeSerializer, responses={200: RunDetailSerializer})
-    def resume(self, request, pk):
+    def resume(self, request: Request, pk: str) -> Response:
         """Continue a failed or cancelled run from its checkpoint."""
         params = RunResumeSerializer(data=request.data)
         params.is_valid(raise_exception=True)
@@ -94,7 +98,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         parameters=[IDEMPOTENCY_KEY],
         responses={201: RunDetailSerializer, 200: RunDetailSerializer},
     )
-    def restart(self, request, pk):
+    def restart(self, request: Request, pk: str) -> Response:
         """Restart a finished run (succeeded, failed or cancelled) as a new run of the same
         version and inputs, linked to it: ``from_step`` and every step downstream of it
         run again, every other step's result is reused (never executed); without
@@ -125,7 +129,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         ],
         responses={200: RunDetailSerializer},
     )
-    def wait(self, request, pk):
+    def wait(self, request: Request, pk: str) -> Response:
         """Answer when the run has finished or ``timeout`` seconds have passed, whichever
         comes first; the run's ``status`` tells which."""
         params = WaitSerializer(data=request.query_params)

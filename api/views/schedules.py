@@ -5,9 +5,13 @@ A schedule is addressed the way people name it: by workflow and schedule name
 unknown timezone, interval 0…) are ``ScheduleInvalid``: a 400 naming the field.
 """
 
+from typing import Any
+
+from django.db.models import QuerySet
 from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import status, viewsets
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.filters import ScheduleFilter
@@ -64,7 +68,7 @@ class ScheduleViewSet(viewsets.GenericViewSet):
         "fires": [*VIEW, "schedules.view_schedulefire"],
     }
 
-    def get_queryset(self):
+    def get_queryset(self) -> QuerySet[Any]:
         return schedule_list()
 
     def get_object(self) -> Schedule:
@@ -74,13 +78,13 @@ class ScheduleViewSet(viewsets.GenericViewSet):
         self.check_object_permissions(self.request, schedule)
         return schedule
 
-    def list(self, request):
+    def list(self, request: Request) -> Response:
         """Every schedule by workflow and name; filter by workflow and paused."""
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
         return self.get_paginated_response(ScheduleSerializer(page, many=True).data)
 
     @extend_schema(request=ScheduleCreateSerializer, responses={201: ScheduleSerializer})
-    def create(self, request):
+    def create(self, request: Request) -> Response:
         """Add a schedule (exactly one of cron and interval) to a stored workflow."""
         params = ScheduleCreateSerializer(data=request.data)
         params.is_valid(raise_exception=True)
@@ -91,11 +95,11 @@ class ScheduleViewSet(viewsets.GenericViewSet):
         return Response(ScheduleSerializer(schedule).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(responses={200: ScheduleSerializer})
-    def retrieve(self, request, workflow, name):
+    def retrieve(self, request: Request, workflow: str, name: str) -> Response:
         return Response(ScheduleSerializer(self.get_object()).data)
 
     @extend_schema(request=ScheduleRuleSerializer, responses={200: ScheduleSerializer})
-    def update(self, request, workflow, name):
+    def update(self, request: Request, workflow: str, name: str) -> Response:
         """Replace the rule, inputs and policies (omitted ones take their defaults)."""
         params = ScheduleRuleSerializer(data=request.data)
         params.is_valid(raise_exception=True)
@@ -103,7 +107,7 @@ class ScheduleViewSet(viewsets.GenericViewSet):
         return Response(ScheduleSerializer(schedule).data)
 
     @extend_schema(request=SchedulePauseSerializer, responses={200: ScheduleSerializer})
-    def pause(self, request, workflow, name):
+    def pause(self, request: Request, workflow: str, name: str) -> Response:
         """Stop firing (logged in the fire log); pausing a paused schedule changes nothing."""
         params = SchedulePauseSerializer(data=request.data)
         params.is_valid(raise_exception=True)
@@ -112,14 +116,14 @@ class ScheduleViewSet(viewsets.GenericViewSet):
         return Response(ScheduleSerializer(schedule).data)
 
     @extend_schema(request=None, responses={200: ScheduleSerializer})
-    def resume(self, request, workflow, name):
+    def resume(self, request: Request, workflow: str, name: str) -> Response:
         """Fire again from the next fire time on; missed fires follow the catch-up window."""
         schedule = self.get_object()
         schedule_resume(schedule=schedule)
         return Response(ScheduleSerializer(schedule).data)
 
     @extend_schema(request=None, responses={204: None})
-    def destroy(self, request, workflow, name):
+    def destroy(self, request: Request, workflow: str, name: str) -> Response:
         """Delete the schedule, its beat entry and its fire log (its runs stay)."""
         schedule_remove(schedule=self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -129,7 +133,7 @@ class ScheduleViewSet(viewsets.GenericViewSet):
         filters=False,
         responses={200: ScheduleFireSerializer(many=True)},
     )
-    def fires(self, request, workflow, name):
+    def fires(self, request: Request, workflow: str, name: str) -> Response:
         """The fire log, newest first: each fire time and what became of it."""
         page = self.paginate_queryset(schedule_fire_log(schedule=self.get_object()))
         return self.get_paginated_response(ScheduleFireSerializer(page, many=True).data)

@@ -1,7 +1,12 @@
 """Tools: list (filter by kind, search), detail, load from YAML (staff)."""
 
+from typing import Any
+
+from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
-from rest_framework import mixins, viewsets
+from rest_framework import mixins, serializers, viewsets
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.filters import ToolFilter
@@ -26,18 +31,18 @@ class ToolViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         "load": ["tools.add_tool", "tools.change_tool"],
     }
 
-    def get_queryset(self):
+    def get_queryset(self) -> QuerySet[Any]:
         return tool_list()
 
-    def get_permissions(self):
+    def get_permissions(self) -> list[BasePermission]:
         staff_only = [IsStaff()] if self.action == "load" else []
         return [ModelPermissions(), *staff_only]
 
-    def get_serializer_class(self):
+    def get_serializer_class(self) -> type[serializers.BaseSerializer]:
         return ToolDetailSerializer if self.action == "retrieve" else ToolSerializer
 
     @extend_schema(request=ToolLoadSerializer, responses={200: ToolLoadReportSerializer})
-    def load(self, request):
+    def load(self, request: Request) -> Response:
         params = ToolLoadSerializer(data=request.data)
         params.is_valid(raise_exception=True)
         report = tools_load_allowed(**params.validated_data)

@@ -1,8 +1,12 @@
 """Webhook triggers: manage them (create, rotate, enable, delete) and receive deliveries."""
 
+from typing import Any
+
+from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import AnonRateThrottle, ScopedRateThrottle
 
@@ -38,11 +42,11 @@ class WebhookViewSet(
         "destroy": ["triggers.view_webhooktrigger", "triggers.delete_webhooktrigger"],
     }
 
-    def get_queryset(self):
+    def get_queryset(self) -> QuerySet[Any]:
         return webhook_list()
 
     @extend_schema(request=WebhookCreateSerializer, responses={201: WebhookSecretSerializer})
-    def create(self, request):
+    def create(self, request: Request) -> Response:
         """A trigger URL and secret for a workflow with an active version (shown once)."""
         params = WebhookCreateSerializer(data=request.data)
         params.is_valid(raise_exception=True)
@@ -50,14 +54,14 @@ class WebhookViewSet(
         return Response(WebhookSecretSerializer(trigger).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=WebhookUpdateSerializer, responses={200: WebhookSerializer})
-    def partial_update(self, request, pk):
+    def partial_update(self, request: Request, pk: str) -> Response:
         params = WebhookUpdateSerializer(data=request.data)
         params.is_valid(raise_exception=True)
         trigger = webhook_set_enabled(trigger=self.get_object(), **params.validated_data)
         return Response(WebhookSerializer(trigger).data)
 
     @extend_schema(request=None, responses={200: WebhookSecretSerializer})
-    def rotate(self, request, pk):
+    def rotate(self, request: Request, pk: str) -> Response:
         """A new URL and secret; the old URL and signatures are refused from now on."""
         trigger = webhook_rotate(trigger=self.get_object())
         return Response(WebhookSecretSerializer(trigger).data)
@@ -93,7 +97,7 @@ class HookView(viewsets.ViewSet):
         responses={202: RunSerializer},
         auth=[],
     )
-    def deliver(self, request, public_id):
+    def deliver(self, request: Request, public_id: str) -> Response:
         """Start a run of the active version with the JSON body as its inputs."""
         run = webhook_deliver(
             public_id=public_id,

@@ -6,9 +6,13 @@ the way people name them; the design-phase actions on one version are in
 ``api.views.design``.
 """
 
+from typing import Any
+
+from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
-from rest_framework import exceptions, status, viewsets
+from rest_framework import exceptions, serializers, status, viewsets
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.filters import WorkflowFilter
@@ -25,6 +29,7 @@ from api.serializers.workflows import (
 from runs.replay.report import ReplayReport
 from runs.replay.services import version_replay
 from workflows.files import dump_workflow, parse_workflow_text
+from workflows.models import Workflow
 from workflows.services import workflow_archive, workflow_export
 from workflows.versions import workflow_check, workflow_create_version
 
@@ -40,7 +45,7 @@ def replay_body(report: ReplayReport) -> dict:
     }
 
 
-def definition_of(params) -> dict:
+def definition_of(params: serializers.Serializer) -> dict:
     """The definition a request sent: the object, or the parsed file text."""
     data = params.validated_data
     if "definition" in data:
@@ -62,17 +67,17 @@ class WorkflowViewSet(viewsets.GenericViewSet):
         "replay": [*VIEW, "runs.view_run", "runs.operate_run"],
     }
 
-    def get_queryset(self):
+    def get_queryset(self) -> QuerySet[Any]:
         return workflow_versions()
 
-    def get_object(self):
+    def get_object(self) -> Workflow:
         version = get_object_or_404(
             workflow_versions(), name=self.kwargs["name"], version=self.kwargs["version"]
         )
         self.check_object_permissions(self.request, version)
         return version
 
-    def list(self, request):
+    def list(self, request: Request) -> Response:
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
         return self.get_paginated_response(WorkflowSerializer(page, many=True).data)
 
@@ -80,7 +85,7 @@ class WorkflowViewSet(viewsets.GenericViewSet):
         request=WorkflowCreateSerializer,
         responses={201: WorkflowSerializer, 200: WorkflowSerializer},
     )
-    def create(self, request):
+    def create(self, request: Request) -> Response:
         """Store a definition as the next version; 400 lists every issue with its path.
         An unchanged definition answers 200 with the newest version."""
         params = WorkflowCreateSerializer(data=request.data)
@@ -92,7 +97,7 @@ class WorkflowViewSet(viewsets.GenericViewSet):
         return Response(WorkflowSerializer(version).data, status=code)
 
     @extend_schema(request=DefinitionSerializer, responses={200: ValidationSerializer})
-    def validate(self, request):
+    def validate(self, request: Request) -> Response:
         """Every issue of a definition against the registered tools; nothing is stored."""
         params = DefinitionSerializer(data=request.data)
         params.is_valid(raise_exception=True)
@@ -103,19 +108,19 @@ class WorkflowViewSet(viewsets.GenericViewSet):
     @extend_schema(
         operation_id="workflows_versions_list", responses={200: WorkflowSerializer(many=True)}
     )
-    def versions(self, request, name):
+    def versions(self, request: Request, name: str) -> Response:
         """Every version of one workflow, newest first."""
         page = self.paginate_queryset(self.filter_queryset(workflow_versions().filter(name=name)))
         return self.get_paginated_response(WorkflowSerializer(page, many=True).data)
 
     @extend_schema(responses={200: WorkflowDetailSerializer})
-    def retrieve(self, request, name, version):
+    def retrieve(self, request: Request, name: str, version: int) -> Response:
         """The definition, the graph as nodes and edges, the validator's report, the hash."""
         described = workflow_describe(workflow=self.get_object())
         return Response(WorkflowDetailSerializer(described).data)
 
     @extend_schema(responses={200: ExportSerializer})
-    def export(self, request, name, version):
+    def export(self, request: Request, name: str, version: int) -> Response:
         """The file form (import → export → import gives the same version)."""
         workflow = self.get_object()
         data = workflow_export(workflow=workflow)
@@ -128,13 +133,13 @@ class WorkflowViewSet(viewsets.GenericViewSet):
         return Response(ExportSerializer(body).data)
 
     @extend_schema(request=None, responses={200: WorkflowSerializer})
-    def archive(self, request, name, version):
+    def archive(self, request: Request, name: str, version: int) -> Response:
         """Archive a version; it never runs by name again (its runs stay)."""
         workflow = workflow_archive(workflow=self.get_object(), actor=request.user)
         return Response(WorkflowSerializer(workflow).data)
 
     @extend_schema(request=ReplayRequestSerializer, responses={200: ReplayReportSerializer})
-    def replay(self, request, name, version):
+    def replay(self, request: Request, name: str, version: int) -> Response:
         """Replay the version offline: a new run (trigger ``replay``) whose every HTTP call
         is answered from a validation run's recordings — nothing is sent — compared step by
         step with that validation run. Runs in this request (no network, no workers); 200

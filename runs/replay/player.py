@@ -41,6 +41,7 @@ from runs.replay.report import value_differences
 from tools.errors import (
     FlowpilotError,
     ToolCallFailed,
+    ToolError,
     ToolInputError,
     ToolOutcomeUnknown,
     ToolResponseInvalid,
@@ -62,7 +63,7 @@ from tools.llm import (
 )
 from tools.redaction import Redactor
 
-TOOL_ERRORS: dict[str, type[FlowpilotError]] = {
+TOOL_ERRORS: dict[str, type[ToolError]] = {
     cls.code: cls
     for cls in (
         ToolTimeout,
@@ -214,9 +215,10 @@ class _ReplayTap:
         row = recorded.row
         if row.error:
             cls = TOOL_ERRORS.get(row.error.get("type"), ToolUnreachable)
-            error = cls(_message(row.error, "recorded transport error"))
-            error.not_sent = bool(row.error.get("not_sent"))  # type: ignore[attr-defined]
-            raise error
+            raise cls(
+                _message(row.error, "recorded transport error"),
+                not_sent=bool(row.error.get("not_sent")),
+            )
         if row.body_truncated:
             raise _incomplete(self.step_id, recorded)
         headers: dict[str, Any] = store_unescape(row.response_headers or {})

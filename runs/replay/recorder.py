@@ -44,7 +44,7 @@ from runs.replay.exchange import (
     request_key,
 )
 from runs.state import RunTrigger
-from tools.errors import FlowpilotError
+from tools.errors import FlowpilotError, ToolError
 from tools.http.request import PreparedRequest
 from tools.http.response import decode_text
 from tools.http.transport import Received
@@ -127,7 +127,7 @@ def error_record(exc: BaseException, redactor: Redactor) -> dict[str, Any]:
     a replay needs to raise it again."""
     if isinstance(exc, FlowpilotError):
         record: dict[str, Any] = {"type": exc.code, "message": exc.message}
-        if getattr(exc, "not_sent", False):
+        if isinstance(exc, ToolError) and exc.not_sent:
             record["not_sent"] = True
         if isinstance(exc, LLMError):
             record.update(status=exc.status, attempts=list(exc.attempts))

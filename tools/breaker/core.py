@@ -40,6 +40,15 @@ logger = logging.getLogger("flowpilot.tools")
 State = Literal["closed", "open", "half_open"]
 T = TypeVar("T")
 Clock = Callable[[], datetime]
+STATES: tuple[State, ...] = ("closed", "open", "half_open")
+
+
+def state_named(name: str) -> State:
+    """The state a store kept as text; ``ValueError`` for a name no breaker writes."""
+    for state in STATES:
+        if state == name:
+            return state
+    raise ValueError(f"not a breaker state: {name!r}")
 
 
 class BreakerConfig(BaseModel):

@@ -20,7 +20,15 @@ from functools import cache
 from django.db import DatabaseError, IntegrityError, connections, router, transaction
 from django.db.models import Case, F, Value, When
 
-from tools.breaker.core import ALLOW, CLEAN, Admission, BreakerPolicy, BreakerState, seconds
+from tools.breaker.core import (
+    ALLOW,
+    CLEAN,
+    Admission,
+    BreakerPolicy,
+    BreakerState,
+    seconds,
+    state_named,
+)
 from tools.models import Breaker, BreakerStateChoice
 
 OPEN, HALF_OPEN, CLOSED = (
@@ -89,7 +97,7 @@ class DatabaseBreakerStore:
         return [
             BreakerState(
                 host=row.host,
-                state=row.state,  # type: ignore[arg-type]
+                state=state_named(row.state),
                 failures=row.failures,
                 last_failure_at=row.last_failure_at,
                 opened_at=row.opened_at,

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 import redis
 
-from tools.breaker.core import ALLOW, CLEAN, Admission, BreakerPolicy, BreakerState
+from tools.breaker.core import ALLOW, CLEAN, Admission, BreakerPolicy, BreakerState, state_named
 
 # KEYS[1] = the host's hash; ARGV = now, cooldown (the trial's slot) in ms, ttl in s.
 # Returns {"clean"} (no hash) | {"allow"} | {"trial"} | {"refuse", due}.
@@ -123,7 +123,7 @@ class RedisBreakerStore:
             found.append(
                 BreakerState(
                     host=key[len(self.prefix) :],
-                    state=fields.get("state", "closed"),  # type: ignore[arg-type]
+                    state=state_named(fields.get("state", "closed")),
                     failures=int(fields.get("failures", "0")),
                     last_failure_at=_ts(fields.get("last_failure_at")),
                     opened_at=_ts(fields.get("opened_at")),

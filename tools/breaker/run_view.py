@@ -23,14 +23,18 @@ step task uses the store directly (its worker's one connection is kept across ta
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
+from typing import Any, TypeVar
 
 from django.db import connections, router
 
 from tools.breaker.core import CLEAN, Admission, BreakerPolicy, BreakerState, CircuitBreakers
 from tools.breaker.db_store import DatabaseBreakerStore
 from tools.models import Breaker
+
+_T = TypeVar("_T")
 
 REFRESH_SECONDS = 1.0
 
@@ -73,7 +77,7 @@ class KnownHosts:
     def close(self) -> None:
         self.store.close()
 
-    def _stored(self, method, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def _stored(self, method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         try:
             return method(*args, **kwargs)
         finally:

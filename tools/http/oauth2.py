@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 
 from tools.calls import ToolCallContext
-from tools.errors import FlowpilotError, ToolAuthFailed, ToolResponseInvalid
+from tools.errors import ToolAuthFailed, ToolError, ToolResponseInvalid
 from tools.http.bodies import Body
 from tools.http.request import ACCEPT_ENCODING, PreparedRequest, set_credential_header
 from tools.http.response import decode_text
@@ -113,8 +113,8 @@ def apply_oauth2(
     if token is None:
         try:
             token = _fetch(client, cache.get(client.key, float("-inf")), ctx, timeout=timeout)
-        except FlowpilotError as exc:
-            exc.not_sent = True  # type: ignore[attr-defined]
+        except ToolError as exc:
+            exc.mark_not_sent()
             raise
         cache.put(client.key, token)
     ctx.redactor.add_secret(token.value)

@@ -58,7 +58,7 @@ class PreparedRequest:
         ``request.url``). Parsed once per request: read it only once the request is
         complete (``prepare_request`` and the OAuth2 step have run)."""
         url = httpx.URL(self.url)
-        return url.copy_merge_params(self.params) if self.params else url
+        return url.copy_merge_params(tuple(self.params)) if self.params else url
 
 
 def prepare_request(spec: ToolSpec, arguments: dict, ctx: ToolCallContext) -> PreparedRequest:

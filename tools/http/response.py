@@ -57,10 +57,8 @@ def raise_for_status(where: str, received: Received, text: str, redactor: Redact
     elif status in (401, 403):
         error = ToolAuthFailed(message, status=status)
     else:
-        error = ToolHTTPError(message, status=status)
-    error.not_processed = status == 429 or (  # type: ignore[attr-defined]
-        status == 503 and received.headers.get("retry-after") is not None
-    )
+        not_processed = status == 503 and received.headers.get("retry-after") is not None
+        error = ToolHTTPError(message, status=status, not_processed=not_processed)
     raise error
 
 

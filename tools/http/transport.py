@@ -33,7 +33,7 @@ from typing import Any
 import httpx
 
 from tools.calls import ToolCallContext
-from tools.errors import FlowpilotError, ToolResponseInvalid, ToolTimeout, ToolUnreachable
+from tools.errors import ToolError, ToolResponseInvalid, ToolTimeout, ToolUnreachable
 from tools.http.deadlines import DEADLINES, Deadline
 from tools.http.request import PreparedRequest
 
@@ -103,7 +103,7 @@ def send(prepared: PreparedRequest, ctx: ToolCallContext, *, timeout: float) -> 
     if ctx.tap is not None:
         return ctx.tap.exchange(
             prepared, lambda: _send(prepared, ctx, timeout=timeout), ctx.redactor
-        )  # type: ignore[no-any-return]
+        )
     return _send(prepared, ctx, timeout=timeout)
 
 
@@ -114,9 +114,8 @@ def _send(prepared: PreparedRequest, ctx: ToolCallContext, *, timeout: float) ->
         try:
             return _exchange(prepared, ctx, timeout, watchdog)
         except httpx.RequestError as exc:
-            error = _transport_error(exc, where, timeout, watchdog.fired, ctx)
-            error.elapsed = time.monotonic() - started  # type: ignore[attr-defined]
-            raise error from exc
+            elapsed = time.monotonic() - started
+            raise _transport_error(exc, where, timeout, watchdog.fired, ctx, elapsed) from exc
 
 
 def _exchange(
@@ -146,19 +145,28 @@ def _exchange(
 
 
 def _transport_error(
-    exc: httpx.RequestError, where: str, timeout: float, fired: bool, ctx: ToolCallContext
-) -> FlowpilotError:
+    exc: httpx.RequestError,
+    where: str,
+    timeout: float,
+    fired: bool,
+    ctx: ToolCallContext,
+    elapsed: float,
+) -> ToolError:
+    not_sent = isinstance(exc, _NOT_SENT) and not fired
     if fired or isinstance(exc, httpx.TimeoutException):
-        error: FlowpilotError = ToolTimeout(
-            f"{where}: no answer within {timeout:g}s (the deadline covers the whole body)"
+        return ToolTimeout(
+            f"{where}: no answer within {timeout:g}s (the deadline covers the whole body)",
+            not_sent=not_sent,
+            elapsed=elapsed,
         )
-    elif isinstance(exc, httpx.DecodingError):
-        error = ToolResponseInvalid(f"{where}: cannot decode the response body ({exc})")
-    else:
-        detail = ctx.redactor.scrub_text(str(exc)) or type(exc).__name__
-        error = ToolUnreachable(f"{where}: cannot reach the server ({detail})")
-    error.not_sent = isinstance(exc, _NOT_SENT) and not fired  # type: ignore[attr-defined]
-    return error
+    if isinstance(exc, httpx.DecodingError):
+        return ToolResponseInvalid(
+            f"{where}: cannot decode the response body ({exc})", not_sent=not_sent, elapsed=elapsed
+        )
+    detail = ctx.redactor.scrub_text(str(exc)) or type(exc).__name__
+    return ToolUnreachable(
+        f"{where}: cannot reach the server ({detail})", not_sent=not_sent, elapsed=elapsed
+    )
 
 
 def _read_bounded(response: httpx.Response, limit: int, *, where: str) -> tuple[bytes, bool]:

@@ -193,7 +193,7 @@ class LLMClient:
     def __enter__(self) -> LLMClient:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def chat(

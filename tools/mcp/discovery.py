@@ -38,7 +38,9 @@ def mcp_server_specs(*, server: McpServer, env: Mapping[str, str]) -> list[ToolS
     for tool in sorted(listed, key=lambda t: t.name):
         name = mcp_tool_name(server.name, tool.name)
         if name in specs:
-            problems.append(f"tools {specs[name].mcp.tool!r} and {tool.name!r} are both {name!r}")  # type: ignore[union-attr]
+            config = specs[name].mcp
+            earlier = config.tool if config is not None else name
+            problems.append(f"tools {earlier!r} and {tool.name!r} are both {name!r}")
             continue
         try:
             specs[name] = _spec(server, tool, name)

@@ -13,8 +13,11 @@ Staff with ``tools.add_tool`` and ``tools.change_tool`` only; the admin's
 
 from __future__ import annotations
 
-from django.contrib import messages
+from typing import Any
+
+from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.translation import ngettext
 
@@ -28,7 +31,7 @@ SESSION_KEY = "flowpilot_openapi_import"
 TEMPLATE = "tools/openapi/import.html"
 
 
-def openapi_import_view(model_admin, request):
+def openapi_import_view(model_admin: admin.ModelAdmin[Any], request: HttpRequest) -> HttpResponse:
     if not request.user.has_perms(IMPORT_PERMISSIONS):
         raise PermissionDenied
     if request.method == "POST" and "import" in request.POST:
@@ -48,10 +51,15 @@ def openapi_import_view(model_admin, request):
     return _render(model_admin, request, step="source", form=form)
 
 
-def _choose(model_admin, request, document, form):
+def _choose(
+    model_admin: admin.ModelAdmin[Any],
+    request: HttpRequest,
+    document: dict[str, Any],
+    form: SelectForm,
+) -> HttpResponse:
     stored = request.session[SESSION_KEY]
     operations = openapi_operations(document)
-    form.fields["operations"].choices = [(op.key, op.key) for op in operations]
+    form.set_operations(operations)
     preview = openapi_tools(document, prefix=stored["prefix"]).unsupported
     return _render(
         model_admin,
@@ -65,7 +73,7 @@ def _choose(model_admin, request, document, form):
     )
 
 
-def _import(model_admin, request):
+def _import(model_admin: admin.ModelAdmin[Any], request: HttpRequest) -> HttpResponse:
     stored = request.session.get(SESSION_KEY)
     if not stored:
         model_admin.message_user(request, "Read a document first.", messages.ERROR)
@@ -97,7 +105,9 @@ def _import(model_admin, request):
     return _render(model_admin, request, step="done", report=report, source=stored["source"])
 
 
-def _render(model_admin, request, **context):
+def _render(
+    model_admin: admin.ModelAdmin[Any], request: HttpRequest, **context: Any
+) -> HttpResponse:
     opts = model_admin.model._meta
     return TemplateResponse(
         request,

@@ -3,7 +3,10 @@ operations become tools."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
+from django.core.files.uploadedfile import UploadedFile
 from django.core.validators import RegexValidator
 
 from tools.openapi.document import MAX_DOCUMENT_BYTES, OpenAPIError, openapi_parse, openapi_text
@@ -22,21 +25,23 @@ class SourceForm(forms.Form):
         assume_scheme="https",
         help_text="Or its URL; the host must be listed in FLOWPILOT_OPENAPI_HOSTS.",
     )
-    prefix = forms.CharField(
+    # The metaclass moves declared fields into ``base_fields``: the class attribute stays
+    # BaseForm's ``prefix`` at run time, which the stubs cannot tell.
+    prefix = forms.CharField(  # type: ignore[assignment]
         max_length=40,
         validators=[RegexValidator(r"^[A-Za-z][A-Za-z0-9_]*$", "letters, digits and _")],
         help_text="Names the env variables the tools read: <PREFIX>_BASE_URL, <PREFIX>_TOKEN…",
     )
 
-    def clean(self):
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
         upload, url = data.get("document"), data.get("url")
         if bool(upload) == bool(url):
             raise forms.ValidationError("give either a document or a URL, not both or neither")
         try:
             if upload:
                 data["source"], data["text"] = upload.name, _uploaded_text(upload)
-            else:
+            elif url:
                 data["source"], data["text"] = url, openapi_text(url)
             data["parsed"] = openapi_parse(data["text"], source=data["source"])
         except OpenAPIError as exc:
@@ -44,8 +49,8 @@ class SourceForm(forms.Form):
         return data
 
 
-def _uploaded_text(upload) -> str:
-    if upload.size > MAX_DOCUMENT_BYTES:
+def _uploaded_text(upload: UploadedFile) -> str:
+    if (upload.size or 0) > MAX_DOCUMENT_BYTES:
         raise OpenAPIError(f"{upload.name}: the document is larger than {MAX_DOCUMENT_BYTES} bytes")
     try:
         return upload.read().decode("utf-8")
@@ -64,6 +69,12 @@ class SelectForm(forms.Form):
         required=False, help_text="Replace tool files an earlier import wrote."
     )
 
-    def __init__(self, *args, operations: list[Operation], **kwargs) -> None:
+    def __init__(self, *args: Any, operations: list[Operation], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["operations"].choices = [(op.key, op.key) for op in operations]
+        self.set_operations(operations)
+
+    def set_operations(self, operations: list[Operation]) -> None:
+        """Offer ``operations`` (by key) as the choices."""
+        field = self.fields["operations"]
+        assert isinstance(field, forms.MultipleChoiceField)
+        field.choices = [(op.key, op.key) for op in operations]

@@ -97,7 +97,9 @@ def openapi_tools(
     return out
 
 
-def _chosen(op: Any, tags: list[str] | None, operations: list[str] | None, method, path) -> bool:
+def _chosen(
+    op: Any, tags: list[str] | None, operations: list[str] | None, method: str, path: str
+) -> bool:
     if not tags and not operations:
         return True
     if not isinstance(op, dict):

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
 from tools.errors import FlowpilotError
+
+if TYPE_CHECKING:
+    from workflows.models import PlanAttempt
+    from workflows.validation.report import ValidationIssue
 
 
 class PlanError(FlowpilotError):
@@ -18,7 +25,13 @@ class PlanFailed(PlanError):
 
     code = "plan_failed"
 
-    def __init__(self, message: str, *, attempts=(), issues=()) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        attempts: Iterable[PlanAttempt] = (),
+        issues: Iterable[ValidationIssue] = (),
+    ) -> None:
         super().__init__(message)
         self.attempts = list(attempts)
         self.issues = list(issues)
@@ -47,7 +60,7 @@ class PlanQuestions(PlanError):
 
     code = "plan_questions"
 
-    def __init__(self, *, attempt, attempts=()) -> None:
+    def __init__(self, *, attempt: PlanAttempt, attempts: Iterable[PlanAttempt] = ()) -> None:
         questions = attempt.questions
         listed = "; ".join(f"[{q['id']}] {q['question']}" for q in questions)
         super().__init__(

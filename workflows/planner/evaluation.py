@@ -33,7 +33,7 @@ from tools.llm import LLMClient
 from tools.registry import ToolRegistry
 from workflows.models import PlanAttempt, Workflow
 from workflows.planner.errors import PlanError, PlanQuestions
-from workflows.planner.services import plan_answer, plan_create
+from workflows.planner.services import PlanOptions, plan_answer, plan_create
 
 DEFAULT_GOALS = Path(__file__).resolve().parents[2] / "examples" / "goals" / "planner_goals.yaml"
 MAX_GOALS = 1_000
@@ -185,8 +185,14 @@ def _evaluate_one(
     return result
 
 
-def _plan(case: GoalCase, *, client, registry, observer) -> Workflow:
-    common = {"registry": registry, "client": client, "observer": observer}
+def _plan(
+    case: GoalCase,
+    *,
+    client: LLMClient,
+    registry: ToolRegistry,
+    observer: Callable[[PlanAttempt], None],
+) -> Workflow:
+    common: PlanOptions = {"registry": registry, "client": client, "observer": observer}
     try:
         return plan_create(goal=case.goal, sample_inputs=case.sample_inputs or None, **common)
     except PlanQuestions as exc:

@@ -17,13 +17,14 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Max, Q
 
 from tools.llm import LLMClient
+from tools.permissions import actor_user
 from tools.redaction import Redactor
 from tools.registry import ToolRegistry
 from tools.secrets import redactor_for
@@ -43,18 +44,40 @@ from workflows.planner.templates import select_templates, template_tools, templa
 from workflows.schema import WorkflowSpec
 from workflows.services import workflow_import, workflow_transition
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+    from tools.permissions import Actor
+
 MAX_REVISION_ROUNDS = 5
 REVISABLE_STATUSES = frozenset({WorkflowStatus.PENDING_REVIEW, WorkflowStatus.REJECTED})
 _NAME_TRIES = 20
 
-__all__ = ["MAX_REPAIR_ROUNDS", "AttemptObserver", "plan_answer", "plan_create", "plan_revise"]
+__all__ = [
+    "MAX_REPAIR_ROUNDS",
+    "AttemptObserver",
+    "PlanOptions",
+    "plan_answer",
+    "plan_create",
+    "plan_revise",
+]
+
+
+class PlanOptions(TypedDict, total=False):
+    """The keyword arguments ``plan_create`` and ``plan_answer`` share, for a caller
+    that plans and then answers the questions with the same ones."""
+
+    owner: User | None
+    registry: ToolRegistry | None
+    client: LLMClient | None
+    observer: AttemptObserver | None
 
 
 def plan_create(
     *,
     goal: str,
     sample_inputs: dict | None = None,
-    owner=None,
+    owner: User | None = None,
     registry: ToolRegistry | None = None,
     client: LLMClient | None = None,
     observer: AttemptObserver | None = None,
@@ -108,7 +131,7 @@ def plan_answer(
     *,
     attempt: PlanAttempt,
     answers: Mapping[str, str] | Iterable[str],
-    owner=None,
+    owner: User | None = None,
     registry: ToolRegistry | None = None,
     client: LLMClient | None = None,
     observer: AttemptObserver | None = None,
@@ -141,7 +164,7 @@ def plan_revise(
     *,
     workflow: Workflow,
     feedback: str,
-    user=None,
+    user: Actor | None = None,
     registry: ToolRegistry | None = None,
     client: LLMClient | None = None,
     observer: AttemptObserver | None = None,
@@ -188,13 +211,15 @@ def plan_revise(
             observer=observer,
         )
         spec, attempt = run_session(session, messages)
-    return _store_revision(spec, previous=workflow, owner=workflow.owner or user, attempt=attempt)
+    return _store_revision(
+        spec, previous=workflow, owner=workflow.owner or actor_user(user), attempt=attempt
+    )
 
 
 # --- storing ---------------------------------------------------------------------
 
 
-def _store_new(spec: WorkflowSpec, *, owner, attempt: PlanAttempt) -> Workflow:
+def _store_new(spec: WorkflowSpec, *, owner: User | None, attempt: PlanAttempt) -> Workflow:
     """Store under the model's name, suffixed ``-2``, ``-3`` … when an unrelated one has it."""
     data = spec.to_data()
     for _ in range(_NAME_TRIES):
@@ -214,7 +239,7 @@ def _store_new(spec: WorkflowSpec, *, owner, attempt: PlanAttempt) -> Workflow:
 
 
 def _store_revision(
-    spec: WorkflowSpec, *, previous: Workflow, owner, attempt: PlanAttempt
+    spec: WorkflowSpec, *, previous: Workflow, owner: User | None, attempt: PlanAttempt
 ) -> Workflow:
     with transaction.atomic():
         workflow, created = workflow_import(

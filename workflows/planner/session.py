@@ -117,7 +117,13 @@ def _check(session: _Session, reply: LLMReply) -> _Checked:
     data = _normalised(data, goal=session.goal, name=session.name)
     report = validate_workflow(data, registry=session.registry)
     issues = list(report.issues)
-    if report.ok and session.based_on is not None and _unchanged(report.spec, session.based_on):
+    based_on = session.based_on
+    if (
+        report.spec is not None
+        and based_on is not None
+        and report.ok
+        and _unchanged(report.spec, based_on)
+    ):
         message = (
             "the revised workflow is identical to the version the reviewer sent back; "
             "change it as the feedback asks"
@@ -203,6 +209,7 @@ def _record(
     if failure is not None:
         usage: dict[str, Any] = {"http_attempts": list(failure.attempts)}
     else:
+        assert reply is not None  # an attempt either failed or was answered
         usage = {**reply.usage.as_dict(), "http_attempts": list(reply.attempts)}
         outcome = outcome or _outcome(status == PlanAttemptStatus.INVALID, repair_round)
     issues = checked.issues if checked is not None else []

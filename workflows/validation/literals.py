@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from workflows.references import StepRef, looks_like_reference
-from workflows.schema import TransformStep
+from workflows.schema import AnyStep, TransformStep
 from workflows.validation.confusables import describe, skeleton
 from workflows.validation.context import FlowContext, Leaf
 from workflows.validation.jmespath_checks import element_keys
@@ -27,7 +27,9 @@ _BRACKETS = re.compile(r"^([a-z][a-z0-9_]*)((?:\.[A-Za-z0-9_-]+|\[-?[0-9]+\])+)$
 _QUOTE_IT = 'write {"$literal": "..."} if it is meant as text'
 
 
-def check_literal(ctx: FlowContext, leaf: Leaf, step: Any, who: str) -> list[ValidationIssue]:
+def check_literal(
+    ctx: FlowContext, leaf: Leaf, step: AnyStep | None, who: str
+) -> list[ValidationIssue]:
     """Issues of one literal leaf of a step mapping (``step`` is ``None`` for outputs)."""
     value = leaf.value.value
     if step is None:
@@ -41,7 +43,9 @@ def check_literal(ctx: FlowContext, leaf: Leaf, step: Any, who: str) -> list[Val
     return []
 
 
-def _lookalike(ctx, leaf: Leaf, value: str, step, who: str) -> ValidationIssue | None:
+def _lookalike(
+    ctx: FlowContext, leaf: Leaf, value: str, step: AnyStep, who: str
+) -> ValidationIssue | None:
     """A value that is a reference once its look-alike characters are read as ASCII."""
     plain = skeleton(value)
     if plain == value or not _reference_shaped(ctx, plain):
@@ -60,7 +64,9 @@ def _reference_shaped(ctx: FlowContext, text: str) -> bool:
     return shape is not None and (shape[0] in ctx.step_ids or shape[0] in ("input", "env"))
 
 
-def _template(ctx, leaf: Leaf, value: str, step, who: str) -> ValidationIssue | None:
+def _template(
+    ctx: FlowContext, leaf: Leaf, value: str, step: AnyStep, who: str
+) -> ValidationIssue | None:
     found = _TEMPLATE.findall(value)
     if not found:
         return None
@@ -95,7 +101,9 @@ def _template_fix(ctx: FlowContext, inner: str) -> str | None:
     return None
 
 
-def _bare_step(ctx, leaf: Leaf, value: str, step, who: str) -> ValidationIssue | None:
+def _bare_step(
+    ctx: FlowContext, leaf: Leaf, value: str, step: AnyStep, who: str
+) -> ValidationIssue | None:
     if value not in ctx.step_ids or value == step.id:
         return None  # its own id is text: no step reads its own output
     fields = ctx.output_fields(ctx.step(value)) or ()
@@ -108,7 +116,9 @@ def _bare_step(ctx, leaf: Leaf, value: str, step, who: str) -> ValidationIssue |
     return error("step_reference_without_field", leaf.path, message, step.id)
 
 
-def _bracket_index(ctx, leaf: Leaf, value: str, step, who: str) -> ValidationIssue | None:
+def _bracket_index(
+    ctx: FlowContext, leaf: Leaf, value: str, step: AnyStep, who: str
+) -> ValidationIssue | None:
     match = _BRACKETS.fullmatch(value)
     if match is None or "[" not in value or match.group(1) not in ctx.step_ids:
         return None
@@ -119,7 +129,9 @@ def _bracket_index(ctx, leaf: Leaf, value: str, step, who: str) -> ValidationIss
     return error("invalid_reference", leaf.path, message, step.id)
 
 
-def _dotted(ctx, leaf: Leaf, value: str, step, who: str) -> ValidationIssue | None:
+def _dotted(
+    ctx: FlowContext, leaf: Leaf, value: str, step: AnyStep, who: str
+) -> ValidationIssue | None:
     shape = looks_like_reference(value)
     if shape is None:
         return None
@@ -149,7 +161,9 @@ def _dotted(ctx, leaf: Leaf, value: str, step, who: str) -> ValidationIssue | No
     return error("unknown_step_reference", leaf.path, message + f"; {_QUOTE_IT}", step.id)
 
 
-def _item_field(ctx, leaf: Leaf, value: str, step, who: str) -> ValidationIssue:
+def _item_field(
+    ctx: FlowContext, leaf: Leaf, value: str, step: AnyStep, who: str
+) -> ValidationIssue:
     """A dotted text in an item mapping: meant as a field of each item (``$item.FIELD``)."""
     field = value.rsplit(".", 1)[-1]
     keys = _item_keys(ctx, leaf.step_index)

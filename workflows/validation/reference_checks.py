@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from workflows.graph import BadReference
 from workflows.references import EnvRef, InputRef, ItemRef, Literal, StepRef
+from workflows.schema import AnyStep
 from workflows.validation.confusables import describe, skeleton
 from workflows.validation.context import FlowContext, Leaf
 from workflows.validation.literals import check_literal
@@ -35,7 +36,9 @@ def check_unused_inputs(ctx: FlowContext) -> list[ValidationIssue]:
     ]
 
 
-def _bad_reference(ctx, leaf: Leaf, step, who: str) -> list[ValidationIssue]:
+def _bad_reference(
+    ctx: FlowContext, leaf: Leaf, step: AnyStep | None, who: str
+) -> list[ValidationIssue]:
     message = f"{who} maps `{leaf.value.text}`: {leaf.value.message}"
     lookalikes = describe(leaf.value.text)
     if lookalikes:
@@ -67,7 +70,7 @@ def reference_fix(ctx: FlowContext, text: str) -> list[str]:
     return []
 
 
-def _input(ctx, leaf: Leaf, step, who: str) -> list[ValidationIssue]:
+def _input(ctx: FlowContext, leaf: Leaf, step: AnyStep | None, who: str) -> list[ValidationIssue]:
     name = leaf.value.name
     if name in ctx.spec.inputs:
         return []
@@ -81,7 +84,7 @@ def _input(ctx, leaf: Leaf, step, who: str) -> list[ValidationIssue]:
     return [error("unknown_input", leaf.path, message, _id(step))]
 
 
-def _env(ctx, leaf: Leaf, step, who: str) -> list[ValidationIssue]:
+def _env(ctx: FlowContext, leaf: Leaf, step: AnyStep | None, who: str) -> list[ValidationIssue]:
     if step is None:
         message = f"output reads `{leaf.value}`: secrets never go into run outputs"
         return [error("env_in_output", leaf.path, message)]
@@ -91,14 +94,16 @@ def _env(ctx, leaf: Leaf, step, who: str) -> list[ValidationIssue]:
     return [error("env_in_prompt", leaf.path, message, step.id)]
 
 
-def _item(ctx, leaf: Leaf, step, who: str) -> list[ValidationIssue]:
+def _item(ctx: FlowContext, leaf: Leaf, step: AnyStep | None, who: str) -> list[ValidationIssue]:
     if leaf.where == "item_mapping":
         return []
     message = f"{who} reads `{leaf.value}` outside a foreach `item_mapping`"
     return [error("item_outside_foreach", leaf.path, message, _id(step))]
 
 
-def _step_output(ctx, leaf: Leaf, step, who: str) -> list[ValidationIssue]:
+def _step_output(
+    ctx: FlowContext, leaf: Leaf, step: AnyStep | None, who: str
+) -> list[ValidationIssue]:
     ref: StepRef = leaf.value
     target = ctx.step(ref.step_id)
     if (step is not None and target is step) or not ref.path:
@@ -116,7 +121,9 @@ def _step_output(ctx, leaf: Leaf, step, who: str) -> list[ValidationIssue]:
     return [error("unknown_output_field", leaf.path, message, _id(step))]
 
 
-def _error_field(ctx, leaf: Leaf, step, who: str, target) -> list[ValidationIssue]:
+def _error_field(
+    ctx: FlowContext, leaf: Leaf, step: AnyStep | None, who: str, target: AnyStep
+) -> list[ValidationIssue]:
     if target.on_error == "continue":
         return []
     message = (
@@ -127,7 +134,9 @@ def _error_field(ctx, leaf: Leaf, step, who: str, target) -> list[ValidationIssu
     return [warning("error_ref_without_continue", leaf.path, message, _id(step))]
 
 
-def _nested_field(leaf: Leaf, step, who: str, target) -> list[ValidationIssue]:
+def _nested_field(
+    leaf: Leaf, step: AnyStep | None, who: str, target: AnyStep
+) -> list[ValidationIssue]:
     """A path into a field whose schema the step declares (an llm step's ``result``)."""
     ref: StepRef = leaf.value
     schema = target.output_field_schema(ref.path[0])
@@ -157,14 +166,14 @@ def _nested_field(leaf: Leaf, step, who: str, target) -> list[ValidationIssue]:
     return [error("unknown_output_field", leaf.path, message, _id(step))]
 
 
-def _owner(ctx: FlowContext, target) -> str:
+def _owner(ctx: FlowContext, target: AnyStep) -> str:
     tool = target.output_tool()
     if tool is not None:
         return f"tool `{tool}` of step `{target.id}`"
     return f"{target.kind} step `{target.id}`"
 
 
-def _field_fix(ref: StepRef, target, declared: tuple[str, ...]) -> str:
+def _field_fix(ref: StepRef, target: AnyStep, declared: tuple[str, ...]) -> str:
     """Did-you-mean: a declared field further down the path, a close name, or a nesting."""
     for k, part in enumerate(ref.path[1:], start=1):
         if part in declared:
@@ -183,7 +192,7 @@ def _field_fix(ref: StepRef, target, declared: tuple[str, ...]) -> str:
     return hint
 
 
-def _id(step) -> str | None:
+def _id(step: AnyStep | None) -> str | None:
     return None if step is None else step.id
 
 

@@ -64,6 +64,12 @@ class ValidationReport:
         if not self.ok:
             raise WorkflowInvalid(self)
 
+    def valid_spec(self) -> WorkflowSpec:
+        """The checked spec; ``WorkflowInvalid`` when there is an error."""
+        self.raise_for_errors()
+        assert self.spec is not None  # a failed schema check is an error
+        return self.spec
+
 
 class WorkflowInvalid(FlowpilotError):
     """A workflow failed validation; ``report`` holds every issue."""

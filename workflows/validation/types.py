@@ -17,6 +17,7 @@ from jsonschema.exceptions import best_match
 from referencing.exceptions import Unresolvable
 
 from workflows.references import InputRef, Literal
+from workflows.schema import AnyStep
 from workflows.validation.context import FlowContext
 from workflows.validation.report import ValidationIssue, error, format_path, names
 
@@ -59,7 +60,9 @@ def value_issues(
     return [*issues, error("param_type_mismatch", where, message, step.id)]
 
 
-def _input_types(ctx, step, tool: str, path: str, parsed: Any, schema: Any) -> list:
+def _input_types(
+    ctx: FlowContext, step: AnyStep, tool: str, path: str, parsed: Any, schema: Any
+) -> list:
     """A whole run input mapped where the tool takes another JSON type."""
     issues = []
     for rel, leaf in _leaves(parsed):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
-from django.core.management.base import CommandError
+from django.core.management.base import CommandError, CommandParser
 from rest_framework import exceptions
 
 from api.mcp.auth import TOKEN_ENV
@@ -20,7 +21,7 @@ class Command(FlowpilotCommand):
         "`Authorization: Token <key>` header, as the REST API does."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
         parser.add_argument("--host", default="127.0.0.1", help="HTTP: the address to bind.")
         parser.add_argument("--port", type=int, default=8001, help="HTTP: the port.")
@@ -31,7 +32,7 @@ class Command(FlowpilotCommand):
             "a command line is visible to other users of the machine).",
         )
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         if options["transport"] == "http":
             if options["token"]:
                 raise CommandError(

@@ -6,8 +6,9 @@ failing or not_configured, with the reason. Exit status 1 when a component fails
 """
 
 import json
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from health.checks import COMPONENTS, health_report
 
@@ -19,7 +20,7 @@ class Command(BaseCommand):
     )
     requires_system_checks: list[str] = []  # a health check must answer when the rest cannot
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "components",
             nargs="*",
@@ -32,7 +33,14 @@ class Command(BaseCommand):
             help="A worker (e.g. worker@host) that must answer: a worker's own healthcheck.",
         )
 
-    def handle(self, *args, components, json=False, node=None, **options):
+    def handle(
+        self,
+        *args: Any,
+        components: list[str],
+        json: bool = False,
+        node: str | None = None,
+        **options: Any,
+    ) -> None:
         try:
             report = health_report(components=components, node=node)
         except ValueError as exc:
@@ -48,5 +56,5 @@ class Command(BaseCommand):
             raise CommandError(f"failing: {failing}", returncode=1)
 
 
-def _dumps(data) -> str:
+def _dumps(data: Any) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False)

@@ -3,7 +3,10 @@
 It lives in ``review`` because activating records an ``Approval`` (review's model).
 """
 
-from django.core.management.base import CommandError
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.core.management.base import CommandError, CommandParser
 
 from review.imports import import_superuser, workflow_activate_imported
 from tools.commands import FlowpilotCommand
@@ -11,6 +14,7 @@ from tools.errors import FlowpilotError
 from tools.registry import ToolRegistry
 from workflows.cli import format_issue
 from workflows.files import read_workflow_file
+from workflows.models import Workflow
 from workflows.services import workflow_import
 from workflows.validator import validate_workflow
 
@@ -22,7 +26,7 @@ class Command(FlowpilotCommand):
         "validation run: recorded as an approval of kind import_superuser, with a warning."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("files", nargs="+")
         parser.add_argument(
             "--activate",
@@ -37,8 +41,15 @@ class Command(FlowpilotCommand):
             help="The superuser responsible for --activate (recorded as the approver).",
         )
 
-    def handle(self, *args, files, activate=False, as_user=None, **options):
-        superuser = None
+    def handle(
+        self,
+        *args: Any,
+        files: list[str],
+        activate: bool = False,
+        as_user: str | None = None,
+        **options: Any,
+    ) -> None:
+        superuser: User | None = None
         if activate:
             try:
                 superuser = import_superuser(username=as_user)
@@ -58,7 +69,9 @@ class Command(FlowpilotCommand):
         if failures:
             raise CommandError(f"{failures} file(s) not imported", returncode=1)
 
-    def _import(self, path, registry, superuser):
+    def _import(
+        self, path: str, registry: ToolRegistry, superuser: User | None
+    ) -> tuple[Workflow, bool]:
         data = read_workflow_file(path)
         report = validate_workflow(data, registry=registry)
         if superuser is not None and report.errors:

@@ -1,6 +1,8 @@
 """cancelrun RUN_ID …: cancel pending or running runs; queued steps never start."""
 
-from django.core.management.base import CommandError
+from typing import Any
+
+from django.core.management.base import CommandError, CommandParser
 
 from runs.models import Run
 from runs.services import run_cancel
@@ -13,10 +15,10 @@ class Command(FlowpilotCommand):
         "queued and pending steps never start. Exit status 1 if any run could not be cancelled."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("run_ids", nargs="+", type=int, metavar="RUN_ID")
 
-    def handle(self, run_ids, **options):
+    def handle(self, *args: Any, run_ids: list[int], **options: Any) -> None:
         refused = []
         for run_id in run_ids:
             run = Run.objects.filter(pk=run_id).first()

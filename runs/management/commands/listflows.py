@@ -1,5 +1,9 @@
 """listflows: stored workflows, one line per version, with their runs."""
 
+from typing import Any
+
+from django.core.management.base import CommandParser
+
 from runs.selectors import run_latest_by_workflow
 from tools.commands import FlowpilotCommand
 
@@ -7,10 +11,10 @@ from tools.commands import FlowpilotCommand
 class Command(FlowpilotCommand):
     help = "List stored workflows: name, version, status, steps, runs and last run status."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--all", action="store_true", help="Include archived versions.")
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         rows = list(run_latest_by_workflow(include_archived=options["all"]))
         if not rows:
             self.stdout.write("no workflows stored (runflow FILE or importflow FILE stores one)")

@@ -1,6 +1,8 @@
 """listruns: recent runs, newest first, one line each, with filters."""
 
-from django.core.management.base import CommandError
+from typing import Any
+
+from django.core.management.base import CommandError, CommandParser
 from django.utils import timezone
 
 from runs.cli_runs import parse_since, run_list_lines
@@ -23,7 +25,7 @@ def _positive(text: str) -> int:
 class Command(FlowpilotCommand):
     help = "List runs, newest first: id, workflow, version, status, trigger, created, duration."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--workflow", metavar="NAME", help="Runs of this workflow only.")
         parser.add_argument("--status", choices=[s.value for s in RunStatus])
         parser.add_argument("--trigger", choices=[t.value for t in RunTrigger])
@@ -34,7 +36,7 @@ class Command(FlowpilotCommand):
         )
         parser.add_argument("--limit", default="20", help="At most this many runs (default 20).")
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         limit = _positive(options["limit"])
         try:
             since = parse_since(options["since"], now=timezone.now()) if options["since"] else None

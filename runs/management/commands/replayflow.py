@@ -1,6 +1,8 @@
 """replayflow VERSION: re-run a version offline against its validation run's recordings."""
 
-from django.core.management.base import CommandError
+from typing import Any
+
+from django.core.management.base import CommandError, CommandParser
 
 from runs.cli import configure_logging
 from runs.models import Run
@@ -17,7 +19,7 @@ class Command(FlowpilotCommand):
         "compared with the validation run. Exit code 1 when a step differs."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("version", help="A workflow name (its newest version) or a version id.")
         parser.add_argument(
             "--flow-version", type=int, dest="wf_version", help="The version number of NAME."
@@ -31,7 +33,14 @@ class Command(FlowpilotCommand):
             "--log-level", type=str.upper, choices=["DEBUG", "INFO", "WARNING", "ERROR"]
         )
 
-    def handle(self, version, wf_version=None, validation_run=None, **options):
+    def handle(
+        self,
+        *args: Any,
+        version: str,
+        wf_version: int | None = None,
+        validation_run: int | None = None,
+        **options: Any,
+    ) -> None:
         configure_logging(options["log_level"])
         workflow = find_version(version, wf_version)
         source = None

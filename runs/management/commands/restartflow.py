@@ -1,6 +1,8 @@
 """restartflow RUN_ID [--from STEP]: run a finished run again from a step, as a new run."""
 
-from django.core.management.base import CommandError
+from typing import Any
+
+from django.core.management.base import CommandError, CommandParser
 
 from runs.cli import configure_logging, execute_and_report
 from runs.models import Run
@@ -17,7 +19,7 @@ class Command(FlowpilotCommand):
         "step's result is reused; without --from, every step runs again."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("run_id", type=int)
         parser.add_argument(
             "--from",
@@ -40,7 +42,14 @@ class Command(FlowpilotCommand):
             "--log-level", type=str.upper, choices=["DEBUG", "INFO", "WARNING", "ERROR"]
         )
 
-    def handle(self, run_id, from_step=None, yes=False, **options):
+    def handle(
+        self,
+        *args: Any,
+        run_id: int,
+        from_step: str | None = None,
+        yes: bool = False,
+        **options: Any,
+    ) -> None:
         configure_logging(options["log_level"])
         run = Run.objects.filter(pk=run_id).select_related("workflow").first()
         if run is None:

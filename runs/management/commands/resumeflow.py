@@ -1,6 +1,8 @@
 """resumeflow RUN_ID: continue a failed or cancelled run from its checkpoint."""
 
-from django.core.management.base import CommandError
+from typing import Any
+
+from django.core.management.base import CommandError, CommandParser
 
 from runs.cli import add_log_level_argument, configure_logging, execute_and_report
 from runs.models import Run
@@ -13,7 +15,7 @@ from tools.errors import FlowpilotError
 class Command(FlowpilotCommand):
     help = "Resume a failed or cancelled run; steps that succeeded are never run again."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("run_id", type=int)
         parser.add_argument(
             "--force",
@@ -28,7 +30,7 @@ class Command(FlowpilotCommand):
         )
         add_log_level_argument(parser)
 
-    def handle(self, run_id, force=False, **options):
+    def handle(self, *args: Any, run_id: int, force: bool = False, **options: Any) -> None:
         configure_logging(options["log_level"])
         run = Run.objects.filter(pk=run_id).select_related("workflow").first()
         if run is None:

@@ -1,6 +1,8 @@
 """runflow FILE|NAME: run a workflow and print one progress line per step."""
 
-from django.core.management.base import CommandError
+from typing import Any
+
+from django.core.management.base import CommandError, CommandParser
 
 from runs.cli import add_log_level_argument, configure_logging, execute_and_report
 from runs.dryrun import plan_lines
@@ -18,6 +20,7 @@ from workflows.cli import (
 )
 from workflows.files import read_workflow_file
 from workflows.inputs import resolve_inputs
+from workflows.models import Workflow
 from workflows.selectors import workflow_get_runnable
 from workflows.services import workflow_import, workflow_parse, workflow_spec
 from workflows.validator import WorkflowInvalid, validate_workflow
@@ -29,7 +32,7 @@ class Command(FlowpilotCommand):
         "of a stored workflow. Exit status 1 when the run fails."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "target", help="A workflow file (.yaml/.json) or a stored workflow name."
         )
@@ -65,11 +68,12 @@ class Command(FlowpilotCommand):
         )
         add_log_level_argument(parser)
 
-    def handle(self, target, **options):
+    def handle(self, *args: Any, target: str, **options: Any) -> None:
         configure_logging(options["log_level"])
         load_tool_dirs(options["tools"])
         if options["dry_run"]:
-            return self._dry_run(target, options)
+            self._dry_run(target, options)
+            return
         try:
             registry = ToolRegistry.from_db()
             workflow = self._workflow(target, options, registry)
@@ -92,7 +96,9 @@ class Command(FlowpilotCommand):
         )
         execute_and_report(self.stdout, run, enqueue=options["enqueue"])
 
-    def _workflow(self, target, options, registry):
+    def _workflow(
+        self, target: str, options: dict[str, Any], registry: ToolRegistry
+    ) -> Workflow:
         if is_file_target(target):
             data = read_workflow_file(target)
             # Validate before storing: a file with errors never becomes a version.
@@ -101,7 +107,7 @@ class Command(FlowpilotCommand):
             return workflow
         return workflow_get_runnable(name=target, version=options["flow_version"])
 
-    def _dry_run(self, target, options):
+    def _dry_run(self, target: str, options: dict[str, Any]) -> None:
         try:
             if is_file_target(target):
                 spec = workflow_parse(read_workflow_file(target))
@@ -122,5 +128,6 @@ class Command(FlowpilotCommand):
             ) from exc
         except FlowpilotError as exc:
             raise CommandError(exc.message, returncode=1) from exc
+        assert report.graph is not None  # a valid workflow's steps form a DAG
         for line in plan_lines(spec, report.graph, inputs):
             self.stdout.write(line)

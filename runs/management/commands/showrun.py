@@ -1,8 +1,9 @@
 """showrun RUN_ID: what happened in a run, step by step (``--json`` for all of it)."""
 
 import json
+from typing import Any
 
-from django.core.management.base import CommandError
+from django.core.management.base import CommandError, CommandParser
 
 from runs.cli_runs import run_lines
 from runs.models import Run
@@ -16,7 +17,7 @@ class Command(FlowpilotCommand):
         "it came from) and a summary of its output. --json prints every stored field."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("run_id", type=int)
         parser.add_argument(
             "--json",
@@ -24,7 +25,7 @@ class Command(FlowpilotCommand):
             help="Print the run and its steps as JSON: inputs, outputs, errors and every try.",
         )
 
-    def handle(self, run_id, **options):
+    def handle(self, *args: Any, run_id: int, **options: Any) -> None:
         run = Run.objects.filter(pk=run_id).select_related("workflow").first()
         if run is None:
             raise CommandError(f"no run {run_id} (listruns shows the recent ones)")

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from schedules.models import Schedule
 from schedules.selectors import schedule_fires, schedule_get, schedule_list
 from schedules.services import (
     Policy,
@@ -20,7 +22,7 @@ from schedules.services import (
 class Command(BaseCommand):
     help = "List, add, pause, resume and remove workflow schedules; show a fire log."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
         listing = sub.add_parser("list", help="every schedule (or one workflow's)")
         listing.add_argument("workflow", nargs="?")
@@ -41,13 +43,13 @@ class Command(BaseCommand):
             one.add_argument("workflow")
             one.add_argument("name")
 
-    def handle(self, *args, action, **options):
+    def handle(self, *args: Any, action: str, **options: Any) -> None:
         try:
             getattr(self, f"_{action}")(**options)
         except ScheduleInvalid as exc:
             raise CommandError(str(exc)) from None
 
-    def _list(self, workflow=None, **_):
+    def _list(self, workflow: str | None = None, **_: Any) -> None:
         for s in schedule_list(workflow_name=workflow):
             state = f"paused ({s.paused_reason})" if s.paused else "active"
             self.stdout.write(
@@ -55,7 +57,16 @@ class Command(BaseCommand):
                 f"last fire={s.last_fire_time.isoformat() if s.last_fire_time else '-'}"
             )
 
-    def _add(self, workflow, name, cron, every, timezone, input, **options):
+    def _add(
+        self,
+        workflow: str,
+        name: str,
+        cron: str,
+        every: int | None,
+        timezone: str,
+        input: list[str],
+        **options: Any,
+    ) -> None:
         inputs = {}
         for item in input:
             key, sep, value = item.partition("=")
@@ -74,31 +85,31 @@ class Command(BaseCommand):
         )  # fmt: skip
         self.stdout.write(f"added {schedule} ({schedule.when})")
 
-    def _pause(self, workflow, name, **_):
+    def _pause(self, workflow: str, name: str, **_: Any) -> None:
         done = schedule_pause(schedule=self._one(workflow, name))
         self.stdout.write(f"{workflow}/{name} {'paused' if done else 'was already paused'}")
 
-    def _resume(self, workflow, name, **_):
+    def _resume(self, workflow: str, name: str, **_: Any) -> None:
         done = schedule_resume(schedule=self._one(workflow, name))
         self.stdout.write(f"{workflow}/{name} {'resumed' if done else 'was not paused'}")
 
-    def _remove(self, workflow, name, **_):
+    def _remove(self, workflow: str, name: str, **_: Any) -> None:
         schedule_remove(schedule=self._one(workflow, name))
         self.stdout.write(f"removed {workflow}/{name}")
 
-    def _fires(self, workflow, name, **_):
+    def _fires(self, workflow: str, name: str, **_: Any) -> None:
         for fire in schedule_fires(schedule=self._one(workflow, name)):
             run = f"run {fire.run_id}" if fire.run_id else "-"
             self.stdout.write(f"{fire.fire_time.isoformat()}  {fire.outcome}  {run}  {fire.detail}")
 
-    def _one(self, workflow, name):
+    def _one(self, workflow: str, name: str) -> Schedule:
         schedule = schedule_get(workflow_name=workflow, name=name)
         if schedule is None:
             raise CommandError(f"no schedule {workflow}/{name}")
         return schedule
 
 
-def _value(text: str):
+def _value(text: str) -> Any:
     """A JSON value when the text parses as one (``3``, ``true``), else the string."""
     try:
         return json.loads(text)

@@ -9,7 +9,7 @@ import pytest
 
 from tests.tools.breaker.conftest import flaky_spec
 from tests.tools.conftest import Reply
-from tools.breaker.core import BreakerPolicy, CircuitBreakers, breaker_host
+from tools.breaker.core import STATES, BreakerPolicy, CircuitBreakers, breaker_host, state_named
 from tools.breaker.db_store import DatabaseBreakerStore
 from tools.breaker.redis_store import RedisBreakerStore
 from tools.errors import CircuitOpen, ToolHTTPError, ToolRateLimited, ToolTimeout, ToolUnreachable
@@ -295,3 +295,9 @@ def test_a_healthy_call_is_one_statement_on_the_database(
     call(through=breakers)  # warm
     with django_assert_num_queries(1):
         call(through=breakers)
+
+
+def test_a_stored_state_name_reads_back_as_the_state_and_anything_else_is_refused():
+    assert [state_named(name) for name in ("closed", "open", "half_open")] == list(STATES)
+    with pytest.raises(ValueError, match="not a breaker state: 'ajar'"):
+        state_named("ajar")

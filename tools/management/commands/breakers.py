@@ -6,17 +6,19 @@ Reads and resets the store the workers use (Redis or the database, by settings).
 from __future__ import annotations
 
 import json
+from datetime import datetime
+from typing import Any
 
-from django.core.management.base import CommandError
+from django.core.management.base import CommandError, CommandParser
 
-from tools.breaker.core import BreakerState
+from tools.breaker.core import BreakerState, BreakerStore
 from tools.breaker.selectors import breakers_list
 from tools.breaker.services import breakers_reset
 from tools.breaker.setup import breaker_backend, breaker_store_from_settings
 from tools.commands import FlowpilotCommand
 
 
-def _iso(value) -> str:
+def _iso(value: datetime | None) -> str:
     return value.isoformat() if value is not None else "-"
 
 
@@ -33,7 +35,7 @@ def _as_dict(state: BreakerState) -> dict:
 class Command(FlowpilotCommand):
     help = "List or reset the circuit breakers of external hosts (host:port)."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
         listing = sub.add_parser("list", help="Hosts whose breaker counts failures or is open.")
         listing.add_argument("--json", action="store_true", help="Print JSON.")
@@ -41,7 +43,7 @@ class Command(FlowpilotCommand):
         reset.add_argument("hosts", nargs="*", metavar="HOST", help="host:port, as listed.")
         reset.add_argument("--all", action="store_true", help="Reset every breaker.")
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         store = breaker_store_from_settings()
         if store is None:
             raise CommandError("circuit breakers are off (FLOWPILOT_BREAKER_BACKEND=off)")
@@ -70,7 +72,7 @@ class Command(FlowpilotCommand):
             cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=True)]
             self.stdout.write("  ".join(cells).rstrip())
 
-    def _reset(self, store, hosts: list[str], *, everything: bool) -> None:
+    def _reset(self, store: BreakerStore, hosts: list[str], *, everything: bool) -> None:
         if everything == bool(hosts):
             raise CommandError(
                 "name the hosts to reset (host:port, as `breakers list` shows) or --all"

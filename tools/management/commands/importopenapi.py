@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from django.core.management.base import CommandError
+from typing import Any
+
+from django.core.management.base import CommandError, CommandParser
 
 from tools.commands import FlowpilotCommand
 from tools.errors import ToolConfigError
@@ -16,7 +18,7 @@ class Command(FlowpilotCommand):
         "Constructs that cannot be expressed are listed."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("source", help="File path or http(s) URL of the document.")
         parser.add_argument("--out", required=True, help="Directory for the tool files.")
         parser.add_argument(
@@ -31,7 +33,7 @@ class Command(FlowpilotCommand):
         )
         parser.add_argument("--overwrite", action="store_true", help="Replace existing files.")
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         try:
             report = openapi_import(
                 source=options["source"],

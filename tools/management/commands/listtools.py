@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from typing import Any
+
+from django.core.management.base import CommandParser
 
 from tools.commands import FlowpilotCommand
 from tools.services import ToolEntry, tool_entries
@@ -24,10 +27,10 @@ class Command(FlowpilotCommand):
         "it was last refreshed (UTC), description."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--json", action="store_true", help="Print JSON instead of a table.")
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         entries = tool_entries()
         if options["json"]:
             self.stdout.write(json.dumps([e.as_dict() for e in entries], indent=2))

@@ -2,9 +2,10 @@
 planner over a set of goals (the shipped examples/goals/planner_goals.yaml by default)."""
 
 import json
+from typing import Any
 
 from django.conf import settings
-from django.core.management.base import CommandError
+from django.core.management.base import CommandError, CommandParser
 
 from tools.commands import FlowpilotCommand
 from tools.llm import LLMClient, LLMEndpointUnknown
@@ -27,7 +28,7 @@ class Command(FlowpilotCommand):
         "1 when the share of valid plans is below --min-valid."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("goals_file", nargs="?", default=str(DEFAULT_GOALS))
         parser.add_argument("--json", action="store_true", help="Print the report as JSON.")
         parser.add_argument(
@@ -51,7 +52,7 @@ class Command(FlowpilotCommand):
             help="Load tool YAML files from DIR first (like loadtools).",
         )
 
-    def handle(self, goals_file, **options):
+    def handle(self, *args: Any, goals_file: str, **options: Any) -> None:
         if not 0.0 <= options["min_valid"] <= 1.0:
             raise CommandError("--min-valid is a share of the goals, from 0 to 1")
         load_tool_dirs(options["tools"])

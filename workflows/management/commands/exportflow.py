@@ -6,8 +6,9 @@
 """
 
 import json
+from typing import Any
 
-from django.core.management.base import CommandError
+from django.core.management.base import CommandError, CommandParser
 
 from tools.commands import FlowpilotCommand
 from tools.errors import FlowpilotError
@@ -24,7 +25,7 @@ class Command(FlowpilotCommand):
         "identical), or with --diff A B what version B changes relative to version A."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name")
         parser.add_argument(
             "--flow-version", type=int, dest="wf_version", help="Default: the newest."
@@ -43,10 +44,18 @@ class Command(FlowpilotCommand):
             help="yaml (default) or json for an export; text (default) or json for a diff.",
         )
 
-    def handle(self, name, wf_version=None, diff=None, **options):
+    def handle(
+        self,
+        *args: Any,
+        name: str,
+        wf_version: int | None = None,
+        diff: list[int] | None = None,
+        **options: Any,
+    ) -> None:
         fmt = options["format"]
         if diff:
-            return self._diff(name, *diff, fmt=fmt or "text")
+            self._diff(name, *diff, fmt=fmt or "text")
+            return
         if fmt == "text":
             raise CommandError("--format text is for --diff; an export is yaml or json")
         workflow = _version(name, wf_version)
@@ -73,8 +82,8 @@ class Command(FlowpilotCommand):
 
 def _version(name: str, number: int | None) -> Workflow:
     versions = Workflow.objects.filter(name=name).order_by("-version")
-    given = number is not None
-    workflow = versions.filter(version=number).first() if given else versions.first()
+    workflow = versions.first() if number is None else versions.filter(version=number).first()
     if workflow is None:
-        raise CommandError(f"no stored workflow `{name}`" + (f" v{number}" if given else ""))
+        given = "" if number is None else f" v{number}"
+        raise CommandError(f"no stored workflow `{name}`{given}")
     return workflow

@@ -6,7 +6,9 @@ use a tool (``workflows.tool_lifecycle``); loading itself is ``tools.services``.
 
 from __future__ import annotations
 
-from django.core.management.base import CommandError
+from typing import Any
+
+from django.core.management.base import CommandError, CommandParser
 
 from tools.commands import FlowpilotCommand
 from tools.services import LoadReport, tools_load_dir
@@ -21,7 +23,7 @@ class Command(FlowpilotCommand):
         "if any file failed or a prune was refused."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("paths", nargs="+", metavar="DIR", help="Directory or file.")
         parser.add_argument(
             "--no-builtin",
@@ -41,7 +43,7 @@ class Command(FlowpilotCommand):
             "(warning, naming the workflows).",
         )
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         if options["force"] and not options["prune"]:
             raise CommandError("--force only applies with --prune")
         failed = refused = 0

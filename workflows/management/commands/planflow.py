@@ -2,16 +2,19 @@
 plan a workflow, store it pending review. The planner may ask first; see --answer."""
 
 import sys
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import CommandError
+from django.contrib.auth.models import User
+from django.core.management.base import CommandError, CommandParser
 
 from tools.commands import FlowpilotCommand
 from tools.llm import LLMClient, LLMEndpointUnknown
 from workflows.cli import load_tool_dirs, parse_input_pairs
 from workflows.models import PlanAttempt, PlanAttemptStatus, Workflow
 from workflows.planner import PlanError, PlanFailed, PlanQuestions, plan_answer, plan_create
+from workflows.planner.services import PlanOptions
 
 QUESTIONS_UNANSWERED = 2
 
@@ -25,7 +28,7 @@ class Command(FlowpilotCommand):
         "when planning fails."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "goal", nargs="?", default="", help="What the workflow should do, in plain words."
         )
@@ -67,7 +70,7 @@ class Command(FlowpilotCommand):
         )
         parser.add_argument("--owner", metavar="USERNAME", help="The user who owns the plan.")
 
-    def handle(self, goal, **options):
+    def handle(self, *args: Any, goal: str = "", **options: Any) -> None:
         load_tool_dirs(options["tools"])
         sample_inputs = parse_input_pairs(options["input"], {})
         owner = self._owner(options["owner"])
@@ -81,7 +84,11 @@ class Command(FlowpilotCommand):
         except LLMEndpointUnknown as exc:
             raise CommandError(exc.message) from exc
         self.stdout.write(f"planning with {client.model}: {replying.goal if replying else goal}")
-        common = {"owner": owner, "client": client, "observer": self._print_attempt}
+        common: PlanOptions = {
+            "owner": owner,
+            "client": client,
+            "observer": self._print_attempt,
+        }
         try:
             if replying is not None:
                 workflow = self._answer(replying, common)
@@ -100,7 +107,7 @@ class Command(FlowpilotCommand):
 
     # --- questions ------------------------------------------------------------------
 
-    def _answer(self, attempt: PlanAttempt, common: dict) -> Workflow:
+    def _answer(self, attempt: PlanAttempt, common: PlanOptions) -> Workflow:
         """Answer ``attempt``'s questions (and every further round) until there is a plan."""
         while True:
             self._print_questions(attempt)
@@ -110,7 +117,7 @@ class Command(FlowpilotCommand):
             except PlanQuestions as exc:
                 attempt = exc.attempt
 
-    def _answers_for(self, attempt: PlanAttempt):
+    def _answers_for(self, attempt: PlanAttempt) -> list[str] | dict[str, str]:
         if self._given:
             given, self._given = self._given, []  # the command line answers one round
             return given
@@ -154,7 +161,7 @@ class Command(FlowpilotCommand):
 
     # --- printing ---------------------------------------------------------------------
 
-    def _owner(self, username):
+    def _owner(self, username: str | None) -> User | None:
         if not username:
             return None
         try:

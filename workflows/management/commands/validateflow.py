@@ -1,6 +1,8 @@
 """validateflow FILE|NAME [...]: print every problem with its location; exit 1 on errors."""
 
-from django.core.management.base import CommandError
+from typing import Any
+
+from django.core.management.base import CommandError, CommandParser
 
 from tools.commands import FlowpilotCommand
 from tools.registry import ToolRegistry
@@ -13,7 +15,7 @@ from workflows.validator import validate_workflow
 class Command(FlowpilotCommand):
     help = "Validate workflow files or stored workflows; every problem is listed with its location."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "targets", nargs="+", help="Workflow files (.yaml/.json) or stored names."
         )
@@ -26,7 +28,9 @@ class Command(FlowpilotCommand):
             help="Load tool YAML files from DIR into the registry first (like loadtools).",
         )
 
-    def handle(self, *args, targets, quiet=False, **options):
+    def handle(
+        self, *args: Any, targets: list[str], quiet: bool = False, **options: Any
+    ) -> None:
         load_tool_dirs(options["tools"])
         registry = ToolRegistry.from_db()
         failed = 0
@@ -49,7 +53,7 @@ class Command(FlowpilotCommand):
         if failed:
             raise CommandError(f"{failed} of {len(targets)} workflow(s) invalid", returncode=1)
 
-    def _load(self, target):
+    def _load(self, target: str) -> dict[str, Any]:
         if is_file_target(target):
             return read_workflow_file(target)
         workflow = Workflow.objects.filter(name=target).order_by("-version").first()
