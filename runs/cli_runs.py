@@ -14,7 +14,7 @@ from typing import Any
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
-from runs.engine.tries import wait_reason_label
+from runs.engine.tries import sent_label, wait_reason_label
 from runs.models import Run
 from runs.run_view import RunView, StepView
 from runs.summaries import as_number
@@ -77,6 +77,8 @@ def _attempt_lines(entries: Iterable[Any]) -> list[str]:
         error = entry.get("error")
         if isinstance(error, dict):
             line += f" ({error.get('type', 'error')})"
+        if sent := sent_label(entry.get("request")):
+            line += f", sent {sent}"
         if entry.get("retry_in") is not None:
             line += f", retry in {entry['retry_in']} s"
             if reason := wait_reason_label(entry.get("wait_reason")):

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from runs.engine.tries import wait_reason_label
+from runs.engine.tries import sent_label, wait_reason_label
 from runs.models import Run, StepResult
 from runs.state import RUN_TERMINAL, StepStatus
 from runs.summaries import (
@@ -112,6 +112,8 @@ def _try_bars(entry: dict[str, Any], following: dict[str, Any] | None, span: _Sp
     label = f"try {number}: {status} in {took:.0f} ms"
     if isinstance(error, dict):
         label += f" ({error.get('type', 'error')})"
+    if sent := sent_label(entry.get("request")):
+        label += f": sent {sent}"
     bars = [Bar("attempt", *span.share(start, took), label, status)]
     if entry.get("retry_in") is not None:
         wait_start = start + timedelta(milliseconds=took)

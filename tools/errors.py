@@ -196,7 +196,8 @@ class CircuitOpen(ToolError):
         when = retry_at.isoformat() if retry_at is not None else "after the trial call"
         super().__init__(
             f"the circuit breaker for {host} is open after repeated failures; "
-            f"nothing was sent; it will be tried again at {when}"
+            f"nothing was sent; it will be tried again at {when}",
+            not_sent=True,  # so a non-idempotent call refused by the breaker is retried too
         )
         self.host = host
         self.retry_at = retry_at

@@ -83,7 +83,8 @@ def call_http_tool(spec: ToolSpec, arguments: dict, ctx: ToolCallContext) -> Too
         if http.response_extract:
             output = extract(value, http.response_extract, response_meta(last.received))
     except ToolError as exc:
-        exc.attach_request(_info(prepared, ctx, None, started), replace=False)
+        status = exc.status if isinstance(exc, ToolHTTPError) else None  # what came back
+        exc.attach_request(_info(prepared, ctx, status, started), replace=False)
         guarded = _guard_non_idempotent(spec, exc)
         if guarded is exc:
             raise

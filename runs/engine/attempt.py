@@ -39,6 +39,7 @@ from workflows.schema import AnyStep
 __all__ = [
     "Attempt",
     "StepOutcome",
+    "attempt_request",
     "effective_retry",
     "execute_attempt",
     "outcome_of",
@@ -120,9 +121,15 @@ def run_with_retries(
     """The in-process driver's try of ``step``: ``try_until_done`` under its policy."""
     policy = effective_retry(ctx, step)
     records, last = try_until_done(
-        ctx, policy, lambda: execute_attempt(ctx, step, args), first_attempt=first_attempt
-    )
+        ctx, policy, lambda: execute_attempt(ctx, step, args), first_attempt=first_attempt,
+        request_of=attempt_request,
+    )  # fmt: skip
     return outcome_of(last, tuple(records))
+
+
+def attempt_request(attempt: Attempt) -> dict[str, Any] | None:
+    """What a successful try sent (a tool step's HTTP request), for its record."""
+    return attempt.request
 
 
 def outcome_of(last: Tried[Attempt], records: tuple[AttemptRecord, ...]) -> StepOutcome:

@@ -30,7 +30,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from runs.state import StepStatus
-from tools.errors import CircuitOpen, FlowpilotError, ToolRateLimited
+from tools.errors import CircuitOpen, FlowpilotError, ToolError, ToolRateLimited
 from tools.policy import RetryPolicy
 
 if TYPE_CHECKING:
@@ -45,6 +45,8 @@ __all__ = [
     "WaitReason",
     "error_record",
     "next_try",
+    "sent_label",
+    "sent_record",
     "try_once",
     "try_until_done",
     "wait_reason_label",
@@ -80,6 +82,22 @@ def wait_reason_label(stored: Any) -> str | None:
         return WaitReason(stored).label
     except ValueError:
         return None
+
+
+SENT_URL_CHARS = 200  # what a label quotes of a (masked) URL
+
+
+def sent_label(stored: Any) -> str | None:
+    """How the run page and ``showrun`` say what a try sent and what came back
+    (``GET https://api.example/v1/x → 503``), from a stored entry's ``request``; None
+    for a try that sent no HTTP request (or was logged before tries recorded it)."""
+    if not isinstance(stored, dict) or not stored.get("method") or not stored.get("url"):
+        return None
+    url = str(stored["url"])
+    if len(url) > SENT_URL_CHARS:
+        url = f"{url[:SENT_URL_CHARS]}…"
+    status = stored.get("status")
+    return f"{stored['method']} {url}" + (f" → {status}" if status is not None else "")
 
 
 @dataclass(frozen=True)
@@ -138,9 +156,10 @@ class AttemptRecord:
     """One try of a step, as the attempt log stores it (``entry``).
 
     ``error`` is the classified error record (``error_record``: its type,
-    message, retryability, scrubbed and capped); ``wait`` the decided wait before the
-    next try, None when there is none. Immutable: a decision makes a new record
-    (``waiting``).
+    message, retryability, scrubbed and capped); ``sent`` what the try sent and what
+    came back of it, when it made an HTTP request (``{method, url, status, elapsed_ms,
+    headers}``, masked: ``sent_record``); ``wait`` the decided wait before the next try,
+    None when there is none. Immutable: a decision makes a new record (``waiting``).
     """
 
     number: int
@@ -150,6 +169,7 @@ class AttemptRecord:
     worker: str | None = None  # the Celery hostname, or what stood in for it
     error: dict[str, Any] | None = None
     wait: Retry | None = None
+    sent: dict[str, Any] | None = None
 
     def waiting(self, wait: Retry) -> AttemptRecord:
         return replace(self, wait=wait)
@@ -163,6 +183,8 @@ class AttemptRecord:
         entry.update(duration_ms=self.duration_ms, status=str(self.status))
         if self.error is not None:
             entry["error"] = self.error
+        if self.sent is not None:
+            entry["request"] = self.sent
         if self.wait is not None:
             entry.update(retry_in=self.wait.delay, wait_reason=self.wait.reason.value)
         return entry
@@ -202,19 +224,47 @@ class Tried(Generic[T]):
 
 
 def try_once(
-    ctx: RunContext, number: int, call: Callable[[], T], *, worker: str | None = None
+    ctx: RunContext,
+    number: int,
+    call: Callable[[], T],
+    *,
+    worker: str | None = None,
+    request_of: Callable[[T], dict[str, Any] | None] | None = None,
 ) -> Tried[T]:
     """Make try number ``number`` (``call``) and record it; a ``FlowpilotError`` it
-    raises is returned, classified (``error_record``), not raised."""
+    raises is returned, classified (``error_record``), not raised.
+
+    What the try sent is recorded (``AttemptRecord.sent``): a failed call's request
+    from its ``ToolError``, a successful one's as ``request_of`` reads it of the value.
+    """
     started, t0 = ctx.now(), time.perf_counter()
     try:
         value = call()
     except FlowpilotError as exc:
+        sent = sent_record(ctx, _request_of(exc))
         record = AttemptRecord(
-            number, started, _ms(t0), StepStatus.FAILED, worker, error_record(ctx, exc)
-        )
+            number, started, _ms(t0), StepStatus.FAILED, worker, error_record(ctx, exc),
+            sent=sent,
+        )  # fmt: skip
         return Tried(record, None, exc)
-    return Tried(AttemptRecord(number, started, _ms(t0), StepStatus.SUCCEEDED, worker), value)
+    sent = sent_record(ctx, request_of(value) if request_of is not None else None)
+    record = AttemptRecord(number, started, _ms(t0), StepStatus.SUCCEEDED, worker, sent=sent)
+    return Tried(record, value)
+
+
+def _request_of(exc: FlowpilotError) -> dict[str, Any] | None:
+    """The request a failed call sent: none when it surely never left (``not_sent``: an
+    open breaker refused it, the connection was refused)."""
+    if not isinstance(exc, ToolError) or exc.not_sent:
+        return None
+    return exc.request
+
+
+def sent_record(ctx: RunContext, request: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The request a try sent, as its record stores it: masked by value once more (the
+    HTTP client masked the URL and the credential headers already; a header or URL part
+    holding a secret value it did not know of is masked here too)."""
+    return None if request is None else ctx.redactor.scrub(request)
 
 
 def try_until_done(
@@ -224,6 +274,7 @@ def try_until_done(
     *,
     first_attempt: int = 1,
     worker: str | None = None,
+    request_of: Callable[[T], dict[str, Any] | None] | None = None,
 ) -> tuple[list[AttemptRecord], Tried[T]]:
     """Try ``call`` until it succeeds, fails fatally or runs out of ``policy``'s tries,
     waiting what ``next_try`` decides with ``ctx.sleep`` (injectable) between tries.
@@ -234,7 +285,7 @@ def try_until_done(
     records: list[AttemptRecord] = []
     number = first_attempt
     while True:
-        tried = try_once(ctx, number, call, worker=worker)
+        tried = try_once(ctx, number, call, worker=worker, request_of=request_of)
         if tried.error is not None:
             decision = next_try(policy, number - first_attempt + 1, tried.error, ctx.rand.random)
             if isinstance(decision, Retry):

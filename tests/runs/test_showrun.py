@@ -40,9 +40,13 @@ def test_showrun_of_a_failed_run(cli, fake_api, monkeypatch):
     assert lines[3] == "steps (4): 1 failed, 1 pending, 2 succeeded"
     text = result.out
     assert re.search(r"  succeeded  repo +tool github_repo  2 tries  started .+  took \d+ ms", text)
-    retried = r"      try 1: failed in \d+ ms \(http_error\), retry in 0\.2 s \(backoff\)\n"
+    sent = r"sent GET http://127\.0\.0\.1:\d+/repos/octo-org/widgets"
+    retried = (
+        rf"      try 1: failed in \d+ ms \(http_error\), {sent} → 5\d\d, "
+        r"retry in 0\.2 s \(backoff\)\n"
+    )
     assert re.search(retried, text)
-    assert re.search(r"      try 2: succeeded in \d+ ms\n", text)
+    assert re.search(rf"      try 2: succeeded in \d+ ms, {sent} → 200\n", text)
     assert "      output: object with 9 keys: default_branch, description, forks, full_name" in text
     assert re.search(r"  failed     langs +tool github_languages  1 try", text)
     assert (

@@ -47,7 +47,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.db import transaction
 
 from runs.engine import checkpoint
-from runs.engine.attempt import execute_attempt
+from runs.engine.attempt import attempt_request, execute_attempt
 from runs.engine.celery.broker import Publish, publish_step, time_limit_of
 from runs.engine.celery.claim import Claim, Taken, claim, claim_ready, claim_step
 from runs.engine.celery.heartbeat import heartbeat
@@ -291,7 +291,7 @@ def _try(
                 raise _as_timeout(step) from exc
             raise
 
-    return try_once(ctx, number, call, worker=worker)
+    return try_once(ctx, number, call, worker=worker, request_of=attempt_request)
 
 
 def _hit_time_limit(exc: BaseException | None) -> bool:

@@ -33,9 +33,14 @@ class StepKindUnsupported(FlowpilotError):
 
 @dataclass(frozen=True)
 class Attempt:
+    """What one try of a step returned: its output, whether it was cut at the size
+    limit, the branch a decision took, and the HTTP request a tool step sent (``{method,
+    url, status, elapsed_ms, headers}``, masked: ``tools.calls.ToolResult.request``)."""
+
     output: Any
     truncated: bool = False
     branch: str | None = None  # set by decision steps
+    request: dict[str, Any] | None = None  # set by tool steps calling an http tool
 
 
 class Describe(Protocol):

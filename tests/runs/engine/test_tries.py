@@ -25,7 +25,7 @@ from runs.engine.build import build_run_context
 from runs.engine.celery import children
 from runs.engine.celery.run import run_start
 from runs.engine.kinds import workflow as workflow_kind
-from runs.engine.tries import AttemptRecord, GiveUp, Retry, WaitReason, next_try
+from runs.engine.tries import AttemptRecord, GiveUp, Retry, WaitReason, next_try, sent_label
 from runs.models import Run, StepResult
 from runs.services import run_create, run_execute
 from runs.state import RunStatus, StepStatus
@@ -130,6 +130,8 @@ SENT = {"breaker": 0, "limited": 3, "down": 3, "slow": 3}  # requests that reach
 
 def _answer(request: Any, match: Any) -> FakeResponse:
     mode = match["mode"]
+    if mode == "ok":
+        return FakeResponse.json({"answer": "fine"})
     if mode == "limited":
         return FakeResponse.json({"error": "slow down"}, status=429, headers={"Retry-After": "1"})
     if mode == "slow":
@@ -327,3 +329,51 @@ def _deliver(bus: Bus, tasks: Tasks) -> None:
             assert name == hooks.SETTLE_PARENT_TASK
             children.parent_step_settle(child_run_id=args[0], publish=bus)
     raise AssertionError("still busy")
+
+
+def sent_of(result: StepResult) -> list[dict | None]:
+    return [e.get("request") for e in result.attempt_log]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("driver", ["in_process", "celery"])
+def test_every_try_records_what_it_sent_and_what_came_back(driver, host, settings):
+    """A try's record holds its request (method, masked URL, the status that came back);
+    a try the breaker refused sent nothing, and says so."""
+
+    def run_mode(mode: str, name: str) -> StepResult:
+        run = run_create(
+            workflow=import_flow(tool_flow(name)), trigger="api", inputs={"mode": mode}
+        )
+        if driver == "in_process":
+            in_process(run, [])
+        else:
+            bus = Bus()
+            run_start(run=run, publish=bus)
+            bus.drain()
+        return StepResult.objects.get(run=run, step_id="call")
+
+    down = run_mode("down", f"{driver}-down")
+    ok = run_mode("ok", f"{driver}-ok")
+    refused = run_mode(prepare("breaker", host, settings), f"{driver}-refused")
+
+    url = f"{host.url}/flaky/down"
+    assert [(s["method"], s["url"], s["status"]) for s in sent_of(down)] == [("GET", url, 503)] * 3
+    [fine] = sent_of(ok)
+    assert (fine["method"], fine["url"], fine["status"]) == ("GET", f"{host.url}/flaky/ok", 200)
+    assert sent_of(refused) == [None, None, None]
+
+
+def test_the_sent_label_says_the_request_and_the_status():
+    assert sent_label({"method": "GET", "url": "https://a.example/x", "status": 503}) == (
+        "GET https://a.example/x → 503"
+    )
+    assert sent_label({"method": "POST", "url": "https://a.example/y", "status": None}) == (
+        "POST https://a.example/y"
+    )
+    assert sent_label(None) is None
+    assert sent_label({"status": 200}) is None
+    long = sent_label({"method": "GET", "url": "https://a.example/" + "z" * 500, "status": 200})
+    assert long is not None
+    assert long.endswith("… → 200")
+    assert len(long) < 260
