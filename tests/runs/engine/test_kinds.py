@@ -1,5 +1,7 @@
-"""Every step kind of the schema's union is fully registered: its engine module, its
-validation, and the facts the engine asks it. A half-registered kind fails here."""
+"""runs.engine.kinds: every step kind of the schema's union is fully registered — its
+engine module, its validation, the facts the engine asks it — and every other list of
+kinds (the planner's prompt, the docs' schema, the admin legend) shows it. A
+half-registered kind fails here."""
 
 from __future__ import annotations
 
@@ -92,7 +94,7 @@ def test_the_facts_of_each_kind():
 
 # --- every list of kinds is derived from the union -----------------------------------
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def backticked(text: str) -> set[str]:
