@@ -3,7 +3,7 @@ searched in a schedule's wall time."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -50,4 +50,7 @@ def test_matches_between_two_times_are_bounded_ordered_and_exclusive():
     until = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
     ticks = cron_between("*/15 * * * *", "UTC", after, until, limit=10)
     assert [t.minute for t in ticks] == [15, 30, 45]
-    assert len(cron_between("* * * * *", "UTC", after, until, limit=2)) == 2
+    paris = cron_between("0 9 * * *", "Europe/Paris", after - timedelta(days=2), until, limit=5)
+    assert [t.astimezone(UTC).hour for t in paris] == [8, 8]
+    newest = cron_between("* * * * *", "UTC", after, until, limit=2)
+    assert [t.minute for t in newest] == [58, 59]  # a long gap keeps its latest matches
