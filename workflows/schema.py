@@ -11,10 +11,10 @@ What a step kind *is* lives on its class: whether it needs an LLM, how it retrie
 its per-try time limit, how its branch is read from its output, which tools it
 calls, which mappings it has. The engine and the validator ask the step, never
 its ``kind``. Every list of kinds (the engine's ``KINDS``, the planner's prompt, the
-admin's legend) is derived from the ``Step`` union by ``step_kind_names()``. Adding a
-kind: its class here (in the union, with its ``planner_hint``), its checks in
-``workflows.validation.kinds``, and its module in ``runs.engine.kinds``
-(docs/architecture.md, "How to add a step kind").
+validator's schema messages, the admin's legend) is derived from the ``Step`` union by
+``step_kind_names()``. Adding a kind: its class here (in the union, with its
+``planner_hint``), its checks in ``workflows.validation.kinds``, and its module in
+``runs.engine.kinds`` (docs/architecture.md, "How to add a step kind").
 """
 
 from __future__ import annotations
