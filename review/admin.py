@@ -42,6 +42,7 @@ from workflows.models import (
     Workflow,
     WorkflowStatus,
 )
+from workflows.schema import step_kind_names
 from workflows.services import (
     CURATE_TEMPLATES_PERMISSION,
     WorkflowTransitionError,
@@ -168,6 +169,7 @@ class WorkflowAdmin(WorkflowReviewViews):
         context = {
             "review": review,
             "graph_data": review.graph,
+            "step_kinds": step_kind_names(),  # the graph's legend: every kind of the union
             "can_approve": request.user.has_perm(APPROVE_PERMISSION),
             "can_change": self.has_change_permission(request, workflow),
             "can_run": request.user.has_perm("runs.add_run"),

@@ -62,9 +62,10 @@ def cron_latest(expression: str, tz: str, now: datetime) -> datetime:
 def cron_between(
     expression: str, tz: str, after: datetime, until: datetime, *, limit: int
 ) -> list[datetime]:
-    """The first ``limit`` matches strictly after ``after`` and before ``until``, oldest first."""
+    """The newest ``limit`` matches strictly after ``after`` and before ``until``, oldest
+    first (searched back from ``until``: a long gap keeps its latest matches)."""
     found: list[datetime] = []
-    it = croniter(expression, after.astimezone(ZoneInfo(tz)))
-    while len(found) < limit and (tick := it.get_next(datetime)) < until:
+    it = croniter(expression, until.astimezone(ZoneInfo(tz)))
+    while len(found) < limit and (tick := it.get_prev(datetime)) > after:
         found.append(tick)
-    return found
+    return found[::-1]

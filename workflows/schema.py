@@ -10,8 +10,11 @@ cross-element rules (references, edges, cycles, tools) are the validator's.
 What a step kind *is* lives on its class: whether it needs an LLM, how it retries,
 its per-try time limit, how its branch is read from its output, which tools it
 calls, which mappings it has. The engine and the validator ask the step, never
-its ``kind``. Adding a kind: its class here (in the ``Step`` union), its checks in
-``workflows.validation.kinds``, and its module in ``runs.engine.kinds``.
+its ``kind``. Every list of kinds (the engine's ``KINDS``, the planner's prompt, the
+validator's schema messages, the admin's legend) is derived from the ``Step`` union by
+``step_kind_names()``. Adding a kind: its class here (in the union, with its
+``planner_hint``), its checks in ``workflows.validation.kinds``, and its module in
+``runs.engine.kinds`` (docs/architecture.md, "How to add a step kind").
 """
 
 from __future__ import annotations
@@ -20,14 +23,14 @@ import hashlib
 import json
 import re
 from functools import cached_property
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
-import jmespath
-import jmespath.exceptions
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tools.policy import RetryPolicy
+from workflows.schema_llm import LLMBudget, LLMSettings
 from workflows.schema_triggers import Notifications, ScheduleSpec
+from workflows.transform import multiselect_keys
 
 STEP_ID_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"
@@ -77,6 +80,11 @@ class _StepBase(_Model):
     retries_per_item: ClassVar[bool] = False
     # Chooses one of its outgoing ``when`` edges; its output holds the label as ``branch``.
     picks_branch: ClassVar[bool] = False
+    # What the planner's prompt says of the kind: one example step as JSON, then its rules
+    # and its outputs. Every kind sets it (a test checks the prompt shows every kind).
+    planner_hint: ClassVar[str] = ""
+    # Offered to the planner only beside approved templates (a step that runs one of them).
+    planner_needs_templates: ClassVar[bool] = False
 
     def needs_llm(self) -> bool:
         """Whether running it needs the run's LLM client."""
@@ -143,51 +151,17 @@ class ToolStep(_StepBase):
     kind: Literal["tool"] = "tool"
     tool: str = Field(pattern=TOOL_NAME_PATTERN)
 
+    planner_hint: ClassVar[str] = (
+        '{"id": "geo", "kind": "tool", "tool": "TOOL", "input_mapping": {...}}. Map every '
+        "required parameter of the tool's input schema, and no parameter it does not take; "
+        'it outputs the fields the tool lists in "outputs".'
+    )
+
     def direct_tools(self) -> tuple[str, ...]:
         return (self.tool,)
 
     def output_tool(self) -> str | None:
         return self.tool
-
-
-class LLMBudget(_Model):
-    max_tokens: int | None = Field(None, ge=1)
-    max_calls: int | None = Field(None, ge=1)
-    max_tool_calls: int | None = Field(None, ge=0)
-
-
-ENDPOINT_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
-MAX_SEED = 2**31 - 1
-
-
-class LLMSettings(_Model):
-    """How an LLM-using step calls its model: which endpoint and model, and the sampling
-    options sent with every call (omitted: the endpoint's own defaults)."""
-
-    endpoint: str | None = Field(
-        None,
-        pattern=ENDPOINT_NAME_PATTERN,
-        description="A named LLM endpoint (FLOWPILOT_LLM_ENDPOINTS); omitted: default.",
-    )
-    model: str | None = Field(None, min_length=1, max_length=200)
-    temperature: float | None = Field(None, ge=0, le=2)
-    max_output_tokens: int | None = Field(
-        None, ge=1, le=1_000_000, description="Sent as `max_tokens` with every call."
-    )
-    seed: int | None = Field(None, ge=0, le=MAX_SEED, description="For repeatable sampling.")
-
-    def llm_endpoint(self) -> str | None:
-        return self.endpoint
-
-    def call_options(self) -> dict[str, Any]:
-        """The keyword arguments of ``LLMClient.chat`` this step sets."""
-        options = {
-            "model": self.model,
-            "temperature": self.temperature,
-            "max_tokens": self.max_output_tokens,
-            "seed": self.seed,
-        }
-        return {key: value for key, value in options.items() if value is not None}
 
 
 class LLMStep(LLMSettings, _StepBase):
@@ -206,6 +180,13 @@ class LLMStep(LLMSettings, _StepBase):
         le=10_000_000,
         description="Characters of conversation sent per model call; older tool results are "
         "truncated, then dropped, to fit. Omitted: FLOWPILOT_LLM_CONTEXT_BUDGET_CHARS.",
+    )
+
+    planner_hint: ClassVar[str] = (
+        '{"id": "summary", "kind": "llm", "prompt": "Summarize: {{text}}", "input_mapping": '
+        '{"text": "fetch.body"}}: only for work that needs language understanding; the '
+        "prompt sees only the names it maps, as {{name}} placeholders. Optional: "
+        '"tools" (the tools it may call), "output_schema", "budget". It outputs "result".'
     )
 
     def needs_llm(self) -> bool:
@@ -238,6 +219,12 @@ class DecisionStep(LLMSettings, _StepBase):
     decision_prompt: str | None = Field(None, description="LLM form: the question to answer.")
 
     picks_branch: ClassVar[bool] = True
+    planner_hint: ClassVar[str] = (
+        '{"id": "hot", "kind": "decision", "branches": ["yes", "no"], "conditions": {"yes": '
+        '"temp > 25"}, "default": "no", "input_mapping": {"temp": "weather.temperature"}}, '
+        'plus one edge with "when" per branch. Conditions compare mapped names (== != < <= > '
+        '>= in, and/or/not, len(), exists()); no arithmetic. It outputs "branch".'
+    )
 
     def needs_llm(self) -> bool:
         return bool(self.decision_prompt)
@@ -254,6 +241,12 @@ class TransformStep(_StepBase):
 
     kind: Literal["transform"] = "transform"
     expression: str = Field(min_length=1)
+
+    planner_hint: ClassVar[str] = (
+        '{"id": "shape", "kind": "transform", "expression": "JMESPath over the mapped names", '
+        '"input_mapping": {"rows": "read.rows"}}: pure reshaping. It outputs the keys of its '
+        "{key: …} expression."
+    )
 
     def output_fields(self) -> tuple[str, ...] | None:
         """The keys of a top-level ``{key: expr, …}`` expression; otherwise unknown."""
@@ -273,6 +266,11 @@ class ForeachStep(_StepBase):
 
     # Every item call retries under the step's (else the tool's) policy.
     retries_per_item: ClassVar[bool] = True
+    planner_hint: ClassVar[str] = (
+        '{"id": "each", "kind": "foreach", "tool": "TOOL", "input_mapping": {"items": '
+        '"search.items"}, "item_mapping": {"PARAM": "$item.FIELD"}}: one call per item. It '
+        'outputs "items" (the list of its tool\'s results) and "count".'
+    )
 
     def step_time_limit(self) -> float | None:
         return None  # its ``timeout`` applies to every item call instead
@@ -302,6 +300,13 @@ class WorkflowStep(_StepBase):
         description="Name of the active workflow to run; approval pins its definition hash.",
     )
 
+    planner_hint: ClassVar[str] = (
+        '{"id": "forecast", "kind": "workflow", "workflow": "TEMPLATE_NAME", "input_mapping": '
+        '{"TEMPLATE_INPUT": "$input.city"}}; later steps and "outputs" read its outputs as '
+        '"forecast.OUTPUT_NAME"'
+    )
+    planner_needs_templates: ClassVar[bool] = True
+
     def step_time_limit(self) -> float | None:
         return None  # the child's steps keep their own time limits
 
@@ -309,19 +314,19 @@ class WorkflowStep(_StepBase):
         return self.workflow
 
 
-def multiselect_keys(expression: str) -> tuple[str, ...] | None:
-    """The keys of a JMESPath expression that is one ``{key: expr, …}`` hash, else None."""
-    try:
-        node = jmespath.compile(expression).parsed
-    except (jmespath.exceptions.JMESPathError, RecursionError, TypeError, ValueError):
-        return None
-    if node.get("type") != "multi_select_dict":
-        return None
-    return tuple(child["value"] for child in node["children"])
-
-
 AnyStep = ToolStep | LLMStep | DecisionStep | TransformStep | ForeachStep | WorkflowStep
 Step = Annotated[AnyStep, Field(discriminator="kind")]
+
+
+def step_models() -> tuple[type[AnyStep], ...]:
+    """The step models of the ``Step`` union, in its order: the one list of kinds."""
+    return get_args(AnyStep)
+
+
+def step_kind_names() -> tuple[str, ...]:
+    """The ``kind`` of every model of the ``Step`` union, in its order. The engine's
+    ``KINDS``, the planner's prompt and the admin's legend are derived from it."""
+    return tuple(model.model_fields["kind"].default for model in step_models())
 
 
 class Edge(_Model):

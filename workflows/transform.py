@@ -214,3 +214,14 @@ def _runtime_reason(exc: Exception) -> str:
 def _shown(text: str, limit: int = 120) -> str:
     flat = text.replace("\n", " ")
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def multiselect_keys(expression: str) -> tuple[str, ...] | None:
+    """The keys of a JMESPath expression that is one ``{key: expr, …}`` hash, else None."""
+    try:
+        node = jmespath.compile(expression).parsed
+    except (jmespath_errors.JMESPathError, RecursionError, TypeError, ValueError):
+        return None
+    if node.get("type") != "multi_select_dict":
+        return None
+    return tuple(child["value"] for child in node["children"])

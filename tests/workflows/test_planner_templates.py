@@ -24,7 +24,6 @@ from tools.spec import ToolSpec
 from workflows.errors import WorkflowError
 from workflows.models import PlanAttempt, TemplateUse, WorkflowStatus
 from workflows.planner import plan_create
-from workflows.planner.prompts import step_kinds
 from workflows.planner.templates import compact_template, select_templates
 from workflows.services import workflow_import, workflow_set_template_use
 
@@ -211,21 +210,16 @@ def test_template_use_needs_its_permission():
         workflow_set_template_use(workflow=workflow, use="always", actor=None)
 
 
-def test_the_prompt_offers_reuse_only_when_the_workflow_kind_exists(llm, client):  # noqa: F811
+def test_the_prompt_offers_the_workflow_kind_only_beside_templates(llm, client):  # noqa: F811
     approved(WEATHER_POST)
     llm.reply_json(VALID_PLAN)
     plan_create(goal=WEATHER_GOAL, registry=registry(), client=client)
-    text = llm.requests[0].messages[1]["content"]
-    if "workflow" in step_kinds():
-        assert '"kind": "workflow"' in text
-    else:
-        assert '"kind": "workflow"' not in text
-        assert "they are examples, not tools" in text
+    system, user = (m["content"] for m in llm.requests[0].messages[:2])
+    assert '"kind": "workflow"' in user
+    assert "reuse it as one step" in user
+    assert '"kind": "workflow"' not in system
 
 
-@pytest.mark.skipif(
-    "workflow" not in step_kinds(), reason="the `workflow` step kind (sub-workflows) is not merged"
-)
 def test_a_plan_reusing_a_template_as_a_workflow_step_is_accepted(llm, client):  # noqa: F811
     approved(WEATHER_POST)
     llm.reply_json(

@@ -246,9 +246,9 @@ def test_schema_messages_are_readable():
         "`goal`, `inputs`, `name`, `notifications`, `outputs`, `retention_days`, `schedule`, "
         "`steps`, `tools`",
         "steps[0]": "`steps[0]` needs a `kind`: one of `decision`, `foreach`, `llm`, `tool`, "
-        "`transform`",
+        "`transform`, `workflow`",
         "steps[1]": "`steps[1]`: unknown step kind `loop`; use one of `decision`, `foreach`, "
-        "`llm`, `tool`, `transform`",
+        "`llm`, `tool`, `transform`, `workflow`",
     }
 
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any, get_args
+from typing import Any
 
 from workflows.planner.questions import MAX_OPTIONS, MAX_QUESTIONS, questions_schema
-from workflows.schema import AnyStep, workflow_json_schema
+from workflows.schema import step_models, workflow_json_schema
 from workflows.validation.report import ValidationIssue
 
-SYSTEM_PROMPT = """\
+_SYSTEM_HEAD = """\
 You design workflows for flowpilot. A workflow is a directed acyclic graph of steps \
 that call registered tools. After a person approves it, an engine (not an LLM) runs \
 exactly that graph, so it must be complete and precise.
@@ -38,31 +38,31 @@ boolean, object, array. Declare every value that changes between runs; read each
 Values in "input_mapping" and "outputs":
 - "$input.NAME" reads a run input.
 - "STEP_ID.FIELD" reads a field of an earlier step's output; deeper paths and list \
-indexes are allowed ("geo.results.0.lat"). Read only fields a tool lists in "outputs"; \
-a decision outputs "branch", a transform the keys of its {key: …} expression, a foreach \
-"items" (the list of its tool's results) and "count", an llm step "result".
+indexes are allowed ("geo.results.0.lat"). Read only the fields a step outputs, as its \
+kind below says.
 - "$step.STEP_ID" reads a step's whole output.
 - Anything else is a literal ("metric", 3, true); values are never templates ({{…}}).
-- Never write "$env.…": credentials are configured inside the tools.
+- Never write "$env.…": credentials are configured inside the tools."""
 
-Step kinds:
-- tool: {"id": "geo", "kind": "tool", "tool": "TOOL", "input_mapping": {...}}. Map \
-every required parameter of the tool's input schema, and no parameter it does not take.
-- transform: {"id": "shape", "kind": "transform", "expression": "JMESPath over the \
-mapped names", "input_mapping": {"rows": "read.rows"}}: pure reshaping.
-- decision: {"id": "hot", "kind": "decision", "branches": ["yes", "no"], \
-"conditions": {"yes": "temp > 25"}, "default": "no", "input_mapping": \
-{"temp": "weather.temperature"}}, plus one edge with "when" per branch. Conditions \
-compare mapped names (== != < <= > >= in, and/or/not, len(), exists()); no arithmetic.
-- foreach: {"id": "each", "kind": "foreach", "tool": "TOOL", "input_mapping": \
-{"items": "search.items"}, "item_mapping": {"PARAM": "$item.FIELD"}}: one call per item.
-- llm: {"id": "summary", "kind": "llm", "prompt": "Summarize: {{text}}", \
-"input_mapping": {"text": "fetch.body"}}: only for work that needs language \
-understanding; the prompt sees only the names it maps, as {{name}} placeholders. \
-Optional: "tools" (the tools it may call), "output_schema", "budget".
-
+_SYSTEM_TAIL = """\
 Use only tools from the catalog, with the parameter names of their input schemas. \
 Prefer the fewest steps that reach the goal."""
+
+
+def _kind_lines(*, with_templates: bool) -> str:
+    """One line per step kind of the union, from its ``planner_hint`` (a kind that runs an
+    approved workflow is offered only beside templates)."""
+    return "\n".join(
+        f"- {model.model_fields['kind'].default}: {model.planner_hint}"
+        for model in step_models()
+        if model.planner_needs_templates == with_templates
+    )
+
+
+# The kind list is derived from the ``Step`` union: a new kind needs no edit here.
+SYSTEM_PROMPT = (
+    f"{_SYSTEM_HEAD}\n\nStep kinds:\n{_kind_lines(with_templates=False)}\n\n{_SYSTEM_TAIL}"
+)
 
 REPLY_INVALID = "reply_invalid"
 PLAN_UNCHANGED = "plan_unchanged"
@@ -86,21 +86,13 @@ QUESTIONS_CLOSED = (
     "declared inputs with defaults) for anything still open."
 )
 
-TEMPLATE_REUSE = """\
+TEMPLATE_REUSE = f"""\
 If one of them already does what the goal needs (or a self-contained part of it), \
-reuse it as one step instead of rebuilding it: {"id": "forecast", "kind": "workflow", \
-"workflow": "TEMPLATE_NAME", "input_mapping": {"TEMPLATE_INPUT": "$input.city"}}; later \
-steps and "outputs" read its outputs as "forecast.OUTPUT_NAME". Otherwise follow their \
-structure where it fits the goal."""
+reuse it as one step instead of rebuilding it:
+{_kind_lines(with_templates=True)}
+Otherwise follow their structure where it fits the goal."""
 
 TEMPLATE_COPY = "Follow their structure where it fits the goal; they are examples, not tools."
-
-
-def step_kinds() -> frozenset[str]:
-    """The step kinds the workflow format has (``workflow`` once sub-workflows exist)."""
-    return frozenset(
-        get_args(model.model_fields["kind"].annotation)[0] for model in get_args(AnyStep)
-    )
 
 
 def response_format(*, questions: bool = False) -> dict[str, Any]:
@@ -132,7 +124,7 @@ def _sample_inputs(sample_inputs: Mapping[str, Any] | None) -> str:
 def _templates(templates: str) -> str:
     if not templates:
         return ""
-    how = TEMPLATE_REUSE if "workflow" in step_kinds() else TEMPLATE_COPY
+    how = TEMPLATE_REUSE if _kind_lines(with_templates=True) else TEMPLATE_COPY
     return (
         "Approved workflows similar to this goal (what reviewers accepted before; one JSON "
         f"object each, best match first):\n{templates}\n{how}\n\n"

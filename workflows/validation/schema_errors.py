@@ -10,24 +10,19 @@ from pydantic import ValidationError
 
 from tools.policy import RetryPolicy
 from workflows.schema import (
-    DecisionStep,
     Edge,
-    ForeachStep,
     InputSpec,
     LLMBudget,
-    LLMStep,
     Notifications,
     ToolStep,
-    TransformStep,
     WorkflowSpec,
+    step_models,
 )
 from workflows.validation.confusables import describe, skeleton
 from workflows.validation.report import ValidationIssue, error, format_path, names, suggest
 
-STEP_MODELS = {
-    model.model_fields["kind"].default: model
-    for model in (ToolStep, LLMStep, DecisionStep, TransformStep, ForeachStep)
-}
+# Every kind of the ``Step`` union -> its model (derived: a new kind needs no edit here).
+STEP_MODELS = {model.model_fields["kind"].default: model for model in step_models()}
 KIND_TAGS = frozenset(STEP_MODELS)
 _FIELD_MODELS = {"retry": RetryPolicy, "budget": LLMBudget, "notifications": Notifications}
 # Words planners write for a field, by where they write them (did-you-mean beyond spelling).

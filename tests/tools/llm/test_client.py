@@ -1,4 +1,4 @@
-"""tools.llm: the client against a real OpenAI-compatible server on loopback."""
+"""tools.llm.client: the client against a real OpenAI-compatible server on loopback."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from tools.llm import (
     LLMTimeout,
     LLMUnavailable,
     Usage,
-    parse_json_reply,
 )
 
 
@@ -220,28 +219,6 @@ def test_no_module_level_client():
         assert not [v for v in vars(module).values() if isinstance(v, LLMClient)]
 
 
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ('{"a": 1}', {"a": 1}),
-        ("  [1, 2]\n", [1, 2]),
-        ('Here it is:\n```json\n{"a": 1}\n```\nDone.', {"a": 1}),
-        ('```\n{"b": [true]}\n```', {"b": [True]}),
-        ('Sure! {"a": {"b": 2}} hope this helps', {"a": {"b": 2}}),
-    ],
-)
-def test_parse_json_reply_accepts_plain_fenced_and_wrapped(text, expected):
-    assert parse_json_reply(text) == expected
-
-
-@pytest.mark.parametrize("text", [None, "", "   ", '{"a": 1', "not json at all"])
-def test_parse_json_reply_rejects_with_a_located_message(text):
-    with pytest.raises(LLMReplyInvalid) as caught:
-        parse_json_reply(text)
-    if text and text.strip():
-        assert "line 1 column" in caught.value.message
-
-
 def test_tool_call_with_bad_arguments_is_reply_invalid(llm, client):
     llm.reply(tool_calls=[tool_call("geocode", "{not json"), tool_call("x", "[1]")])
 
@@ -251,23 +228,3 @@ def test_tool_call_with_bad_arguments_is_reply_invalid(llm, client):
         reply.tool_calls[0].parsed_arguments()
     with pytest.raises(LLMReplyInvalid, match="not an object"):
         reply.tool_calls[1].parsed_arguments()
-
-
-# --- hostile replies ----------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("depth", [500, 100_000])
-def test_deeply_nested_llm_reply_is_an_invalid_reply_not_a_crash(depth):
-    text = '{"steps": ' + "[" * depth + "]" * depth + "}"
-    with pytest.raises(LLMReplyInvalid, match="nest"):
-        parse_json_reply(text)
-    with pytest.raises(LLMReplyInvalid, match="nest"):
-        parse_json_reply("Here it is:\n```json\n" + text + "\n```")
-
-
-def test_a_reply_with_a_key_given_twice_is_an_invalid_reply():
-    text = '{"name": "safe", "steps": [],\n "steps": [{"id": "post_token"}]}'
-    with pytest.raises(LLMReplyInvalid, match="line 2, column 2: the key 'steps' appears twice"):
-        parse_json_reply(text)
-    with pytest.raises(LLMReplyInvalid, match="appears twice"):
-        parse_json_reply("Plan:\n```json\n" + text + "\n```")

@@ -1,0 +1,53 @@
+"""review.links: a run page's links to approvals — a validation run to the approval it
+proved, any other run to the passed (else latest) approval of its exact definition."""
+
+from __future__ import annotations
+
+import pytest
+
+from review.links import run_links
+from review.models import ApprovalStatus
+from runs.models import RunTrigger
+from tests.factories import ApprovalFactory, RunFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_validation_run_links_to_the_approval_it_proved_and_nothing_else():
+    approval = ApprovalFactory()
+    links = run_links(run=approval.validation_run)
+    assert [link.label for link in links] == ["approval"]
+    assert links[0].url.endswith(f"/change/#fp-approval-{approval.pk}")
+    assert links[0].text.startswith(f"by {approval.approved_by} on ")
+    assert links[0].text.endswith("(validation run succeeded)")
+
+
+def test_a_run_of_the_approved_definition_links_to_the_passed_approval_and_its_run():
+    failed = ApprovalFactory(status=ApprovalStatus.FAILED)
+    passed = ApprovalFactory(workflow=failed.workflow, validation_run=None)
+    ApprovalFactory(workflow=failed.workflow, status=ApprovalStatus.FAILED, validation_run=None)
+    run = RunFactory(workflow=failed.workflow, trigger=RunTrigger.API)
+
+    links = run_links(run=run)
+
+    assert [link.label for link in links] == ["approval"]  # the passed one has no run
+    assert links[0].url.endswith(f"#fp-approval-{passed.pk}")
+
+
+def test_without_a_passed_approval_the_latest_is_shown_with_its_validation_run():
+    approval = ApprovalFactory(status=ApprovalStatus.FAILED)
+    run = RunFactory(workflow=approval.workflow, trigger=RunTrigger.API)
+
+    links = run_links(run=run)
+
+    assert [link.label for link in links] == ["approval", "validation run"]
+    assert links[1].text == f"run {approval.validation_run.pk} (succeeded)"
+
+
+def test_a_run_of_another_definition_has_no_approval_link():
+    approval = ApprovalFactory()
+    run = RunFactory(workflow=approval.workflow, definition_hash="0" * 64)
+    assert run_links(run=run) == []
+    approval.approved_by.delete()
+    approval.refresh_from_db()
+    assert "(deleted user)" in run_links(run=approval.validation_run)[0].text
