@@ -37,16 +37,13 @@ import base64
 import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from tools.errors import TemplateError
+from tools.mcp.config import McpServer, McpToolConfig
 from tools.redaction import Redactor
-from tools.spec_request import HttpAuth, env_refs
+from tools.spec_request import HttpAuth, HttpRequest, env_refs
 from tools.templating import placeholders, render_text
-
-if TYPE_CHECKING:  # tools.spec imports this module: its types only, no import cycle
-    from tools.mcp.config import McpServer
-    from tools.spec import ToolSpec
 
 
 class SecretSource(Protocol):
@@ -55,6 +52,32 @@ class SecretSource(Protocol):
     def values(self) -> Iterable[str]:
         """Every secret value this source knows now (empty strings are ignored)."""
         ...
+
+
+class HttpLike(Protocol):
+    """What the rule reads of an http tool's configuration."""
+
+    @property
+    def auth(self) -> HttpAuth: ...
+
+    @property
+    def request(self) -> HttpRequest: ...
+
+
+class ToolSpec(Protocol):
+    """What the rule reads of a tool definition (``tools.spec.ToolSpec`` is one; the
+    rule is below the spec, which asks it for its secret env names)."""
+
+    @property
+    def http(self) -> HttpLike | None: ...
+
+    @property
+    def mcp(self) -> McpToolConfig | None: ...
+
+    @property
+    def secret_env(self) -> list[str]: ...
+
+    def secret_env_names(self) -> frozenset[str]: ...
 
 
 class ToolSpecs(Protocol):
