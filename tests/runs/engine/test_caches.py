@@ -103,10 +103,3 @@ def test_a_definition_that_does_not_compile_is_never_cached():
     for _ in range(2):
         with pytest.raises(Exception, match="does not fit the workflow format"):
             caches.plan_for(workflow)
-
-
-def test_a_context_needs_a_spec_or_a_compiled_plan():
-    from runs.engine.build import build_run_context
-
-    with pytest.raises(TypeError, match="needs a spec or a compiled plan"):
-        build_run_context(run_id=1)
