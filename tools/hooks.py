@@ -12,7 +12,7 @@ version is activated, ``runs`` when a run finishes) sees it without an upward im
 
 from __future__ import annotations
 
-from functools import partial
+from functools import partial, update_wrapper
 from typing import Any
 
 from django.conf import settings
@@ -21,6 +21,12 @@ from django.utils.module_loading import import_string
 
 
 def hooks_announce(*, setting: str, **kwargs: Any) -> None:
-    """Call every hook named in ``settings.<setting>`` with ``kwargs`` after commit."""
+    """Call every hook named in ``settings.<setting>`` with ``kwargs`` after commit.
+
+    Each call carries its hook's name (``update_wrapper``): Django logs a failing
+    ``robust`` callback by its ``__qualname__``, which a bare ``partial`` lacks, so the
+    log line itself would raise and stop the hooks after it.
+    """
     for path in getattr(settings, setting, ()):
-        transaction.on_commit(partial(import_string(path), **kwargs), robust=True)
+        hook = import_string(path)
+        transaction.on_commit(update_wrapper(partial(hook, **kwargs), hook), robust=True)
