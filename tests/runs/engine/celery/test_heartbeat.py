@@ -1,8 +1,13 @@
-"""Lease renewal for running Celery steps (``runs.engine.celery.heartbeat``)."""
+"""Lease renewal for running Celery steps (``runs.engine.celery.heartbeat``).
+
+Real time on a real thread: the beats are due on ``time.monotonic``, and the lease they
+write is dated by the clock the step task passes (``now``).
+"""
 
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import DatabaseError
@@ -83,3 +88,21 @@ def test_a_failed_renewal_is_logged_and_the_next_beat_tries_again(echo_api, monk
     assert failures == [1]
     assert heartbeat.HEARTBEATS.renewals > renewals  # the beats after the failure landed
     assert f"heartbeat of step result {pk} failed" in caplog.text
+
+
+def test_a_try_outliving_a_second_renews_its_lease_once_from_the_tasks_clock(echo_api):
+    pk, token = claimed_step(echo_api)
+    at = datetime(2031, 5, 4, 12, 0, tzinfo=UTC)  # the task's clock: far from the real one
+    renewals = heartbeat.HEARTBEATS.renewals
+
+    # A 30 s lease: the first beat is due after FIRST_BEAT (1 s), the next 10 s later.
+    started_at = time.monotonic()  # before the claim registers: its beat is due later
+    with heartbeat.heartbeat(pk, token, lease=30, now=lambda: at):
+        while heartbeat.HEARTBEATS.renewals == renewals and time.monotonic() - started_at < 5:
+            time.sleep(0.05)
+        beat_after = time.monotonic() - started_at
+        time.sleep(0.3)  # no second beat follows at once
+
+    assert heartbeat.FIRST_BEAT <= beat_after < 5
+    assert heartbeat.HEARTBEATS.renewals - renewals == 1
+    assert StepResult.objects.get(pk=pk).lease_expires_at == at + timedelta(seconds=30)
