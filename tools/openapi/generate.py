@@ -51,9 +51,35 @@ def operation_key(method: str, path: str) -> str:
     return f"{method.upper()} {path}"
 
 
+def tool_names(document: dict[str, Any]) -> dict[tuple[str, str], str]:
+    """The tool (and file) name of every operation, keyed by ``(method, path)``.
+
+    The operationId in snake case, else method + path; an id that leaves nothing
+    (only dots or slashes) falls back to method + path too. Names are unique within
+    the document: a later operation (by path, then method) whose name is taken gets
+    ``_2``, ``_3``... So an id can neither name a file outside the output directory
+    nor make two operations overwrite one file."""
+    names: dict[tuple[str, str], str] = {}
+    taken: set[str] = set()
+    for path, item in sorted(document["paths"].items()):
+        for method in METHODS:
+            op = item.get(method)
+            if not isinstance(op, dict):
+                continue
+            base = snake(str(op.get("operationId") or ""))[:64] or snake(f"{method}_{path}")[:64]
+            name, n = base, 1
+            while name in taken:
+                n += 1
+                name = f"{base[: 64 - len(str(n)) - 1]}_{n}"
+            taken.add(name)
+            names[(method, path)] = name
+    return names
+
+
 def openapi_operations(document: dict[str, Any]) -> list[Operation]:
     """Every operation of the document (supported methods), by path then method."""
     found = []
+    names = tool_names(document)
     for path, item in sorted(document["paths"].items()):
         for method in METHODS:
             op = item.get(method)
@@ -66,7 +92,7 @@ def openapi_operations(document: dict[str, Any]) -> list[Operation]:
                     operation_id=op_id,
                     tags=_tags(op),
                     summary=str(op.get("summary") or op.get("description") or "").strip(),
-                    tool_name=snake(op_id or f"{method}_{path}")[:64],
+                    tool_name=names[(method, path)],
                 )
             )
     return found
@@ -83,6 +109,7 @@ def openapi_tools(
     (none given: all)."""
     out = Generated()
     env = snake(prefix).upper()
+    names = tool_names(document)
     for path, item in sorted(document["paths"].items()):
         item = resolve(document, item, out.unsupported, where=f"paths.{path}")
         for method in OTHER_METHODS:
@@ -91,7 +118,8 @@ def openapi_tools(
         for method in METHODS:
             op = item.get(method)
             if isinstance(op, dict) and _chosen(op, tags, operations, method, path):
-                tool = _tool(document, path, method, item, op, env, out.unsupported)
+                name = names[(method, path)]
+                tool = _tool(document, (path, method, name), item, op, env, out.unsupported)
                 if tool is not None:
                     out.tools.append(tool)
     return out
@@ -118,10 +146,11 @@ def _tags(op: dict[str, Any]) -> tuple[str, ...]:
 
 
 def _tool(
-    doc: dict, path: str, method: str, item: dict, op: dict, env: str, unsupported: list
+    doc: dict, which: tuple[str, str, str], item: dict, op: dict, env: str, unsupported: list
 ) -> dict[str, Any] | None:
+    """The tool file mapping of one operation; ``which`` is (path, method, tool name)."""
+    path, method, name = which
     where = f"{method.upper()} {path}"
-    name = snake(op.get("operationId") or f"{method}_{path}")[:64]
     params = {(p.get("in"), p.get("name")): p for p in item.get("parameters", []) if "in" in p}
     params.update({(p.get("in"), p.get("name")): p for p in op.get("parameters", []) if "in" in p})
     properties: dict[str, Any] = {}
