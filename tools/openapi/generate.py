@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from tools.openapi.document import resolve
+from tools.openapi.document import ResolveBudget, resolve
 
 METHODS = ("get", "post", "put", "patch", "delete")
 OTHER_METHODS = ("head", "options", "trace")
@@ -110,8 +110,9 @@ def openapi_tools(
     out = Generated()
     env = snake(prefix).upper()
     names = tool_names(document)
+    budget = ResolveBudget()
     for path, item in sorted(document["paths"].items()):
-        item = resolve(document, item, out.unsupported, where=f"paths.{path}")
+        item = resolve(document, item, out.unsupported, where=f"paths.{path}", budget=budget)
         for method in OTHER_METHODS:
             if method in item and _chosen(item[method], tags, operations, method, path):
                 out.unsupported.append(f"{method.upper()} {path}: method not supported")
@@ -193,9 +194,7 @@ def _tool(
     return tool
 
 
-def _body(
-    op: dict, request: dict, properties: dict, required: list, where: str, bad: list
-) -> bool:
+def _body(op: dict, request: dict, properties: dict, required: list, where: str, bad: list) -> bool:
     """Add the request body to the tool; False (listed) when it cannot be expressed."""
     body = op.get("requestBody")
     if not isinstance(body, dict):

@@ -3,8 +3,6 @@ say, and the base URL taken from the nearest ``servers`` (operation, path, docum
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import yaml
 
@@ -53,5 +51,6 @@ def test_dotted_colliding_and_slashed_operation_ids_become_safe_unique_files(cli
     listed = {op.key: op.tool_name for op in openapi_operations(HOSTILE_IDS)}
     assert listed["GET /a"] == "get_a"
     assert listed["GET /e"] == "list_things_3"
-    generated = {t["request"]["url"]: t["name"] for t in openapi_tools(HOSTILE_IDS, prefix="h").tools}
+    tools = openapi_tools(HOSTILE_IDS, prefix="h").tools
+    generated = {t["request"]["url"]: t["name"] for t in tools}
     assert generated == {key.split(" ")[1]: name for key, name in listed.items()}
