@@ -179,7 +179,7 @@ def _tool(
     tool: dict[str, Any] = {
         "name": name,
         "description": (op.get("summary") or op.get("description") or where).strip(),
-        "base_url": _base_url(doc, env, where, unsupported),
+        "base_url": _base_url(doc, (item, op), (env, name), where, unsupported),
         "request": request,
     }
     auth = _auth(doc, op, env, where, unsupported)
@@ -220,16 +220,29 @@ def _body(op: dict, request: dict, properties: dict, required: list, where: str,
     return True
 
 
-def _base_url(doc: dict, env: str, where: str, unsupported: list) -> str:
-    servers = doc.get("servers") or [{"url": ""}]
-    server = servers[0]
-    url = server.get("url", "")
-    for var, spec in (server.get("variables") or {}).items():
-        url = url.replace("{" + var + "}", str(spec.get("default", "")))
+def _base_url(
+    doc: dict, levels: tuple[dict, dict], names: tuple[str, str], where: str, unsupported: list
+) -> str:
+    """The ``base_url`` placeholder of an operation: the first entry of the nearest
+    ``servers`` (the operation's, else its path's, else the document's; variables at
+    their defaults). The document's servers are overridden by ``<PREFIX>_BASE_URL``;
+    servers of the path or the operation (an API spread over hosts, like Open-Meteo)
+    by ``<PREFIX>_<TOOL>_BASE_URL``, so one override never moves the other hosts."""
+    item, op = levels
+    env, name = names
+    variable = f"{env}_{name.upper()}_BASE_URL"
+    servers = op.get("servers") or item.get("servers")
+    if not servers:
+        variable, servers = f"{env}_BASE_URL", doc.get("servers")
+    server = (servers or [{"url": ""}])[0]
+    url = str(server.get("url", "")) if isinstance(server, dict) else ""
+    variables = server.get("variables") if isinstance(server, dict) else None
+    for var, spec in (variables or {}).items():
+        url = url.replace("{" + var + "}", str((spec or {}).get("default", "")))
     if not re.match(r"^https?://", url):
-        unsupported.append(f"{where}: server URL {url!r} is not absolute; set {env}_BASE_URL")
+        unsupported.append(f"{where}: server URL {url!r} is not absolute; set {variable}")
         url = ""
-    return _env(f"{env}_BASE_URL", url.rstrip("/") or None)
+    return _env(variable, url.rstrip("/") or None)
 
 
 def _auth(doc: dict, op: dict, env: str, where: str, unsupported: list) -> dict | None:

@@ -54,3 +54,59 @@ def test_dotted_colliding_and_slashed_operation_ids_become_safe_unique_files(cli
     tools = openapi_tools(HOSTILE_IDS, prefix="h").tools
     generated = {t["request"]["url"]: t["name"] for t in tools}
     assert generated == {key.split(" ")[1]: name for key, name in listed.items()}
+
+
+def _forecast(servers: list | None = None) -> dict:
+    op: dict = {"operationId": "forecast", "responses": {"200": {"description": "ok"}}}
+    if servers is not None:
+        op["servers"] = servers
+    return op
+
+
+SPREAD_OVER_HOSTS = {
+    "openapi": "3.0.0",
+    "paths": {
+        "/v1/forecast": {
+            "servers": [{"url": "https://api.open-meteo.com/"}],
+            "get": _forecast(),
+        },
+        "/v1/search": {
+            "servers": [{"url": "https://wrong.example.com"}],
+            "get": {
+                **_forecast(
+                    [
+                        {
+                            "url": "https://{sub}.open-meteo.com",
+                            "variables": {"sub": {"default": "geocoding-api"}},
+                        }
+                    ]
+                ),
+                "operationId": "search",
+            },
+        },
+        "/v1/elevation": {"get": {**_forecast(), "operationId": "elevation"}},
+    },
+}
+
+
+def test_path_and_operation_servers_give_the_base_url(cli, tmp_path):
+    generated = openapi_tools(SPREAD_OVER_HOSTS, prefix="meteo")
+    base = {t["name"]: t["base_url"] for t in generated.tools}
+    assert base == {
+        "forecast": "{{env.METEO_FORECAST_BASE_URL:-https://api.open-meteo.com}}",
+        "search": "{{env.METEO_SEARCH_BASE_URL:-https://geocoding-api.open-meteo.com}}",
+        "elevation": "{{env.METEO_BASE_URL}}",
+    }
+    assert generated.unsupported == [
+        "GET /v1/elevation: server URL '' is not absolute; set METEO_BASE_URL"
+    ]
+    with_document_servers = {**SPREAD_OVER_HOSTS, "servers": [{"url": "https://x.example"}]}
+    tools = openapi_tools(with_document_servers, prefix="meteo").tools
+    assert [t["base_url"] for t in tools if t["name"] == "elevation"] == [
+        "{{env.METEO_BASE_URL:-https://x.example}}"
+    ]
+    source = tmp_path / "meteo.yaml"
+    source.write_text(yaml.safe_dump(SPREAD_OVER_HOSTS), encoding="utf-8")
+    out = tmp_path / "out"
+    assert cli("importopenapi", str(source), "--out", str(out), "--prefix", "meteo").code == 0
+    assert tools_load_dir(directory=out, sync_builtin=False).ok
