@@ -71,7 +71,7 @@ def _call(
     except MCPError as exc:
         junk = sessions.stdout_junk(config.server)
         if junk is not None:  # the server broke the protocol: say how
-            who += f" wrote on stdout what is not JSON-RPC ({junk}) and"
+            who += f" wrote on stdout what is not JSON-RPC ({ctx.redactor.scrub_text(junk)}) and"
         raise _protocol_error(spec, exc, who, ctx, timeout) from exc
     except Exception as exc:  # the transport broke mid-call: the session is gone
         sessions.discard(config.server)

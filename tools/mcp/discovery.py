@@ -17,7 +17,7 @@ import mcp_types as types
 from django.conf import settings
 from pydantic import ValidationError
 
-from tools.errors import FlowpilotError, ToolConfigError, ToolUnreachable
+from tools.errors import FlowpilotError, ToolConfigError, ToolTimeout, ToolUnreachable
 from tools.mcp.config import McpServer, McpToolConfig
 from tools.mcp.session import McpSessions, list_all_tools
 from tools.redaction import Redactor
@@ -65,6 +65,10 @@ def _listed(server: McpServer, env: Mapping[str, str]) -> list[types.Tool]:
     with McpSessions(env=env, redactor=Redactor()) as sessions:
         try:
             return sessions.run(server, list_all_tools, within=settings.FLOWPILOT_MCP_LIST_TIMEOUT)
+        except ToolTimeout as exc:
+            raise ToolTimeout(
+                f"{exc.message} listing its tools (FLOWPILOT_MCP_LIST_TIMEOUT)"
+            ) from exc
         except FlowpilotError:
             raise
         except Exception as exc:  # the SDK's protocol and transport errors

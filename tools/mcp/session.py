@@ -148,7 +148,7 @@ class McpSessions:
     ) -> Exception:
         errlog.seek(0)
         tail = errlog.read()[-_STDERR_TAIL:].strip()
-        if isinstance(exc, FutureTimeout):
+        if isinstance(exc, _StartTimeout):
             detail = (
                 f"no answer to initialize within {settings.FLOWPILOT_MCP_START_TIMEOUT:g}s "
                 "(FLOWPILOT_MCP_START_TIMEOUT)"
@@ -161,6 +161,10 @@ class McpSessions:
             detail += f"; its stderr ends: {tail}"
         message = f"MCP server {server.name!r} could not be reached ({server.transport}): {detail}"
         return ToolUnreachable(self._redactor.scrub_text(message))
+
+
+class _StartTimeout(Exception):
+    """The session was not started and initialized within its deadline."""
 
 
 class _Held:
@@ -180,7 +184,7 @@ class _Held:
             await leave.wait()
 
     def enter(self, *, within: float) -> Any:
-        """The entered value; raises what entering raised, or ``FutureTimeout`` past
+        """The entered value; raises what entering raised, or ``_StartTimeout`` past
         ``within`` seconds (the task is cancelled: a stdio process is stopped)."""
         pending: list[Future[Any]] = [self._entered, self._task]
         wait(pending, timeout=within, return_when=FIRST_COMPLETED)
@@ -191,7 +195,7 @@ class _Held:
             raise RuntimeError("the session ended before it was initialized")
         self._task.cancel()
         wait([self._task], timeout=settings.FLOWPILOT_MCP_SHUTDOWN_TIMEOUT)
-        raise FutureTimeout
+        raise _StartTimeout
 
     def leave(self, *, within: float) -> None:
         """Exit the context manager; past ``within`` seconds its task is cancelled."""
@@ -263,16 +267,19 @@ async def _relay(
     read: ObjectReceiveStream[Any], sender: ObjectSendStream[Any], server: McpServer,
     junk: list[str],
 ) -> None:  # fmt: skip
+    """Pass ``read``'s messages on to ``sender``; at the first item that is not a
+    message (the SDK's parse error), note the line in ``junk`` and end both streams."""
     async with sender, read:
         async for item in read:
             if isinstance(item, Exception):
                 errors = item.errors() if isinstance(item, ValidationError) else []
                 shown = str(errors[0].get("input", item) if errors else item)[:_JUNK_SHOWN]
                 junk.append(repr(shown))
-                logger.warning(
-                    "MCP server %s wrote a line on stdout that is not JSON-RPC (%r); its "
-                    "session is closed", server.name, shown,
-                )  # fmt: skip
+                logger.warning(  # the line itself only in the (masked) error
+                    "MCP server %s wrote a line on stdout that is not JSON-RPC; its session "
+                    "is closed",
+                    server.name,
+                )
                 return
             await sender.send(item)
 

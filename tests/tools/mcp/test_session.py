@@ -85,7 +85,10 @@ def test_loadtools_reports_servers_that_never_answer_and_goes_on(cli, tmp_path, 
     )
     assert "within 1.5s (FLOWPILOT_MCP_START_TIMEOUT)" in loaded.err
     assert f"{tmp_path / 'nolist.yaml'}" in loaded.err
-    assert "MCP server 'nolist' did not answer within 1.5s" in loaded.err
+    assert (
+        "MCP server 'nolist' did not answer within 1.5s listing its tools "
+        "(FLOWPILOT_MCP_LIST_TIMEOUT)"
+    ) in loaded.err
     assert list(Tool.objects.values_list("name", flat=True)) == ["ping"]
     assert _stopped(silent)
     assert _stopped(no_list)  # although it ignores SIGTERM
