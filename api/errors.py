@@ -27,7 +27,7 @@ from runs.services import RunStateError
 from schedules.services import ScheduleInvalid
 from tools.errors import FlowpilotError
 from tools.permissions import PermissionRefused
-from workflows.errors import WorkflowNotFound, WorkflowTransitionError
+from workflows.errors import WorkflowNotActive, WorkflowNotFound, WorkflowTransitionError
 from workflows.inputs import InputsInvalid
 from workflows.planner import PlanNotRevisable, PlanRoundsExhausted
 from workflows.revisions import (
@@ -41,6 +41,7 @@ from workflows.validation.report import ValidationIssue, WorkflowInvalid, format
 # The status of each business error; the first class an error is an instance of wins.
 # Everything else of the app's errors is a 400 (the request asked for something wrong).
 STATUS_BY_ERROR: tuple[tuple[type[FlowpilotError], int], ...] = (
+    (WorkflowNotActive, status.HTTP_409_CONFLICT),
     (WorkflowNotFound, status.HTTP_404_NOT_FOUND),
     (ApprovalForbidden, status.HTTP_403_FORBIDDEN),
     (PermissionRefused, status.HTTP_403_FORBIDDEN),
@@ -83,6 +84,9 @@ def error_details(exc: FlowpilotError) -> list[dict[str, str]]:
         ]
     elif isinstance(exc, RestartStepUnknown):
         return [{"path": "from_step", "code": exc.code, "message": exc.message}]
+    elif isinstance(exc, WorkflowNotActive):
+        message = f"v{exc.version} is {exc.status}, not active"
+        return [{"path": "version", "code": exc.code, "message": message, "status": exc.status}]
     else:
         return []
     return [{"path": i.path, "code": i.code, "message": i.message} for i in issues]

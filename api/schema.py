@@ -52,6 +52,10 @@ def _error_schema() -> dict:
             "path": {"type": "string"},
             "code": {"type": "string"},
             "message": {"type": "string"},
+            "status": {
+                "type": "string",
+                "description": "`workflow_not_active`: the state of the version named.",
+            },
         },
         "required": ["path", "code", "message"],
     }

@@ -233,6 +233,12 @@ FLOWPILOT_OUTCOME_WRITE_TRIES = env.int("FLOWPILOT_OUTCOME_WRITE_TRIES", default
 FLOWPILOT_MAX_LOST_ATTEMPTS = env.int("FLOWPILOT_MAX_LOST_ATTEMPTS", default=3)
 
 # --- flowpilot --------------------------------------------------------------
+# MCP client deadlines (docs/mcp.md, "Deadlines"): starting a server and its
+# initialize handshake, listing its tools (loadtools), and closing a session (a stdio
+# server's process is then stopped). A call's own deadline is the tool's timeout.
+FLOWPILOT_MCP_START_TIMEOUT = env.float("FLOWPILOT_MCP_START_TIMEOUT", default=30.0)
+FLOWPILOT_MCP_LIST_TIMEOUT = env.float("FLOWPILOT_MCP_LIST_TIMEOUT", default=60.0)
+FLOWPILOT_MCP_SHUTDOWN_TIMEOUT = env.float("FLOWPILOT_MCP_SHUTDOWN_TIMEOUT", default=10.0)
 # Built-in tool providers, named explicitly (no import-time registries).
 FLOWPILOT_BUILTIN_PROVIDERS = env.list(
     "FLOWPILOT_BUILTIN_PROVIDERS",

@@ -162,8 +162,9 @@ def _load_one(
     try:
         server = load_mcp_server_file(path)
         specs = mcp_server_specs(server=server, env=os.environ) if server else load_tool_file(path)
-    except FlowpilotError as exc:
-        report.errors.append(LoadError(str(path), exc.message))
+    except FlowpilotError as exc:  # the file named, as a tool file's errors name it
+        named = exc.message if str(path) in exc.message else f"{path}: {exc.message}"
+        report.errors.append(LoadError(str(path), named))
         return
     clashes = [
         f"{path}: tool {s.name!r} is already defined by "

@@ -7,7 +7,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from workflows.diff import WorkflowDiff, workflow_diff
-from workflows.errors import WorkflowNotFound
+from workflows.errors import WorkflowNotActive, WorkflowNotFound
 from workflows.models import Workflow, WorkflowStatus
 from workflows.services import workflow_spec
 
@@ -19,7 +19,9 @@ def workflow_list() -> QuerySet[Workflow]:
 def workflow_get_runnable(*, name: str, version: int | None = None) -> Workflow:
     """The version a trigger runs: the given one, else the newest active one.
 
-    Raises ``WorkflowNotFound`` with a message that says what exists instead.
+    Raises ``WorkflowNotFound`` with a message that says what exists instead:
+    ``WorkflowNotActive`` (naming the version and its state) when the workflow exists
+    but the version asked for, or every version, is not active.
     """
     versions = Workflow.objects.filter(name=name).order_by("-version")
     latest = versions.first()
@@ -31,16 +33,23 @@ def workflow_get_runnable(*, name: str, version: int | None = None) -> Workflow:
             have = ", ".join(f"v{v}" for v in versions.values_list("version", flat=True)[:10])
             raise WorkflowNotFound(f"workflow `{name}` has no v{version} (has {have})")
         if found.status != WorkflowStatus.ACTIVE:
-            raise WorkflowNotFound(
+            raise WorkflowNotActive(
                 f"workflow `{name}` v{version} is {found.status}, not active; only approved "
-                "versions run by name (run the file directly while you work on it)"
+                "versions run by name (run the file directly while you work on it)",
+                workflow=name,
+                version=found.version,
+                status=found.status,
             )
         return found
     active = versions.filter(status=WorkflowStatus.ACTIVE).first()
     if active is None:
-        raise WorkflowNotFound(
+        raise WorkflowNotActive(
             f"workflow `{name}` has no active version (newest is v{latest.version}, "
-            f"{latest.status}); approve it, or run the file directly"
+            f"{latest.status}): v{latest.version} is {latest.status}, not active; approve "
+            "it, or run the file directly",
+            workflow=name,
+            version=latest.version,
+            status=latest.status,
         )
     return active
 

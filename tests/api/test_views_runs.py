@@ -51,6 +51,18 @@ def test_create_runs_the_active_version_and_shows_its_steps(make_client, active,
 
 
 @pytest.mark.django_db
+def test_a_version_pending_review_is_refused_naming_its_state(make_client, db):
+    WorkflowFactory(status="pending_review")
+    client = make_client(VIEW, ADD)
+    for body in ({"workflow": "sales_report", "version": 1}, {"workflow": "sales_report"}):
+        refused = assert_error(
+            client.post("/api/v1/runs/", body, format="json"), 409, "workflow_not_active"
+        )
+        assert "v1 is pending_review, not active" in refused["message"]
+        assert refused["details"][0]["status"] == "pending_review"
+    assert not Run.objects.exists()
+
+
 def test_create_refusals_name_the_problem(make_client, active):
     client = make_client(VIEW, ADD)
     body = assert_error(

@@ -248,8 +248,8 @@ def test_runflow_name_without_an_active_version_says_so(cli, example_tools):
 
     assert result.code == 1
     assert (
-        "workflow `geo_weather` has no active version (newest is v1, draft); approve it, "
-        "or run the file directly"
+        "workflow `geo_weather` has no active version (newest is v1, draft): v1 is draft, "
+        "not active; approve it, or run the file directly"
     ) in result.err
     assert "no stored workflow named `nothing_here`" in unknown.err
     assert "workflow `geo_weather` v1 is draft, not active" in draft.err

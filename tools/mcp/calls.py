@@ -38,6 +38,10 @@ from tools.mcp.config import McpToolConfig
 from tools.mcp.session import McpSessions
 from tools.spec import ToolSpec
 
+# A call's deadline is the tool's timeout, which the SDK enforces and answers as a
+# request timeout; the session's own deadline, this much later, holds if it does not.
+CALL_DEADLINE_GRACE = 5.0
+
 
 def call_mcp_tool(spec: ToolSpec, arguments: dict[str, Any], ctx: ToolCallContext) -> ToolResult:
     """Call an ``mcp`` tool in the run's session (``ctx.mcp``), or — for a caller
@@ -60,9 +64,14 @@ def _call(
     who = f"tool {spec.name!r} (MCP server {config.server.name!r})"
     try:
         result = _result(sessions, config, arguments, ctx, timeout)
+    except ToolTimeout as exc:  # the session's own deadline, past the SDK's
+        raise _maybe_sent(spec, ToolTimeout(f"{who} did not answer within {timeout:g}s")) from exc
     except FlowpilotError:
         raise
     except MCPError as exc:
+        junk = sessions.stdout_junk(config.server)
+        if junk is not None:  # the server broke the protocol: say how
+            who += f" wrote on stdout what is not JSON-RPC ({ctx.redactor.scrub_text(junk)}) and"
         raise _protocol_error(spec, exc, who, ctx, timeout) from exc
     except Exception as exc:  # the transport broke mid-call: the session is gone
         sessions.discard(config.server)
@@ -93,11 +102,14 @@ def _result(
     async def call(client: Client) -> types.CallToolResult:
         return await client.call_tool(config.tool, arguments, read_timeout_seconds=timeout)
 
+    within = timeout + CALL_DEADLINE_GRACE
     if ctx.tap is None:
-        return sessions.run(config.server, call)
+        return sessions.run(config.server, call, within=within)
     sessions.register_secrets(config.server)  # masked alike whether the session opens or not
     request = {"server": config.server.name, "tool": config.tool, "arguments": arguments}
-    return ctx.tap.mcp_exchange(request, lambda: sessions.run(config.server, call), ctx.redactor)
+    return ctx.tap.mcp_exchange(
+        request, lambda: sessions.run(config.server, call, within=within), ctx.redactor
+    )
 
 
 def _protocol_error(

@@ -14,9 +14,10 @@ import re
 from collections.abc import Mapping
 
 import mcp_types as types
+from django.conf import settings
 from pydantic import ValidationError
 
-from tools.errors import ToolConfigError
+from tools.errors import FlowpilotError, ToolConfigError, ToolTimeout, ToolUnreachable
 from tools.mcp.config import McpServer, McpToolConfig
 from tools.mcp.session import McpSessions, list_all_tools
 from tools.redaction import Redactor
@@ -31,8 +32,7 @@ def mcp_server_specs(*, server: McpServer, env: Mapping[str, str]) -> list[ToolS
     """Connect to ``server`` (templates rendered with ``env``), list its tools and
     return their specs sorted by name. Raises ``ToolUnreachable`` when it cannot be
     reached, ``ToolConfigError`` when a tool cannot be registered."""
-    with McpSessions(env=env, redactor=Redactor()) as sessions:
-        listed = sessions.run(server, list_all_tools)
+    listed = _listed(server, env)
     specs: dict[str, ToolSpec] = {}
     problems: list[str] = []
     for tool in sorted(listed, key=lambda t: t.name):
@@ -56,6 +56,26 @@ def mcp_server_specs(*, server: McpServer, env: Mapping[str, str]) -> list[ToolS
     if problems:
         raise ToolConfigError(f"MCP server {server.name!r}: " + "; ".join(problems))
     return [specs[name] for name in sorted(specs)]
+
+
+def _listed(server: McpServer, env: Mapping[str, str]) -> list[types.Tool]:
+    """The server's tools within ``FLOWPILOT_MCP_LIST_TIMEOUT``; a server that breaks
+    the session while listing (it closed, or wrote what is not JSON-RPC) is
+    ``ToolUnreachable`` naming it, like one that cannot be started."""
+    with McpSessions(env=env, redactor=Redactor()) as sessions:
+        try:
+            return sessions.run(server, list_all_tools, within=settings.FLOWPILOT_MCP_LIST_TIMEOUT)
+        except ToolTimeout as exc:
+            raise ToolTimeout(
+                f"{exc.message} listing its tools (FLOWPILOT_MCP_LIST_TIMEOUT)"
+            ) from exc
+        except FlowpilotError:
+            raise
+        except Exception as exc:  # the SDK's protocol and transport errors
+            raise ToolUnreachable(
+                f"MCP server {server.name!r} failed while listing its tools: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
 
 
 def _spec(server: McpServer, tool: types.Tool, name: str) -> ToolSpec:

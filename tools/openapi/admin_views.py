@@ -45,7 +45,11 @@ def openapi_import_view(model_admin: admin.ModelAdmin[Any], request: HttpRequest
                 "text": data["text"],
                 "prefix": data["prefix"],
             }
-            return _choose(model_admin, request, data["parsed"], SelectForm(operations=[]))
+            try:
+                return _choose(model_admin, request, data["parsed"], SelectForm(operations=[]))
+            except ToolConfigError as exc:  # e.g. references that expand past the bounds
+                del request.session[SESSION_KEY]
+                form.add_error(None, exc.message)
     else:
         form = SourceForm()
     return _render(model_admin, request, step="source", form=form)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -13,6 +15,9 @@ from django.conf import settings
 from tools.errors import ToolConfigError
 
 MAX_DOCUMENT_BYTES = 5 * 1024 * 1024
+MAX_RESOLVED_NODES = 500_000  # values produced by expanding $ref, for one whole import
+MAX_REF_DEPTH = 64  # references nested in references
+MAX_RESOLVE_SECONDS = 20.0
 
 
 class OpenAPIError(ToolConfigError):
@@ -82,17 +87,77 @@ def _fetch(url: str, *, http: httpx.Client | None) -> str:
     return response.text
 
 
-def resolve(document: dict[str, Any], value: Any, problems: list[str], *, where: str) -> Any:
+class ResolveBudget:
+    """How far one document's references may be expanded: at most ``nodes`` values
+    produced, references nested at most ``depth`` deep, and ``seconds`` of work, for
+    every ``resolve`` of one import together.
+
+    Cycles alone are not the danger: schemas that each refer to the next one twice
+    (a ``$ref`` "billion laughs") expand exponentially without ever repeating along
+    one path, so a few kilobytes would grow without bound. Past a bound the import
+    stops with ``OpenAPIError`` naming the bound and where it was hit."""
+
+    def __init__(
+        self,
+        *,
+        nodes: int = MAX_RESOLVED_NODES,
+        depth: int = MAX_REF_DEPTH,
+        seconds: float = MAX_RESOLVE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.nodes = nodes
+        self.nodes_left = nodes
+        self.depth = depth
+        self.seconds = seconds
+        self._clock = clock
+        self._deadline = clock() + seconds
+
+    def spend(self, where: str, depth: int) -> None:
+        """Count one produced value at reference depth ``depth``; raise past a bound."""
+        self.nodes_left -= 1
+        if self.nodes_left < 0:
+            raise OpenAPIError(
+                f"{where}: expanding the document's $ref references produces more than "
+                f"{self.nodes} values (references that multiply); not imported"
+            )
+        if depth > self.depth:
+            raise OpenAPIError(
+                f"{where}: $ref references nest more than {self.depth} deep; not imported"
+            )
+        if self.nodes_left % 1024 == 0 and self._clock() > self._deadline:
+            raise OpenAPIError(
+                f"{where}: expanding the document's $ref references took more than "
+                f"{self.seconds:g}s; not imported"
+            )
+
+
+def resolve(
+    document: dict[str, Any],
+    value: Any,
+    problems: list[str],
+    *,
+    where: str,
+    budget: ResolveBudget | None = None,
+) -> Any:
     """``value`` with every local ``$ref`` (``#/…``) replaced by its target, recursively.
 
     An external reference, a missing target or a cycle is kept as ``{}`` (any value)
-    and listed in ``problems`` naming ``where``."""
-    return _resolve(document, value, problems, where, ())
+    and listed in ``problems`` naming ``where``. Expansion is bounded by ``budget``
+    (a fresh default one when not given): past it, ``OpenAPIError``."""
+    return _resolve(document, value, problems, where, (), budget or ResolveBudget())
 
 
-def _resolve(doc: dict[str, Any], value: Any, problems: list[str], where: str, seen: tuple) -> Any:
+def _resolve(
+    doc: dict[str, Any],
+    value: Any,
+    problems: list[str],
+    where: str,
+    seen: tuple[str, ...],
+    budget: ResolveBudget,
+) -> Any:
+    budget.spend(where, len(seen))
     if isinstance(value, list):
-        return [_resolve(doc, v, problems, where, seen) for v in value]
+        return [_resolve(doc, v, problems, where, seen, budget) for v in value]
     if not isinstance(value, dict):
         return value
     ref = value.get("$ref")
@@ -110,5 +175,5 @@ def _resolve(doc: dict[str, Any], value: Any, problems: list[str], where: str, s
         if target is None:
             problems.append(f"{where}: reference {ref} points nowhere")
             return {}
-        return _resolve(doc, target, problems, where, (*seen, ref))
-    return {k: _resolve(doc, v, problems, where, seen) for k, v in value.items()}
+        return _resolve(doc, target, problems, where, (*seen, ref), budget)
+    return {k: _resolve(doc, v, problems, where, seen, budget) for k, v in value.items()}

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from tools.openapi.document import resolve
+from tools.openapi.document import ResolveBudget, resolve
 
 METHODS = ("get", "post", "put", "patch", "delete")
 OTHER_METHODS = ("head", "options", "trace")
@@ -51,9 +51,35 @@ def operation_key(method: str, path: str) -> str:
     return f"{method.upper()} {path}"
 
 
+def tool_names(document: dict[str, Any]) -> dict[tuple[str, str], str]:
+    """The tool (and file) name of every operation, keyed by ``(method, path)``.
+
+    The operationId in snake case, else method + path; an id that leaves nothing
+    (only dots or slashes) falls back to method + path too. Names are unique within
+    the document: a later operation (by path, then method) whose name is taken gets
+    ``_2``, ``_3``... So an id can neither name a file outside the output directory
+    nor make two operations overwrite one file."""
+    names: dict[tuple[str, str], str] = {}
+    taken: set[str] = set()
+    for path, item in sorted(document["paths"].items()):
+        for method in METHODS:
+            op = item.get(method)
+            if not isinstance(op, dict):
+                continue
+            base = snake(str(op.get("operationId") or ""))[:64] or snake(f"{method}_{path}")[:64]
+            name, n = base, 1
+            while name in taken:
+                n += 1
+                name = f"{base[: 64 - len(str(n)) - 1]}_{n}"
+            taken.add(name)
+            names[(method, path)] = name
+    return names
+
+
 def openapi_operations(document: dict[str, Any]) -> list[Operation]:
     """Every operation of the document (supported methods), by path then method."""
     found = []
+    names = tool_names(document)
     for path, item in sorted(document["paths"].items()):
         for method in METHODS:
             op = item.get(method)
@@ -66,7 +92,7 @@ def openapi_operations(document: dict[str, Any]) -> list[Operation]:
                     operation_id=op_id,
                     tags=_tags(op),
                     summary=str(op.get("summary") or op.get("description") or "").strip(),
-                    tool_name=snake(op_id or f"{method}_{path}")[:64],
+                    tool_name=names[(method, path)],
                 )
             )
     return found
@@ -83,15 +109,18 @@ def openapi_tools(
     (none given: all)."""
     out = Generated()
     env = snake(prefix).upper()
+    names = tool_names(document)
+    budget = ResolveBudget()
     for path, item in sorted(document["paths"].items()):
-        item = resolve(document, item, out.unsupported, where=f"paths.{path}")
+        item = resolve(document, item, out.unsupported, where=f"paths.{path}", budget=budget)
         for method in OTHER_METHODS:
             if method in item and _chosen(item[method], tags, operations, method, path):
                 out.unsupported.append(f"{method.upper()} {path}: method not supported")
         for method in METHODS:
             op = item.get(method)
             if isinstance(op, dict) and _chosen(op, tags, operations, method, path):
-                tool = _tool(document, path, method, item, op, env, out.unsupported)
+                name = names[(method, path)]
+                tool = _tool(document, (path, method, name), item, op, env, out.unsupported)
                 if tool is not None:
                     out.tools.append(tool)
     return out
@@ -118,10 +147,11 @@ def _tags(op: dict[str, Any]) -> tuple[str, ...]:
 
 
 def _tool(
-    doc: dict, path: str, method: str, item: dict, op: dict, env: str, unsupported: list
+    doc: dict, which: tuple[str, str, str], item: dict, op: dict, env: str, unsupported: list
 ) -> dict[str, Any] | None:
+    """The tool file mapping of one operation; ``which`` is (path, method, tool name)."""
+    path, method, name = which
     where = f"{method.upper()} {path}"
-    name = snake(op.get("operationId") or f"{method}_{path}")[:64]
     params = {(p.get("in"), p.get("name")): p for p in item.get("parameters", []) if "in" in p}
     params.update({(p.get("in"), p.get("name")): p for p in op.get("parameters", []) if "in" in p})
     properties: dict[str, Any] = {}
@@ -149,7 +179,7 @@ def _tool(
     tool: dict[str, Any] = {
         "name": name,
         "description": (op.get("summary") or op.get("description") or where).strip(),
-        "base_url": _base_url(doc, env, where, unsupported),
+        "base_url": _base_url(doc, (item, op), (env, name), where, unsupported),
         "request": request,
     }
     auth = _auth(doc, op, env, where, unsupported)
@@ -164,9 +194,7 @@ def _tool(
     return tool
 
 
-def _body(
-    op: dict, request: dict, properties: dict, required: list, where: str, bad: list
-) -> bool:
+def _body(op: dict, request: dict, properties: dict, required: list, where: str, bad: list) -> bool:
     """Add the request body to the tool; False (listed) when it cannot be expressed."""
     body = op.get("requestBody")
     if not isinstance(body, dict):
@@ -192,16 +220,29 @@ def _body(
     return True
 
 
-def _base_url(doc: dict, env: str, where: str, unsupported: list) -> str:
-    servers = doc.get("servers") or [{"url": ""}]
-    server = servers[0]
-    url = server.get("url", "")
-    for var, spec in (server.get("variables") or {}).items():
-        url = url.replace("{" + var + "}", str(spec.get("default", "")))
+def _base_url(
+    doc: dict, levels: tuple[dict, dict], names: tuple[str, str], where: str, unsupported: list
+) -> str:
+    """The ``base_url`` placeholder of an operation: the first entry of the nearest
+    ``servers`` (the operation's, else its path's, else the document's; variables at
+    their defaults). The document's servers are overridden by ``<PREFIX>_BASE_URL``;
+    servers of the path or the operation (an API spread over hosts, like Open-Meteo)
+    by ``<PREFIX>_<TOOL>_BASE_URL``, so one override never moves the other hosts."""
+    item, op = levels
+    env, name = names
+    variable = f"{env}_{name.upper()}_BASE_URL"
+    servers = op.get("servers") or item.get("servers")
+    if not servers:
+        variable, servers = f"{env}_BASE_URL", doc.get("servers")
+    server = (servers or [{"url": ""}])[0]
+    url = str(server.get("url", "")) if isinstance(server, dict) else ""
+    variables = server.get("variables") if isinstance(server, dict) else None
+    for var, spec in (variables or {}).items():
+        url = url.replace("{" + var + "}", str((spec or {}).get("default", "")))
     if not re.match(r"^https?://", url):
-        unsupported.append(f"{where}: server URL {url!r} is not absolute; set {env}_BASE_URL")
+        unsupported.append(f"{where}: server URL {url!r} is not absolute; set {variable}")
         url = ""
-    return _env(f"{env}_BASE_URL", url.rstrip("/") or None)
+    return _env(variable, url.rstrip("/") or None)
 
 
 def _auth(doc: dict, op: dict, env: str, where: str, unsupported: list) -> dict | None:

@@ -150,8 +150,18 @@ def test_a_version_that_is_not_active_does_not_run(mcp_http):
         ),
     )
 
-    assert body(by_version)["code"] == "workflow_not_found"
-    assert "v1 is pending_review, not active" in body(by_version)["message"]
+    for answer in (by_version, newest):
+        refused = body(answer)
+        assert (refused["code"], refused["status"]) == ("workflow_not_active", 409)
+        assert "v1 is pending_review, not active" in refused["message"]
+        assert refused["details"] == [
+            {
+                "path": "version",
+                "code": "workflow_not_active",
+                "message": "v1 is pending_review, not active",
+                "status": "pending_review",
+            }
+        ]
     assert "has no active version" in body(newest)["message"]
     assert not Run.objects.exists()
 

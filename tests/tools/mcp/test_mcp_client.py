@@ -201,7 +201,7 @@ def test_an_unreachable_or_refusing_server_is_an_error_naming_it(cli, tmp_path, 
 
     server = McpServer(name="ghost", command=sys.executable, args=["-c", "import sys; sys.exit(3)"])
     with missing, pytest.raises(ToolUnreachable) as gone:
-        missing.run(server, lambda client: client.list_tools())
+        missing.run(server, lambda client: client.list_tools(), within=10)
     assert gone.value.retryable is True
     assert "'ghost' could not be reached (stdio)" in gone.value.message
 

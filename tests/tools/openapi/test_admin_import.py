@@ -6,12 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from tests.api.conftest import grant
 from tests.factories import UserFactory
 from tests.fakes import FakeAPI, FakeResponse
+from tests.tools.openapi.test_document import laughs
 from tools.models import Tool
 from tools.openapi.admin_views import SESSION_KEY
 from tools.openapi.document import MAX_DOCUMENT_BYTES
@@ -153,3 +155,13 @@ def test_the_page_needs_a_login_and_a_csrf_token(client, importer):
     strict = Client(enforce_csrf_checks=True)
     strict.force_login(UserFactory(username="root", superuser=True, is_staff=True))
     assert strict.post(URL, {"read": "1", "prefix": "p"}).status_code == 403
+
+
+def test_a_ref_billion_laughs_is_refused_on_the_page_naming_the_bound(importer):
+    page = read(importer, document=upload("laughs.yaml", yaml.safe_dump(laughs()).encode()))
+
+    assert page.status_code == 200
+    assert page.context["step"] == "source"
+    assert "references produces more than 500000 values" in page.content.decode()
+    assert SESSION_KEY not in importer.session
+    assert not Tool.objects.exists()
