@@ -76,6 +76,7 @@ ISSUE_CODES = frozenset(
         "unknown_output_reference",
         "unknown_step_reference",
         "template_in_mapping",
+        "reference_in_text",
         "input_without_dollar",
         "step_reference_without_field",
         "confusable_character",
