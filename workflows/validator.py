@@ -84,6 +84,7 @@ ISSUE_CODES = frozenset(
         # tools
         "unknown_tool",
         "tool_not_allowed",
+        "prompt_tool_not_offered",
         "missing_required_param",
         "unknown_param",
         "param_type_mismatch",

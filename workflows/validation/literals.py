@@ -17,7 +17,7 @@ import re
 from typing import Any
 
 from workflows.references import StepRef, looks_like_reference
-from workflows.schema import AnyStep, TransformStep
+from workflows.schema import AnyStep, LLMStep, TransformStep
 from workflows.validation.confusables import describe, skeleton
 from workflows.validation.context import FlowContext, Leaf
 from workflows.validation.jmespath_checks import element_keys
@@ -174,7 +174,8 @@ def _dotted(
     if leaf.where == "item_mapping":
         return _item_field(ctx, leaf, value, step, who)
     owners = _steps_with_field(ctx, path[0])
-    if not owners and head not in ctx.tool_names() and not suggest(head, ctx.tool_names()):
+    named = head in ctx.tool_names() or suggest(head, ctx.tool_names())
+    if not owners and not named and not _llm_reference(step, value):
         return None  # `digest.html`, `api.example.com`: text, not a mistaken reference
     message = (
         f"{who} maps the text `{value}`, which reads like a step reference, but `{head}` "
@@ -183,6 +184,15 @@ def _dotted(
     if owners:
         message += "; " + " or ".join(f"`{o}.{'.'.join(path)}`" for o in owners) + " outputs it"
     return error("unknown_step_reference", leaf.path, message + f"; {_QUOTE_IT}", step.id)
+
+
+_IDENTIFIERS = re.compile(r"[a-z][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)+")
+
+
+def _llm_reference(step: AnyStep, value: str) -> bool:
+    """In an llm step a dotted name (``forecast.temperature``) is meant as a reference:
+    its values feed the prompt, where a step's field is what a planner maps."""
+    return isinstance(step, LLMStep) and _IDENTIFIERS.fullmatch(value) is not None
 
 
 def _item_field(
