@@ -244,3 +244,11 @@ def test_without_an_llm_a_plan_is_refused_at_once_saying_what_to_set(make_client
     body = assert_error(response, 503, "llm_not_configured")
     assert "OPENAI_API_KEY" in body["message"]
     assert not PlanRequest.objects.exists()
+
+
+def test_the_schema_documents_the_plan_refusal_without_an_llm(make_client):
+    client = make_client(VIEW)
+    schema = client.get("/api/v1/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    refusal = schema["paths"]["/api/v1/plans/"]["post"]["responses"]["503"]
+    assert "llm_not_configured" in refusal["description"]
+    assert "503" not in schema["paths"]["/api/v1/plans/"]["get"]["responses"]
