@@ -26,6 +26,7 @@ from runs.restart import RestartNeedsConfirmation, RestartStepUnknown
 from runs.services import RunStateError
 from schedules.services import ScheduleInvalid
 from tools.errors import FlowpilotError
+from tools.llm import LLMNotConfigured
 from tools.permissions import PermissionRefused
 from workflows.errors import WorkflowNotActive, WorkflowNotFound, WorkflowTransitionError
 from workflows.inputs import InputsInvalid
@@ -54,6 +55,7 @@ STATUS_BY_ERROR: tuple[tuple[type[FlowpilotError], int], ...] = (
     (PlanRoundsExhausted, status.HTTP_409_CONFLICT),
     (IdempotencyKeyReused, status.HTTP_422_UNPROCESSABLE_ENTITY),
     (IdempotencyKeyInvalid, status.HTTP_400_BAD_REQUEST),
+    (LLMNotConfigured, status.HTTP_503_SERVICE_UNAVAILABLE),  # the planner is off
 )
 
 

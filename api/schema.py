@@ -27,6 +27,14 @@ ERRORS = {
     "429": "Too many requests; `Retry-After` says when to try again.",
 }
 
+# Refusals only some operations give, by path and method.
+OPERATION_ERRORS = {
+    ("/api/v1/plans/", "post"): {
+        "503": "No LLM is configured for the planner (`llm_not_configured`): the message "
+        "says what to set; nothing was stored or sent.",
+    },
+}
+
 
 def add_error_responses(
     result: dict[str, Any], generator: SchemaGenerator, request: Request | None, public: bool
@@ -34,10 +42,11 @@ def add_error_responses(
     """drf-spectacular ``POSTPROCESSING_HOOKS`` entry: the Error schema on every operation."""
     ref = {"$ref": "#/components/schemas/Error"}
     result.setdefault("components", {}).setdefault("schemas", {})["Error"] = _error_schema()
-    for operations in result.get("paths", {}).values():
-        for operation in operations.values():
+    for path, operations in result.get("paths", {}).items():
+        for method, operation in operations.items():
             responses = operation.setdefault("responses", {})
-            for code, description in ERRORS.items():
+            own = OPERATION_ERRORS.get((path, method), {})
+            for code, description in {**ERRORS, **own}.items():
                 responses.setdefault(
                     code,
                     {"description": description, "content": {"application/json": {"schema": ref}}},

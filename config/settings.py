@@ -12,6 +12,7 @@ import environ
 from celery.schedules import crontab
 
 from config.llm_endpoints import read_llm_endpoints
+from tools.llm.endpoints import PUBLIC_BASE_URL
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -333,7 +334,7 @@ FLOWPILOT_HEALTH_BEAT_MAX_AGE = env.float("FLOWPILOT_HEALTH_BEAT_MAX_AGE", defau
 FLOWPILOT_HEALTH_REQUIRE_LLM = env.bool("FLOWPILOT_HEALTH_REQUIRE_LLM", default=False)
 
 # LLM (planner and llm steps): any OpenAI-compatible endpoint, OpenRouter by default.
-OPENAI_BASE_URL = env("OPENAI_BASE_URL", default="https://openrouter.ai/api/v1")
+OPENAI_BASE_URL = env("OPENAI_BASE_URL", default=PUBLIC_BASE_URL)
 OPENAI_API_KEY = env("OPENAI_API_KEY", default="")
 PLANNER_MODEL = env("PLANNER_MODEL", default="openai/gpt-4o-mini")
 # More OpenAI-compatible endpoints by name (docs/planner.md): FLOWPILOT_LLM_ENDPOINTS=local,hosted

@@ -37,6 +37,7 @@ from workflows.planner import (
     plan_answer,
     plan_create,
     plan_revise,
+    planner_llm_check,
 )
 from workflows.planner.selectors import plan_attempts_for_version
 from workflows.planner.services import REVISABLE_STATUSES
@@ -62,7 +63,8 @@ def plan_request_create(
 
     A goal (``create``) or feedback (``revise``, ``reject``) is required; a revised
     version must be pending review or rejected, a rejected one pending review —
-    refused at once (``PlanError``, ``PlanNotRevisable``, ``ApprovalStateError``)
+    refused at once (``PlanError``, ``PlanNotRevisable``, ``ApprovalStateError``, and
+    ``LLMNotConfigured`` when the planner has no LLM to talk to)
     rather than on the worker. ``answers_to`` (a plan attempt that asked questions)
     with ``answers`` (``{question id: text}``) answers a question round instead of a
     goal; the goal and sample inputs are the attempt's.
@@ -71,6 +73,7 @@ def plan_request_create(
     if asked is not None:
         goal, sample_inputs = asked.goal, asked.sample_inputs
     _check(kind=kind, goal=goal, feedback=feedback, based_on=based_on)
+    planner_llm_check()  # no LLM configured: refused at once, nothing stored or sent
     request = PlanRequest.objects.create(
         kind=kind,
         goal=goal.strip() or (based_on.goal if based_on else ""),

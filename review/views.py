@@ -37,6 +37,7 @@ from review.services import APPROVE_PERMISSION, workflow_approve
 from runs.models import RUN_TERMINAL, Run, RunStatus, RunTrigger
 from runs.services import run_create, run_enqueue
 from tools.errors import FlowpilotError
+from tools.llm import LLMEndpointError
 from tools.permissions import actor_user
 from workflows.inputs import InputsInvalid
 from workflows.models import PlanAttempt, PlanAttemptStatus, Workflow, WorkflowStatus
@@ -46,6 +47,7 @@ from workflows.planner import (
     PlanRoundsExhausted,
     plan_answer,
     plan_create,
+    planner_llm_check,
 )
 from workflows.revisions import (
     ApprovalError,
@@ -290,6 +292,10 @@ class WorkflowReviewViews(admin.ModelAdmin):
             return self._answer_questions(request)
         form = NewPlanForm(request.POST or None)
         page = {"form": form, "action": "plan", "submit_label": "Plan it"}
+        try:
+            planner_llm_check()
+        except LLMEndpointError as exc:  # say what to set; take no goal, send nothing
+            return self._page(request, None, "New plan", problems=[exc.message], **page)
         if request.method != "POST" or not form.is_valid():
             return self._page(request, None, "New plan", **page)
         try:

@@ -243,6 +243,24 @@ def reviewer(db):
 
 
 @pytest.fixture
+def no_llm(settings, monkeypatch):
+    """A fresh installation: the public default endpoint and no key; any client built
+    to send fails the test."""
+    import tools.llm.client
+    from tools.llm.endpoints import PUBLIC_BASE_URL
+
+    settings.OPENAI_BASE_URL = PUBLIC_BASE_URL
+    settings.OPENAI_API_KEY = ""
+    settings.FLOWPILOT_PLANNER_ENDPOINT = ""
+
+    def never(*args, **kwargs):
+        raise AssertionError("an LLM client was built without a configured LLM")
+
+    monkeypatch.setattr(tools.llm.client.openai, "OpenAI", never)
+    return settings
+
+
+@pytest.fixture
 def planner_llm(settings):
     """The loopback OpenAI-compatible server, with the settings pointed at it."""
     from tests.factories import start_fake_llm

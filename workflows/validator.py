@@ -76,6 +76,7 @@ ISSUE_CODES = frozenset(
         "unknown_output_reference",
         "unknown_step_reference",
         "template_in_mapping",
+        "reference_in_text",
         "input_without_dollar",
         "step_reference_without_field",
         "confusable_character",
@@ -83,6 +84,7 @@ ISSUE_CODES = frozenset(
         # tools
         "unknown_tool",
         "tool_not_allowed",
+        "prompt_tool_not_offered",
         "missing_required_param",
         "unknown_param",
         "param_type_mismatch",

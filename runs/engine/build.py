@@ -9,6 +9,7 @@ compiles), while the context's type (``runs.engine.context``) sits below them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import uuid
@@ -21,7 +22,7 @@ from runs.engine.context import CallTaps, Limits, RunContext
 from runs.engine.http import run_http_client
 from runs.engine.plan import CompiledPlan, compile_plan
 from tools.breaker.setup import breakers_from_settings
-from tools.llm import LLMClient
+from tools.llm import LLMClient, LLMNotConfigured
 from tools.mcp.session import McpSessions
 from tools.registry import ToolRegistry
 from tools.secrets import redactor_for
@@ -49,7 +50,8 @@ def build_run_context(
     definition); without it ``spec`` is compiled here.
 
     The LLM client is ``llm`` when given, else built from settings when the
-    workflow needs one (and closed with the context).
+    workflow needs one (and closed with the context); with no LLM configured
+    (``LLMNotConfigured``) there is none, and each llm step fails saying what to set.
     """
     if plan is None:
         if spec is None:
@@ -83,7 +85,8 @@ def build_run_context(
     if llm is not None:
         context.llm = llm
     elif plan.needs_llm:
-        context.llm, context.owns_llm = LLMClient.from_settings(), True
+        with contextlib.suppress(LLMNotConfigured):  # its llm steps fail saying what to set
+            context.llm, context.owns_llm = LLMClient.from_settings(), True
     context.taps = taps
     if sleep is not None:
         context.sleep = sleep

@@ -193,6 +193,8 @@ def test_approve_goes_through_the_approval_policy(make_client, output_dir, setti
     assert done["status"] == "passed"
     assert done["workflow"]["status"] == "active"
     assert done["approvers"] == [first.user.username, second.user.username]
+
+
 QUESTIONS = {
     "answer": "questions",
     "questions": [{"id": "threshold", "question": "How large is large?", "options": ["500"]}],
@@ -234,3 +236,19 @@ def test_the_planner_s_questions_are_surfaced_and_answered(make_client, planner_
     failed = client.post("/api/v1/plans/", unknown, format="json").json()
     assert failed["status"] == "failed"
     assert "no question `colour`" in failed["error"]["message"]
+
+
+def test_without_an_llm_a_plan_is_refused_at_once_saying_what_to_set(make_client, no_llm):
+    client = make_client(VIEW, "workflows.add_workflow")
+    response = client.post("/api/v1/plans/", {"goal": DIGEST_GOAL}, format="json")
+    body = assert_error(response, 503, "llm_not_configured")
+    assert "OPENAI_API_KEY" in body["message"]
+    assert not PlanRequest.objects.exists()
+
+
+def test_the_schema_documents_the_plan_refusal_without_an_llm(make_client):
+    client = make_client(VIEW)
+    schema = client.get("/api/v1/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    refusal = schema["paths"]["/api/v1/plans/"]["post"]["responses"]["503"]
+    assert "llm_not_configured" in refusal["description"]
+    assert "503" not in schema["paths"]["/api/v1/plans/"]["get"]["responses"]

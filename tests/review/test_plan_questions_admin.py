@@ -94,3 +94,14 @@ def test_template_actions_need_the_curate_permission(reviewer):
     assert fresh(workflow).template_use == TemplateUse.PREFERRED
     client.post(changelist, {**data, "action": "reset_template"})
     assert fresh(workflow).template_use == TemplateUse.AUTO
+
+
+def test_without_an_llm_the_new_plan_page_says_what_to_set_and_sends_nothing(no_llm, reviewer):
+    client = login(reviewer)
+    for response in (
+        client.get(url("plan")),
+        client.post(url("plan"), {"goal": DIGEST_GOAL, "sample_inputs": ""}),
+    ):
+        assert response.status_code == 200
+        assert "set OPENAI_API_KEY" in response.content.decode()
+    assert not PlanAttempt.objects.exists()

@@ -9,6 +9,7 @@ import review.plans as plans
 from review.models import PlanKind, PlanRequest
 from review.plans import plan_request_create, plan_request_execute
 from tests.factories import pending_version
+from tools.llm import LLMNotConfigured
 from workflows.planner import PlanError
 
 pytestmark = pytest.mark.django_db
@@ -26,7 +27,9 @@ def test_a_plan_request_is_planned_once_even_when_its_task_is_delivered_twice(pl
     assert len(planner_llm.requests) == 1
 
 
-def test_a_broker_that_is_down_fails_the_request_not_the_call(monkeypatch):
+def test_a_broker_that_is_down_fails_the_request_not_the_call(monkeypatch, settings):
+    settings.OPENAI_API_KEY = "sk-configured"
+
     def refuse(*args, **kwargs):
         raise ConnectionError("broker unreachable")
 
@@ -43,7 +46,9 @@ def test_a_broker_that_is_down_fails_the_request_not_the_call(monkeypatch):
     }
 
 
-def test_an_unexpected_error_is_recorded_on_the_request(monkeypatch):
+def test_an_unexpected_error_is_recorded_on_the_request(monkeypatch, settings):
+    settings.OPENAI_API_KEY = "sk-configured"
+
     def explode(request):
         raise RuntimeError("boom")
 
@@ -55,7 +60,8 @@ def test_an_unexpected_error_is_recorded_on_the_request(monkeypatch):
     assert "RuntimeError: boom" in plan.error["message"]
 
 
-def test_a_revision_whose_version_was_deleted_fails_cleanly(monkeypatch):
+def test_a_revision_whose_version_was_deleted_fails_cleanly(monkeypatch, settings):
+    settings.OPENAI_API_KEY = "sk-configured"
     version = pending_version()
     monkeypatch.setattr(plans, "in_process", lambda: False)
     monkeypatch.setattr(plans, "plan_request_publish", lambda request_id: None)
@@ -91,3 +97,9 @@ def test_the_plan_task_keeps_the_name_messages_in_flight_carry():
 def test_a_revision_names_its_version():
     with pytest.raises(PlanError, match="names the version"):
         plan_request_create(kind=PlanKind.REVISE, user=None, feedback="more", based_on=None)
+
+
+def test_without_a_key_a_plan_request_is_refused_with_what_to_set(no_llm):
+    with pytest.raises(LLMNotConfigured, match="set OPENAI_API_KEY"):
+        plan_request_create(kind=PlanKind.CREATE, user=None, goal="digest our sales")
+    assert not PlanRequest.objects.exists()

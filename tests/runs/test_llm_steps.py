@@ -464,6 +464,21 @@ def test_run_execute_builds_the_llm_client_from_settings(llm, settings):
     assert llm.requests[0].headers["authorization"] == "Bearer sk-settings"
 
 
+def test_without_an_llm_the_step_fails_saying_what_to_set_and_sends_nothing(no_llm):
+    workflow, _ = workflow_import(data=llm_flow(tools=[]))
+    run = run_create(
+        workflow=workflow, trigger="manual", inputs={"city": "Oslo"}, registry=ToolRegistry([])
+    )
+
+    run = run_execute(run=run)
+
+    assert run.status == "failed"
+    step = result(run, "ask")
+    assert step.error["type"] == "llm_not_configured"
+    assert "set OPENAI_API_KEY" in step.error["message"]
+    assert step.error["retryable"] is False
+
+
 def test_the_step_model_overrides_the_client_default(llm, client):
     llm.reply("ok")
 

@@ -20,6 +20,7 @@ from runs.engine.kinds.llm import prompt_lines
 from runs.models import Run
 from tests.conftest import EXAMPLE_TOOLS_DIR, write_flow
 from tests.factories import RunFactory, StepResultFactory
+from tests.fakes.mcp_server import TOKEN, running_mcp_fake
 from tests.runs.samples import SECRET_TOKEN, failed_flow, make_failed_run, make_succeeded_run
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("example_tools")]
@@ -201,12 +202,16 @@ def test_debug_logs_of_a_failed_and_a_resumed_run(
     assert re.search(rf"run {run.pk}: step repo succeeded in \d+ ms \(1 try\)", log)
     assert re.search(rf"run {run.pk}: step langs failed in \d+ ms \(1 try\): http_error: ", log)
     assert re.search(
-        rf'run {run.pk} step repo: tool github_repo request \{{"method": "GET", "url": '
+        rf"run {run.pk} step repo: tool github_repo arguments \{{.*\}} "
+        r'request \{"method": "GET", "url": '
         r'"http://127\.0\.0\.1:\d+/repos/octo-org/widgets", "status": 200, .*\} -> '
         r"response object with 9 keys: default_branch, .* \(\d+ B\)",
         log,
     )
-    assert re.search(rf"run {run.pk} step langs: tool github_languages failed: .*HTTP 404", log)
+    assert re.search(
+        rf"run {run.pk} step langs: tool github_languages arguments \{{.*\}} failed: .*HTTP 404",
+        log,
+    )
     assert "no ***" in log  # the echoed token, masked
     assert SECRET_TOKEN not in log + result.out + result.err
 
@@ -313,3 +318,64 @@ def test_a_prompt_that_cannot_be_rendered_is_shown_as_written():
     lines = prompt_lines("prompt", "Hi {{a", {"a": "x"}, _Known())
     assert lines[0].startswith("        prompt (not rendered: unbalanced '{{' or '}}'")
     assert lines[1:] == ["          | Hi {{a"]
+
+
+MCP_TOOLS = """
+mcp_server:
+  name: fake
+  url: "{{env.FAKE_MCP_URL}}"
+  headers: {X-Token: "{{env.FAKE_MCP_TOKEN}}"}
+  secret_headers: [X-Token]
+  timeout: 5
+"""
+
+
+def test_debug_logs_show_each_tool_call_s_masked_arguments_and_result_preview(
+    cli, fake_api, monkeypatch, tmp_path, capsys, restore_loggers, output_dir
+):
+    """http, built-in and MCP tools alike: the arguments and a bounded preview of the
+    result, with the secret masked by value in both."""
+    monkeypatch.setenv("GITHUB_TOKEN", SECRET_TOKEN)
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "fake.yaml").write_text(MCP_TOOLS, encoding="utf-8")
+    flow = {
+        "name": "logged_calls",
+        "tools": ["github_repo", "write_json", "fake_add"],
+        "steps": [
+            {"id": "repo", "kind": "tool", "tool": "github_repo",
+             "input_mapping": {"owner": "octo-org", "repo": "widgets"}},
+            {"id": "save", "kind": "tool", "tool": "write_json",
+             "input_mapping": {"path": "note.json",
+                               "data": {"note": f"the token is {SECRET_TOKEN}",
+                                        "pad": "y" * 900}}},
+            {"id": "sum", "kind": "tool", "tool": "fake_add",
+             "input_mapping": {"a": 40, "b": 2}},
+        ],
+    }  # fmt: skip
+    with running_mcp_fake() as mcp:
+        monkeypatch.setenv("FAKE_MCP_URL", mcp.url)
+        monkeypatch.setenv("FAKE_MCP_TOKEN", TOKEN)
+        result = cli(
+            "runflow", write_flow(tmp_path, flow), "--tools", str(EXAMPLE_TOOLS_DIR),
+            "--tools", str(tools), "--log-level", "debug",
+        )  # fmt: skip
+    log = capsys.readouterr().err
+
+    assert result.code == 0, result.out + result.err
+    run = Run.objects.get()
+    assert re.search(
+        rf'run {run.pk} step repo: tool github_repo arguments \{{"owner": "octo-org", '
+        r'"repo": "widgets"\} request .* -> response object .* preview \{"', log
+    )
+    save = next(line for line in log.splitlines() if "step save: tool write_json" in line)
+    assert '"note": "the token is ***"' in save  # the argument, masked by value
+    assert "… [" in save  # the 900-character pad is cut: the line stays bounded
+    assert len(save) < 2000
+    assert re.search(r'preview \{"path": ".*note\.json", "bytes": \d+\}', save)
+    assert re.search(
+        rf'run {run.pk} step sum: tool fake_add arguments \{{"a": 40, "b": 2\}} '
+        r'request \(no HTTP request\) -> .* preview \{"sum": 42\}', log
+    )
+    assert SECRET_TOKEN not in log
+    assert TOKEN not in log

@@ -351,6 +351,20 @@ def test_exhausted_repairs_raise_plan_failed_with_the_attempts_stored(llm, clien
     assert len(llm.requests[2].messages) == 6  # system, user, then two (reply, repair) pairs
 
 
+def test_replies_cut_off_mid_json_fail_saying_how_to_fix_it(llm, client):
+    cut = '{"name": "sales", "steps": [{"id": "load", "kind": "tool", "tool": "csv_re'
+    for _ in range(3):
+        llm.reply(cut)
+
+    with pytest.raises(PlanFailed) as caught:
+        plan_create(goal=GOAL, registry=make_registry(), client=client)
+
+    message = caught.value.message
+    assert "return the whole JSON again, shorter" in message  # what the model was told
+    assert "a model with a larger output limit (PLANNER_MODEL)" in message  # the person's fix
+    assert "split the goal" in message
+
+
 def test_a_reply_that_is_json_but_not_an_object_is_repaired(llm, client):
     llm.reply("[1, 2, 3]")
     llm.reply_json(VALID_PLAN)

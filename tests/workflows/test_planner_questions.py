@@ -267,3 +267,11 @@ def test_planflow_a_second_round_without_answers_exits_2_naming_it(llm, llm_sett
     assert f"--reply-to {asked_again.pk}" in result.err
     assert '--answer "q1=…"' in result.err
     assert asked_again.clarifications[0]["answers"] == {"city": "Bergen", "days": ""}
+
+
+@pytest.mark.django_db
+def test_planflow_without_an_llm_says_what_to_set_and_sends_nothing(no_llm, cli):
+    result = cli("planflow", GOAL)
+    assert result.code != 0
+    assert "set OPENAI_API_KEY" in result.err
+    assert not PlanAttempt.objects.exists()

@@ -7,7 +7,15 @@ returns an ``LLMReply``. Errors are typed and carry their retryability.
 
 from tools.llm.client import ChatTap, LLMClient, LLMReply, ToolCall, Usage
 from tools.llm.content import parse_json_reply
-from tools.llm.endpoints import DEFAULT_ENDPOINT, LLMEndpointUnknown, endpoint_names, llm_endpoint
+from tools.llm.endpoints import (
+    DEFAULT_ENDPOINT,
+    LLMEndpointError,
+    LLMEndpointUnknown,
+    LLMNotConfigured,
+    endpoint_names,
+    llm_endpoint,
+    llm_endpoint_ready,
+)
 from tools.llm.errors import (
     LLMAuthFailed,
     LLMError,
@@ -22,8 +30,10 @@ __all__ = [
     "ChatTap",
     "LLMAuthFailed",
     "LLMClient",
+    "LLMEndpointError",
     "LLMEndpointUnknown",
     "LLMError",
+    "LLMNotConfigured",
     "LLMRateLimited",
     "LLMReply",
     "LLMReplyInvalid",
@@ -33,5 +43,6 @@ __all__ = [
     "Usage",
     "endpoint_names",
     "llm_endpoint",
+    "llm_endpoint_ready",
     "parse_json_reply",
 ]

@@ -21,7 +21,7 @@ import openai
 from django.conf import settings
 
 from tools.llm.content import parse_json_reply
-from tools.llm.endpoints import llm_endpoint
+from tools.llm.endpoints import llm_endpoint_ready
 from tools.llm.errors import (
     LLMAuthFailed,
     LLMError,
@@ -173,9 +173,11 @@ class LLMClient:
         ``OPENAI_API_KEY`` / ``PLANNER_MODEL``; ``tools.llm.endpoints``).
 
         ``LLM_TIMEOUT`` and ``LLM_MAX_RETRIES`` settings are read when present.
-        Raises ``LLMEndpointUnknown`` for a name that is not configured.
+        Raises ``LLMEndpointUnknown`` for a name that is not configured, and
+        ``LLMNotConfigured`` for the public default endpoint without a key: no client,
+        so nothing is sent (``tools.llm.endpoints.llm_endpoint_ready``).
         """
-        chosen = llm_endpoint(endpoint)
+        chosen = llm_endpoint_ready(endpoint)
         client = cls(
             chosen.base_url,
             chosen.api_key,

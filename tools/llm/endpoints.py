@@ -17,12 +17,35 @@ from django.conf import settings
 from tools.errors import FlowpilotError
 
 DEFAULT_ENDPOINT = "default"
+# The shipped ``OPENAI_BASE_URL``: a public service, which is never sent anything without
+# a key (``llm_endpoint_ready``).
+PUBLIC_BASE_URL = "https://openrouter.ai/api/v1"
 
 
-class LLMEndpointUnknown(FlowpilotError):
+class LLMEndpointError(FlowpilotError):
+    """An LLM endpoint cannot be used as configured; nothing was sent to it."""
+
+    code = "llm_endpoint_error"
+
+
+class LLMEndpointUnknown(LLMEndpointError):
     """A step or the planner named an endpoint the installation does not configure."""
 
     code = "llm_endpoint_unknown"
+
+
+class LLMNotConfigured(LLMEndpointError):
+    """The default endpoint is the shipped public one and ``OPENAI_API_KEY`` is empty."""
+
+    code = "llm_not_configured"
+
+
+NOT_CONFIGURED_MESSAGE = (
+    "no LLM is configured, so nothing was sent: set OPENAI_API_KEY (the key of {url}), "
+    "or point OPENAI_BASE_URL at a server that needs no key, or declare one as a named "
+    "endpoint (FLOWPILOT_LLM_ENDPOINTS=local, FLOWPILOT_LLM_LOCAL_BASE_URL=http://127.0.0.1:11434/v1)"
+    " and set FLOWPILOT_PLANNER_ENDPOINT=local"
+)
 
 
 @dataclass(frozen=True)
@@ -61,3 +84,19 @@ def llm_endpoint(name: str | None = None) -> LLMEndpoint:
         entry.get("model") or settings.PLANNER_MODEL,
         entry.get("api_key", ""),
     )
+
+
+def llm_endpoint_ready(name: str | None = None) -> LLMEndpoint:
+    """The endpoint called ``name``, when something may be sent to it.
+
+    The default endpoint left at the public ``PUBLIC_BASE_URL`` with no
+    ``OPENAI_API_KEY`` is the state of a fresh installation, not a choice: a goal or a
+    prompt sent there with no key leaks it and only comes back 401. That raises
+    ``LLMNotConfigured`` saying what to set. An ``OPENAI_BASE_URL`` set to another
+    server, or a named endpoint, is an explicit choice and may be keyless (a local server).
+    """
+    chosen = llm_endpoint(name)
+    public = chosen.base_url.rstrip("/") == PUBLIC_BASE_URL
+    if chosen.name == DEFAULT_ENDPOINT and public and not chosen.api_key:
+        raise LLMNotConfigured(NOT_CONFIGURED_MESSAGE.format(url=PUBLIC_BASE_URL))
+    return chosen

@@ -18,6 +18,7 @@ from workflows.planner.services import (
     plan_answer,
     plan_create,
     plan_revise,
+    planner_llm_check,
 )
 
 __all__ = [
@@ -31,4 +32,5 @@ __all__ = [
     "plan_answer",
     "plan_create",
     "plan_revise",
+    "planner_llm_check",
 ]

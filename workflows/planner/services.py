@@ -23,7 +23,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Max, Q
 
-from tools.llm import LLMClient
+from tools.llm import LLMClient, llm_endpoint_ready
 from tools.permissions import actor_user
 from tools.redaction import Redactor
 from tools.registry import ToolRegistry
@@ -302,6 +302,13 @@ def _redactor(registry: ToolRegistry) -> Redactor:
     """What the planner masks in every prompt and stored reply: the registry's
     declared secrets (``tools.secrets``), read from the environment now."""
     return redactor_for(registry, os.environ)
+
+
+def planner_llm_check() -> None:
+    """Raise ``LLMEndpointError`` (``LLMNotConfigured``: what to set) when the planner's
+    endpoint cannot be used, so a page or a request refuses before a goal is taken,
+    let alone sent."""
+    llm_endpoint_ready(getattr(settings, "FLOWPILOT_PLANNER_ENDPOINT", "") or None)
 
 
 @contextlib.contextmanager

@@ -169,11 +169,17 @@ def _unchanged(spec: WorkflowSpec, previous: Workflow) -> bool:
 def _failure_message(issues: list[ValidationIssue]) -> str:
     errors = [i for i in issues if i.severity == "error"]
     lines = "; ".join(f"{i.path or '(workflow)'} [{i.code}]: {i.message}" for i in errors)
-    return (
+    message = (
         f"the planner could not produce a valid workflow in {MAX_REPAIR_ROUNDS + 1} attempts "
         f"({MAX_REPAIR_ROUNDS} repair rounds); the last plan still has {len(errors)} "
         f"error(s): {lines}"
     )
+    if any(i.code == REPLY_INVALID and "truncated" in i.message for i in errors):
+        message += (
+            ". The replies were cut off at the model's output limit: plan with a model with "
+            "a larger output limit (PLANNER_MODEL), or split the goal into smaller workflows"
+        )
+    return message
 
 
 def _outcome(failed: bool, repair_round: int) -> PlanAttemptOutcome:

@@ -20,6 +20,12 @@ _TYPE_WORDS = {"list": "array", "dict": "object", "str": "string", "int": "integ
 
 def condition_fix(text: str, mapping: Mapping[str, Any]) -> str:
     """Advice for a decision condition that does not compile."""
+    if "{{" in text or "}}" in text:
+        plain = re.sub(r"\{\{\s*([^{}]*?)\s*\}\}", r"\1", text).replace("{{", "").replace("}}", "")
+        return (
+            "a condition is an expression over the step's mapped names, not a template: "
+            f"write `{plain}` (no `{{{{ }}}}`)"
+        )
     dollar = re.search(r"\$[A-Za-z_][\w.]*", text)
     if dollar:
         mapped = [name for name, value in mapping.items() if value == dollar.group(0)]
@@ -55,6 +61,14 @@ def transform_fix(expression: str) -> str:
             "compute the value in a tool step"
         )
     return ""
+
+
+# The advice for a JMESPath syntax error no rule above recognises.
+JMESPATH_SYNTAX = (
+    "write it in JMESPath: fields by name (`lat`, `geo.name`), literals in backticks "
+    "(`` `3` ``), text in single quotes (`'high'`), functions such as `sum([a, b])`, "
+    "`length(rows)`, `join(', ', names)`"
+)
 
 
 def schema_type_fix(message: str) -> str:

@@ -7,6 +7,7 @@ golden file if a kind is ever gated again.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +28,12 @@ from workflows.schema import (
 )
 from workflows.transform import TransformError, compile_transform
 from workflows.validation.context import FlowContext
-from workflows.validation.hints import condition_fix, schema_type_fix, transform_fix
+from workflows.validation.hints import (
+    JMESPATH_SYNTAX,
+    condition_fix,
+    schema_type_fix,
+    transform_fix,
+)
 from workflows.validation.report import ValidationIssue, error, suggest
 from workflows.validation.subworkflows import check_workflow_step
 
@@ -98,9 +104,7 @@ def _transform_expression(step: TransformStep, path: str) -> list[ValidationIssu
         compile_transform(step.expression)
     except TransformError as exc:
         message = f"transform `{step.id}`: {exc.message}"
-        fix = transform_fix(step.expression)
-        if fix:
-            message += f"; {fix}"
+        message += f"; {transform_fix(step.expression) or JMESPATH_SYNTAX}"
         return [error("transform_invalid", f"{path}.expression", message, step.id)]
     return []
 
@@ -117,6 +121,18 @@ def _foreach_structure(step: ForeachStep, path: str) -> list[ValidationIssue]:
     return [error("foreach_without_items", f"{path}.input_mapping", message, step.id)]
 
 
+_DOLLAR_ENV = re.compile(r"(?<![\w$])\$(env\.[A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _env_message(step_id: str, field: str, written: str) -> str:
+    return (
+        f"step `{step_id}`'s {field} reads `{written}`; prompts see only the step's mapped "
+        "values, never the environment (a `$env` there is sent as written): map the value "
+        "from a step's output and read it as `{{name}}`; a tool reads its own credentials "
+        "from its environment, and a secret never belongs in a prompt"
+    )
+
+
 def _prompt_template(step: Any, field: str, path: str) -> list[ValidationIssue]:
     """A prompt is a template over the step's mapped names only: never ``{{env.X}}``."""
     where = f"{path}.{field}"
@@ -124,14 +140,14 @@ def _prompt_template(step: Any, field: str, path: str) -> list[ValidationIssue]:
         found = placeholders(getattr(step, field))
     except TemplateError as exc:
         return [error("prompt_invalid", where, f"step `{step.id}`: {exc.message}", step.id)]
-    issues = []
+    issues = [
+        error("env_in_prompt", where, _env_message(step.id, field, f"${name}"), step.id)
+        for name in _DOLLAR_ENV.findall(getattr(step, field))
+    ]
     mapped = list(step.input_mapping)
     for ph in found:
         if ph.is_env:
-            message = (
-                f"step `{step.id}`'s {field} reads `{{{{{ph.raw}}}}}`; prompts see only the "
-                "step's mapped values, never the environment"
-            )
+            message = _env_message(step.id, field, f"{{{{{ph.raw}}}}}")
             issues.append(error("env_in_prompt", where, message, step.id))
         elif ph.path[0] not in mapped:
             names = ", ".join(f"`{n}`" for n in mapped) or "nothing"

@@ -4,9 +4,10 @@ A mapping value that is not a reference is posted as written. These checks catch
 strings a planner writes when it means a reference: a dotted string whose head is a
 mistyped step id (``wether.temperature``) or no step at all but clearly meant as one
 (a tool name, or a field another step outputs), ``{{...}}`` templates (mappings are
-never templated), ``input.city`` without its ``$``, a bare step id
-(``payload: weather``), and a bracket index (``releases[0]``). Text meant as such is
-written ``{"$literal": "..."}`` and never checked.
+never templated), a reference inside longer text (``Issue #$input.n``),
+``input.city`` without its ``$``, a bare step id (``payload: weather``), and a bracket
+index (``releases[0]``). Text meant as such is written ``{"$literal": "..."}`` and
+never checked.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import re
 from typing import Any
 
 from workflows.references import StepRef, looks_like_reference
-from workflows.schema import AnyStep, TransformStep
+from workflows.schema import AnyStep, LLMStep, TransformStep
 from workflows.validation.confusables import describe, skeleton
 from workflows.validation.context import FlowContext, Leaf
 from workflows.validation.jmespath_checks import element_keys
@@ -25,6 +26,10 @@ from workflows.validation.report import ValidationIssue, error, names, suggest
 _TEMPLATE = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 _BRACKETS = re.compile(r"^([a-z][a-z0-9_]*)((?:\.[A-Za-z0-9_-]+|\[-?[0-9]+\])+)$")
 _QUOTE_IT = 'write {"$literal": "..."} if it is meant as text'
+# A reference written inside longer text (``Issue #$input.n``): only a whole value is one.
+_EMBEDDED = re.compile(
+    r"(?<![\w$])\$(?:(?:input|env|step)\.[A-Za-z_][A-Za-z0-9_.-]*|item(?:\.[A-Za-z0-9_.-]+)?|index)"
+)
 
 
 def check_literal(
@@ -36,7 +41,7 @@ def check_literal(
         return _output_literal(ctx, leaf, value)
     if not isinstance(value, str):
         return []
-    for check in (_lookalike, _template, _bare_step, _bracket_index, _dotted):
+    for check in (_lookalike, _template, _embedded, _bare_step, _bracket_index, _dotted):
         issue = check(ctx, leaf, value, step, who)
         if issue is not None:
             return [issue]
@@ -84,6 +89,25 @@ def _template(
         f"be sent verbatim; {advice}"
     )
     return error("template_in_mapping", leaf.path, message, step.id)
+
+
+def _embedded(
+    ctx: FlowContext, leaf: Leaf, value: str, step: AnyStep, who: str
+) -> ValidationIssue | None:
+    """``"Issue #$input.n"``: a reference is a whole mapping value, never part of one,
+    so the text would reach the tool with ``$input.n`` in it."""
+    found = _EMBEDDED.search(value)
+    if found is None:
+        return None
+    ref = found.group(0).rstrip(".-")
+    message = (
+        f"{who} maps `{value}`, which holds `{ref}` inside longer text: only a whole "
+        f"value is a reference, so this would be sent as written; map `{ref}` alone, or "
+        "build the text in a `transform` step (e.g. `join('', ['Issue #', to_string(n)])` "
+        "over mapped values) or an llm step's prompt template (`{{n}}`) and map its "
+        "output here"
+    )
+    return error("reference_in_text", leaf.path, message, step.id)
 
 
 def _template_fix(ctx: FlowContext, inner: str) -> str | None:
@@ -150,7 +174,8 @@ def _dotted(
     if leaf.where == "item_mapping":
         return _item_field(ctx, leaf, value, step, who)
     owners = _steps_with_field(ctx, path[0])
-    if not owners and head not in ctx.tool_names() and not suggest(head, ctx.tool_names()):
+    named = head in ctx.tool_names() or suggest(head, ctx.tool_names())
+    if not owners and not named and not _llm_reference(step, value):
         return None  # `digest.html`, `api.example.com`: text, not a mistaken reference
     message = (
         f"{who} maps the text `{value}`, which reads like a step reference, but `{head}` "
@@ -159,6 +184,15 @@ def _dotted(
     if owners:
         message += "; " + " or ".join(f"`{o}.{'.'.join(path)}`" for o in owners) + " outputs it"
     return error("unknown_step_reference", leaf.path, message + f"; {_QUOTE_IT}", step.id)
+
+
+_IDENTIFIERS = re.compile(r"[a-z][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)+")
+
+
+def _llm_reference(step: AnyStep, value: str) -> bool:
+    """In an llm step a dotted name (``forecast.temperature``) is meant as a reference:
+    its values feed the prompt, where a step's field is what a planner maps."""
+    return isinstance(step, LLMStep) and _IDENTIFIERS.fullmatch(value) is not None
 
 
 def _item_field(

@@ -79,8 +79,9 @@ def _input(ctx: FlowContext, leaf: Leaf, step: AnyStep | None, who: str) -> list
     message = f"{who} reads `{leaf.value}`, but the workflow declares no input `{name}`{hint}"
     if declared:
         message += f"; its inputs are {declared}"
-    else:
-        message += f"; declare it under `inputs` (`{name}: {{type: string}}`)"
+    message += f"; declare it under `inputs` (`{name}: {{type: string}}`)"
+    if hint:
+        message += " or read the declared one"
     return [error("unknown_input", leaf.path, message, _id(step))]
 
 

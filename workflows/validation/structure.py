@@ -194,7 +194,8 @@ def _not_ancestor(leaf: Leaf, pair: tuple[str, str]) -> ValidationIssue:
     source, target = pair
     message = (
         f"step `{target}` reads `{leaf.value}`, but `{source}` runs after `{target}` "
-        f"(the edges lead from `{target}` to `{source}`)"
+        f"(the edges lead from `{target}` to `{source}`); drop the edge that makes "
+        f"`{source}` wait for `{target}`, or read a step that runs before `{target}`"
     )
     return error("not_ancestor", leaf.path, message, target)
 

@@ -14,12 +14,14 @@ types of whole run inputs, against the property's schema
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from jsonschema.validators import validator_for
 
+from workflows.schema import ForeachStep, LLMStep
 from workflows.validation.confusables import describe, skeleton
 from workflows.validation.context import FlowContext, ToolSpecLike
 from workflows.validation.report import (
@@ -38,10 +40,12 @@ def check_tools(ctx: FlowContext) -> list[ValidationIssue]:
         return []
     allowed = ctx.allowed_tools()
     validators: dict[tuple[str, str], Any] = {}
-    issues = _allowlist_lookalikes(ctx)
+    issues = _allowlist_lookalikes(ctx) + _allowlist_unregistered(ctx)
     for index, step in enumerate(ctx.spec.steps):
         for path, name in _named_tools(index, step):
             issues += _check_tool_name(ctx, step, path, name, allowed)
+        if isinstance(step, LLMStep):
+            issues += _prompt_tools(ctx, index, step)
         for name in step.direct_tools():
             tool = ctx.tool(name)
             if tool is not None:
@@ -54,11 +58,63 @@ def _allowlist_lookalikes(ctx: FlowContext) -> list[ValidationIssue]:
     for index, name in enumerate(ctx.spec.tools or ()):
         if describe(name):
             message = (
-                f"the allowlist names `{name}`: {describe(name)}; write `{skeleton(name)}` "
-                "in ASCII"
+                f"the allowlist names `{name}`: {describe(name)}; write `{skeleton(name)}` in ASCII"
             )
             issues.append(error("confusable_character", f"tools[{index}]", message))
     return issues
+
+
+def _allowlist_unregistered(ctx: FlowContext) -> list[ValidationIssue]:
+    """An allowlist entry no tool answers to: a typo, or a tool never loaded. Steps that
+    use it draw their own ``unknown_tool``; the entry is reported where it is written."""
+    used = {name for step in ctx.spec.steps for name in _step_tools(step)}
+    issues = []
+    for index, name in enumerate(ctx.spec.tools or ()):
+        if ctx.tool(name) is not None or describe(name) or name in used:
+            continue
+        message = (
+            f"the allowlist names `{name}`, which is not registered"
+            f"{suggest(name, ctx.tool_names())}; fix the name, load its definition "
+            "(`loadtools DIR`, or `--tools DIR`), or drop it from `tools`"
+        )
+        issues.append(error("unknown_tool", f"tools[{index}]", message))
+    return issues
+
+
+def _prompt_tools(ctx: FlowContext, index: int, step: LLMStep) -> list[ValidationIssue]:
+    """A prompt that tells the model to call a tool the step does not offer: the model
+    cannot call it (it is offered only ``tools``), so it would answer without it."""
+    issues = []
+    offered = set(step.model_tools())
+    known = sorted({*ctx.tool_names(), *(ctx.spec.tools or ())} - offered)
+    for field in ("prompt", "system"):
+        text = getattr(step, field)
+        named = [name for name in known if _tells_to_call(text, name)]
+        for name in named:
+            message = (
+                f"llm step `{step.id}`'s {field} tells the model to use tool `{name}`, but the "
+                f"step offers {names(offered, empty='no tools')}; add it to the step's `tools` "
+                "(and the workflow's allowlist), or take it out of the prompt"
+            )
+            issues.append(
+                error("prompt_tool_not_offered", f"steps[{index}].{field}", message, step.id)
+            )
+    return issues
+
+
+def _tells_to_call(text: str, name: str) -> bool:
+    """``call the weather_current tool``, ``use `weather_current```, ``the X tool``: a
+    name as an instruction, not a word of the text (``Aggregate what you know``)."""
+    tool = re.escape(name)
+    pattern = (
+        rf"`{tool}`|\b(?:call|use|using|invoke|run|with)\s+(?:the\s+)?(?:tool\s+)?{tool}\b"
+        rf"|\b{tool}\s+tool\b"
+    )
+    return re.search(pattern, text, re.IGNORECASE) is not None
+
+
+def _step_tools(step: Any) -> list[str]:
+    return [*step.direct_tools(), *step.model_tools()]
 
 
 def _named_tools(index: int, step: Any) -> list[tuple[str, str]]:
@@ -94,7 +150,10 @@ def _check_tool_name(
             hint += " (load its definition with `loadtools DIR`, or `--tools DIR`)"
         issues.append(error("unknown_tool", path, message + hint, step.id))
     if name not in allowed:
-        message = f"step `{step.id}` uses tool `{name}`, which the workflow's `tools` do not allow"
+        message = (
+            f"step `{step.id}` uses tool `{name}`, which the workflow's `tools` do not allow; "
+            f"add `{name}` to the workflow's `tools`"
+        )
         issues.append(error("tool_not_allowed", path, message, step.id))
     return issues
 
@@ -120,6 +179,13 @@ def _check_params(
     for name in schema.get("required") or []:
         if name not in mapped:
             message = f"step `{step.id}` does not map `{name}`, required by tool `{tool.name}`"
+            if isinstance(step, ForeachStep):
+                message += (
+                    f"; a foreach maps each item to the tool's parameters: write "
+                    f"`item_mapping: {{{name}: $item}}` (or `$item.FIELD` for a field of it)"
+                )
+            else:
+                message += f"; map it in `input_mapping` (`{name}: ...`)"
             issues.append(
                 error("missing_required_param", f"steps[{index}].input_mapping", message, step.id)
             )

@@ -23,7 +23,8 @@ from tools.errors import FlowpilotError, ToolNotAllowed
 from workflows.graph import FlowGraph
 from workflows.schema import AnyStep
 
-# ``--log-level debug``: one line per tool call, its request and a summary of the response.
+# ``--log-level debug``: one line per tool call: its arguments, its request, a summary and
+# a preview of the result (masked, bounded).
 logger = logging.getLogger("flowpilot.engine.tool")
 
 
@@ -130,21 +131,35 @@ def call_tool(
     if not logger.isEnabledFor(logging.DEBUG):
         return ctx.registry.call(tool, args, call_ctx)
     where = f"run {ctx.run_id} step {step.id}" + ("" if item is None else f" item {item}")
+    return _logged_call(ctx, tool, args, call_ctx, where)
+
+
+def _logged_call(
+    ctx: RunContext, tool: str, args: dict[str, Any], call_ctx: ToolCallContext, where: str
+) -> ToolResult:
+    """``registry.call`` with its debug line: the arguments, the HTTP request (when the
+    tool is an http one), a summary of the result and a preview of it — whatever the
+    kind of tool (http, built-in, MCP). Arguments and preview are masked by value with
+    the run's redactor (``tools.secrets``) and cut at ``DEBUG_TEXT_CHARS``."""
+    arguments = _scrubbed(ctx, args)
     try:
         result = ctx.registry.call(tool, args, call_ctx)
     except FlowpilotError as exc:
-        logger.debug("%s: tool %s failed: %s", where, tool, _scrubbed(ctx, exc.as_dict()))
+        failure = _scrubbed(ctx, exc.as_dict())
+        logger.debug("%s: tool %s arguments %s failed: %s", where, tool, arguments, failure)
         raise
     request = _scrubbed(ctx, result.request) if result.request else "(no HTTP request)"
     output = ctx.redactor.scrub(result.output)
     logger.debug(
-        "%s: tool %s request %s -> response %s (%s)%s",
+        "%s: tool %s arguments %s request %s -> response %s (%s)%s preview %s",
         where,
         tool,
+        arguments,
         request,
         value_summary(output),
         human_size(json_size(output)),
         " [truncated]" if result.truncated else "",
+        debug_text(json.dumps(output, ensure_ascii=False, default=str)),
     )
     return result
 

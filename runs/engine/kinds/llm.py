@@ -54,6 +54,7 @@ from tools.llm import (
     LLMReplyInvalid,
     ToolCall,
     Usage,
+    llm_endpoint_ready,
     parse_json_reply,
 )
 from tools.templating import render_text
@@ -268,6 +269,7 @@ def _client(ctx: RunContext, step: LLMStep | DecisionStep) -> LLMClient:
     """The run's client for the step's endpoint (``default``: the run's own client)."""
     llm = ctx.llm_for(step.endpoint)
     if llm is None:
+        llm_endpoint_ready(step.endpoint)  # no LLM configured: LLMNotConfigured, what to set
         raise StepKindUnsupported(f"step `{step.id}` needs an LLM, but this run has no LLM client")
     return llm
 

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from tools.llm.endpoints import LLMEndpointUnknown, endpoint_names, llm_endpoint
+from tools.llm import LLMClient
+from tools.llm.endpoints import (
+    PUBLIC_BASE_URL,
+    LLMEndpointUnknown,
+    LLMNotConfigured,
+    endpoint_names,
+    llm_endpoint,
+    llm_endpoint_ready,
+)
 
 
 @pytest.fixture
@@ -44,3 +52,24 @@ def test_an_unknown_name_is_refused_listing_the_known_ones(configured):
 
 def test_the_key_never_shows_in_a_repr(configured):
     assert "sk-l" not in repr(llm_endpoint("local"))
+
+
+def test_the_public_default_without_a_key_is_not_configured_and_says_what_to_set(settings):
+    settings.OPENAI_BASE_URL = PUBLIC_BASE_URL
+    settings.OPENAI_API_KEY = ""
+    with pytest.raises(LLMNotConfigured) as caught:
+        llm_endpoint_ready(None)
+    for needed in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "FLOWPILOT_PLANNER_ENDPOINT=local"):
+        assert needed in caught.value.message
+    with pytest.raises(LLMNotConfigured):
+        LLMClient.from_settings()  # no client: nothing can be sent
+
+
+def test_a_key_an_explicit_server_or_a_named_endpoint_may_be_used(settings):
+    settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY = PUBLIC_BASE_URL, "sk-real"
+    assert llm_endpoint_ready(None).api_key == "sk-real"
+    settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY = "http://127.0.0.1:11434/v1", ""
+    assert llm_endpoint_ready("default").base_url == "http://127.0.0.1:11434/v1"
+    settings.OPENAI_BASE_URL = PUBLIC_BASE_URL
+    settings.FLOWPILOT_LLM_ENDPOINTS = {"local": {"base_url": "http://127.0.0.1:9/v1"}}
+    assert llm_endpoint_ready("local").api_key == ""

@@ -44,7 +44,32 @@ def test_a_string_meant_as_a_reference_is_an_error_with_its_fix(value, code, fix
 
 
 @pytest.mark.parametrize(
-    "value", ["api.example.com", "digest.html", "Oslo", {"$literal": "weather.temperature"}]
+    ("value", "ref"),
+    [
+        ("Issue #$input.city", "$input.city"),
+        ("Bearer $env.API_TOKEN", "$env.API_TOKEN"),
+        ("all of $step.weather, as text", "$step.weather"),
+        ("row $item.name, at $index", "$item.name"),
+    ],
+)
+def test_a_reference_inside_longer_text_is_an_error_with_its_fix(value, ref):
+    message = found(value)["reference_in_text"]
+    assert f"`{ref}`" in message
+    assert "sent as written" in message
+    assert "`transform` step" in message
+    assert "prompt template" in message
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "costs $5",
+        "US$ 3.50",
+        "api.example.com",
+        "digest.html",
+        "Oslo",
+        {"$literal": "weather.temperature"},
+    ],
 )
 def test_ordinary_text_and_explicit_literals_pass(value):
     assert found(value) == {}

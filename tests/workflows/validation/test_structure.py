@@ -54,7 +54,8 @@ def test_a_step_reading_its_own_output_is_told_to_write_a_literal():
 def test_a_read_of_a_step_that_runs_after_is_not_ancestor():
     issues = found([transform("a", v="b.x"), transform("b")], [{"from": "a", "to": "b"}])
     assert issues[("not_ancestor", "steps[0].input_mapping.v")] == (
-        "step `a` reads `b.x`, but `b` runs after `a` (the edges lead from `a` to `b`)"
+        "step `a` reads `b.x`, but `b` runs after `a` (the edges lead from `a` to `b`); "
+        "drop the edge that makes `b` wait for `a`, or read a step that runs before `a`"
     )
 
 

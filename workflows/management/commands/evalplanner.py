@@ -8,7 +8,7 @@ from django.conf import settings
 from django.core.management.base import CommandError, CommandParser
 
 from tools.commands import FlowpilotCommand
-from tools.llm import LLMClient, LLMEndpointUnknown
+from tools.llm import LLMClient, LLMEndpointError
 from workflows.cli import load_tool_dirs
 from workflows.planner.evaluation import (
     DEFAULT_GOALS,
@@ -65,7 +65,7 @@ class Command(FlowpilotCommand):
         endpoint = options["endpoint"] or settings.FLOWPILOT_PLANNER_ENDPOINT or None
         try:
             client = LLMClient.from_settings(model=options["model"], endpoint=endpoint)
-        except LLMEndpointUnknown as exc:
+        except LLMEndpointError as exc:
             raise CommandError(exc.message) from exc
         as_json = options["json"]
         if not as_json:

@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 from django.core.management.base import CommandError, CommandParser
 
 from tools.commands import FlowpilotCommand
-from tools.llm import LLMClient, LLMEndpointUnknown
+from tools.llm import LLMClient, LLMEndpointError
 from workflows.cli import load_tool_dirs, parse_input_pairs
 from workflows.models import PlanAttempt, PlanAttemptStatus, Workflow
 from workflows.planner import PlanError, PlanFailed, PlanQuestions, plan_answer, plan_create
@@ -81,7 +81,7 @@ class Command(FlowpilotCommand):
         endpoint = options["endpoint"] or settings.FLOWPILOT_PLANNER_ENDPOINT or None
         try:
             client = LLMClient.from_settings(model=options["model"], endpoint=endpoint)
-        except LLMEndpointUnknown as exc:
+        except LLMEndpointError as exc:
             raise CommandError(exc.message) from exc
         self.stdout.write(f"planning with {client.model}: {replying.goal if replying else goal}")
         common: PlanOptions = {
