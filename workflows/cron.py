@@ -3,7 +3,9 @@
 A schedule fires at most once a minute: exactly five fields (minute, hour, day of
 month, month, day of week). croniter also reads a sixth "seconds" field; that form is
 refused here, because a schedule that fires every second would pile up runs faster
-than anyone can read them (use an interval schedule for sub-minute tests).
+than anyone can read them (use an interval schedule for sub-minute tests). An
+expression whose fields are each valid but name no calendar date (``0 0 30 2 *``,
+February 30) is refused too: it would be listed active and never fire.
 """
 
 from __future__ import annotations
@@ -12,9 +14,12 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from cron_descriptor import get_description
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 CRON_FIELDS = 5
+# Searching from a leap year's first day finds every date the calendar has (29 February
+# included) within croniter's search span, so "no next match" means "no such date".
+_SEARCH_FROM = datetime(2000, 1, 1)  # a calendar question: no zone involved
 
 
 def cron_check(expression: str) -> str:
@@ -30,6 +35,13 @@ def cron_check(expression: str) -> str:
     normalised = " ".join(fields)
     if not croniter.is_valid(normalised):
         raise ValueError(f"cron expression {expression!r} is not valid")
+    try:
+        croniter(normalised, _SEARCH_FROM).get_next(datetime)
+    except CroniterBadDateError:
+        raise ValueError(
+            f"cron expression {expression!r} never fires: no date matches its day of month "
+            "and month (such as February 30)"
+        ) from None
     return normalised
 
 
