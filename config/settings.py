@@ -306,6 +306,9 @@ FLOWPILOT_WEBHOOK_TIMEOUT = env.float("FLOWPILOT_WEBHOOK_TIMEOUT", default=10.0)
 # A failed run's report replays its version offline against the version's validation
 # run and includes what differs (runs/replay/; nothing is sent, no file is written).
 FLOWPILOT_REPORT_REPLAY = env.bool("FLOWPILOT_REPORT_REPLAY", default=True)
+# The site's public address (https://flowpilot.example.com): reports link the run, its
+# failing steps and the workflow under it. Unset, a report says so and links nothing.
+FLOWPILOT_PUBLIC_URL = env("FLOWPILOT_PUBLIC_URL", default="")
 
 # Circuit breaker per external host (tools/breaker/): shared by every worker, in Redis
 # when the broker is Redis, else in the database. auto | redis | database | off.

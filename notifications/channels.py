@@ -56,6 +56,7 @@ def email_text(report: dict[str, Any]) -> tuple[str, str]:
     ]
     if report["error_summary"]:
         lines.append(f"Summary: {report['error_summary']}")
+    lines += _link_lines(report.get("links") or {})
     if report.get("replay"):
         lines += ["", f"Replay against the validation run: {report['replay']['summary']}"]
         for step in report["replay"].get("differences", []):
@@ -65,6 +66,7 @@ def email_text(report: dict[str, Any]) -> tuple[str, str]:
         lines += [
             "",
             f"Failing step: {step['step']}",
+            *([f"Step page: {step['link']}"] if step.get("link") else []),
             f"Error: {json.dumps(step['error'], sort_keys=True)}",
             f"Request: {json.dumps(step['request'], sort_keys=True, indent=2)}",
             f"Response: {json.dumps(step['response'], sort_keys=True, indent=2)}",
@@ -72,6 +74,13 @@ def email_text(report: dict[str, Any]) -> tuple[str, str]:
             + json.dumps(step["validation_diff"], sort_keys=True, indent=2),
         ]
     return subject, "\n".join(lines) + "\n"
+
+
+def _link_lines(links: dict[str, Any]) -> list[str]:
+    """The run's and the workflow's pages, or the note saying why there are none."""
+    if not links.get("run"):
+        return [f"Links: {links.get('note') or 'none'}"]
+    return [f"Run page: {links['run']}", f"Workflow page: {links['workflow']}"]
 
 
 def email_send(*, recipients: list[str], report: dict[str, Any]) -> None:

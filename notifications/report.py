@@ -19,6 +19,7 @@ import os
 from typing import Any
 
 from django.conf import settings
+from django.urls import reverse
 
 from notifications.models import Event
 from runs.engine import caches
@@ -39,6 +40,7 @@ def report_build(*, run: Run, event: str) -> dict[str, Any]:
     None (another event, or ``FLOWPILOT_REPORT_REPLAY`` off)."""
     workflow = run.workflow
     failing = _failing_steps(run)
+    links = report_links(run=run)
     replay = None
     if event == Event.FAILED and settings.FLOWPILOT_REPORT_REPLAY:
         replay = replay_difference(run=run)
@@ -52,10 +54,41 @@ def report_build(*, run: Run, event: str) -> dict[str, Any]:
         "error_summary": run.error_summary,
         "started_at": run.started_at.isoformat() if run.started_at else None,
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
-        "failed_steps": [_step_report(run, r) for r in failing],
+        "links": links,
+        "failed_steps": [
+            {**_step_report(run, r), "link": _step_link(links["run"], r.step_id)} for r in failing
+        ],
         "replay": replay,
     }
     return _redactor().scrub(report)
+
+
+PUBLIC_URL_UNSET = (
+    "FLOWPILOT_PUBLIC_URL is not set: no links (set it to the site's public address, "
+    "scheme and host, and every report links its run, failing steps and workflow)"
+)
+
+
+def report_links(*, run: Run) -> dict[str, str | None]:
+    """Admin URLs of the run and of its workflow version under ``FLOWPILOT_PUBLIC_URL``.
+
+    A report is read away from the site (an inbox, a chat channel), so only an absolute
+    URL helps; the host is never guessed from a request or ``ALLOWED_HOSTS``. Unset,
+    both links are ``None`` and ``note`` says which setting gives them.
+    """
+    public = str(settings.FLOWPILOT_PUBLIC_URL or "").rstrip("/")
+    if not public:
+        return {"run": None, "workflow": None, "note": PUBLIC_URL_UNSET}
+    return {
+        "run": public + reverse("admin:runs_run_change", args=[run.pk]),
+        "workflow": public + reverse("admin:workflows_workflow_change", args=[run.workflow_id]),
+        "note": "",
+    }
+
+
+def _step_link(run_url: str | None, step_id: str) -> str | None:
+    """The step's card on the run page (its anchor is ``step-<id>``)."""
+    return f"{run_url}#step-{step_id}" if run_url else None
 
 
 def replay_difference(*, run: Run) -> dict[str, Any]:

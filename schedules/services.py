@@ -19,6 +19,12 @@ from django_celery_beat.models import CrontabSchedule, IntervalSchedule, Periodi
 from schedules.models import FireOutcome, Overlap, Schedule, ScheduleFire, ScheduleSource
 from workflows.cron import cron_check, timezone_check
 from workflows.models import Workflow
+from workflows.schema_triggers import (
+    MAX_CATCHUP_SECONDS,
+    MAX_INTERVAL_SECONDS,
+    MAX_JITTER_SECONDS,
+    MAX_PAUSE_AFTER_FAILURES,
+)
 from workflows.services import workflow_spec
 
 FIRE_TASK = "schedules.fire"
@@ -43,11 +49,21 @@ class Policy:
 def schedule_check(
     *, cron: str = "", tz: str = "UTC", interval: int | None = None, policy: Policy = Policy()
 ) -> tuple[str, str, int | None]:
-    """The normalised (cron, timezone, interval); ``ScheduleInvalid`` naming the field."""
+    """The normalised (cron, timezone, interval); ``ScheduleInvalid`` naming the field.
+
+    A schedule that can never fire (a cron naming no date) or would fire absurdly
+    (numbers past ``workflows.schema_triggers``' bounds, the file's own) is refused here,
+    so the command, the API and the admin refuse it with the same reason.
+    """
     if bool(cron) == (interval is not None):
         raise ScheduleInvalid("give exactly one of `cron` and `interval`")
     if interval is not None and interval < 1:
         raise ScheduleInvalid(f"`interval` must be at least 1 second, got {interval}")
+    if interval is not None and interval > MAX_INTERVAL_SECONDS:
+        raise ScheduleInvalid(
+            f"`interval` must be at most {MAX_INTERVAL_SECONDS} seconds (366 days), got "
+            f"{interval}; a rarer schedule is a cron expression"
+        )
     try:
         cron = cron_check(cron) if cron else ""
     except ValueError as exc:
@@ -56,14 +72,28 @@ def schedule_check(
         tz = timezone_check(tz)
     except ValueError as exc:
         raise ScheduleInvalid(f"`timezone`: {exc}") from None
+    _policy_check(policy)
+    return cron, tz, interval
+
+
+def _policy_check(policy: Policy) -> None:
+    """``ScheduleInvalid`` naming the first policy value out of its bounds."""
     if policy.overlap not in Overlap.values:
         raise ScheduleInvalid(f"`overlap` must be one of {', '.join(Overlap.values)}")
-    for field, value in (("catchup_window", policy.catchup_window), ("jitter", policy.jitter)):
+    for field, value, most in (
+        ("catchup_window", policy.catchup_window, MAX_CATCHUP_SECONDS),
+        ("jitter", policy.jitter, MAX_JITTER_SECONDS),
+    ):
         if value < 0:
             raise ScheduleInvalid(f"`{field}` must be 0 or more seconds, got {value}")
-    if policy.pause_after_failures is not None and policy.pause_after_failures < 1:
-        raise ScheduleInvalid("`pause_after_failures` must be 1 or more (omit it to never pause)")
-    return cron, tz, interval
+        if value > most:
+            raise ScheduleInvalid(f"`{field}` must be at most {most} seconds, got {value}")
+    failures = policy.pause_after_failures
+    if failures is not None and not 1 <= failures <= MAX_PAUSE_AFTER_FAILURES:
+        raise ScheduleInvalid(
+            f"`pause_after_failures` must be between 1 and {MAX_PAUSE_AFTER_FAILURES} "
+            f"(omit it to never pause), got {failures}"
+        )
 
 
 def schedule_create(

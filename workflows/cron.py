@@ -3,7 +3,9 @@
 A schedule fires at most once a minute: exactly five fields (minute, hour, day of
 month, month, day of week). croniter also reads a sixth "seconds" field; that form is
 refused here, because a schedule that fires every second would pile up runs faster
-than anyone can read them (use an interval schedule for sub-minute tests).
+than anyone can read them (use an interval schedule for sub-minute tests). An
+expression whose fields are each valid but name no calendar date (``0 0 30 2 *``,
+February 30) is refused too: it would be listed active and never fire.
 """
 
 from __future__ import annotations
@@ -12,9 +14,14 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from cron_descriptor import get_description
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
+
+from workflows.cron_clock import fires_before
 
 CRON_FIELDS = 5
+# Searching from a leap year's first day finds every date the calendar has (29 February
+# included) within croniter's search span, so "no next match" means "no such date".
+_SEARCH_FROM = datetime(2000, 1, 1)  # a calendar question: no zone involved
 
 
 def cron_check(expression: str) -> str:
@@ -30,6 +37,13 @@ def cron_check(expression: str) -> str:
     normalised = " ".join(fields)
     if not croniter.is_valid(normalised):
         raise ValueError(f"cron expression {expression!r} is not valid")
+    try:
+        croniter(normalised, _SEARCH_FROM).get_next(datetime)
+    except CroniterBadDateError:
+        raise ValueError(
+            f"cron expression {expression!r} never fires: no date matches its day of month "
+            "and month (such as February 30)"
+        ) from None
     return normalised
 
 
@@ -50,22 +64,23 @@ def cron_describe(expression: str) -> str:
 
 
 def cron_latest(expression: str, tz: str, now: datetime) -> datetime:
-    """The latest time at or before ``now`` the expression matches, in ``tz``'s wall time.
-
-    croniter's ``get_prev`` from an exact match returns the match before it, so the
-    search starts one second after ``now``'s minute (cron ticks fall on whole minutes).
-    """
-    local = now.astimezone(ZoneInfo(tz)).replace(second=0, microsecond=0)
-    return croniter(expression, local + timedelta(seconds=1)).get_prev(datetime)
+    """The latest fire time at or before ``now``'s minute, in ``tz`` (the rule: module
+    ``workflows.cron_clock``)."""
+    until = now.replace(second=0, microsecond=0) + timedelta(seconds=1)
+    zone = ZoneInfo(tz)
+    return next(fires_before(expression, zone, until)).astimezone(zone)
 
 
 def cron_between(
     expression: str, tz: str, after: datetime, until: datetime, *, limit: int
 ) -> list[datetime]:
-    """The newest ``limit`` matches strictly after ``after`` and before ``until``, oldest
-    first (searched back from ``until``: a long gap keeps its latest matches)."""
+    """The newest ``limit`` fire times strictly after ``after`` and before ``until``,
+    oldest first, in ``tz`` (searched back from ``until``: a long gap keeps its latest);
+    the same fire times ``cron_latest`` names, one rule for both."""
+    zone = ZoneInfo(tz)
     found: list[datetime] = []
-    it = croniter(expression, until.astimezone(ZoneInfo(tz)))
-    while len(found) < limit and (tick := it.get_prev(datetime)) > after:
-        found.append(tick)
+    for instant in fires_before(expression, zone, until):
+        if instant <= after or len(found) >= limit:
+            break
+        found.append(instant.astimezone(zone))
     return found[::-1]

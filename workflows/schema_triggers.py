@@ -13,6 +13,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from workflows.cron import cron_check, timezone_check
 
+# The bounds of a schedule's numbers, one rule for the file's ``schedule:`` and every
+# surface that creates a schedule (``schedules.services.schedule_check``): past them a
+# schedule would fire absurdly (an interval of a century) or hold values no column can.
+MAX_INTERVAL_SECONDS = 366 * 86400  # longer than a year: a cron expression says it better
+MAX_CATCHUP_SECONDS = 366 * 86400
+MAX_JITTER_SECONDS = 3600
+MAX_PAUSE_AFTER_FAILURES = 1000
+
 # What a finished run turns out to be, for a notification's ``on``.
 RunOutcome = Literal["failed", "recovered", "succeeded"]
 
@@ -29,8 +37,7 @@ class Notifications(FrozenModel):
     webhook_secret_env: str | None = Field(
         None,
         pattern=r"^[A-Z_][A-Z0-9_]*$",
-        description="Environment variable holding the HMAC key. Omitted: "
-        "FLOWPILOT_WEBHOOK_SECRET.",
+        description="Environment variable holding the HMAC key. Omitted: FLOWPILOT_WEBHOOK_SECRET.",
     )
     on: list[RunOutcome] = Field(
         default_factory=lambda: list[RunOutcome](["failed"]),
@@ -71,12 +78,17 @@ class ScheduleSpec(FrozenModel):
     inputs: dict[str, Any] = Field(default_factory=dict, description="Run inputs of each fire.")
     overlap: Literal["skip", "buffer_one", "allow_all"] = "skip"
     catchup_window: int = Field(
-        3600, ge=0, le=366 * 86400, description="Seconds a missed fire may still run late."
+        3600, ge=0, le=MAX_CATCHUP_SECONDS, description="Seconds a missed fire may still run late."
     )
     pause_after_failures: int | None = Field(
-        None, ge=1, le=1000, description="Pause after this many failed runs in a row."
+        None,
+        ge=1,
+        le=MAX_PAUSE_AFTER_FAILURES,
+        description="Pause after this many failed runs in a row.",
     )
-    jitter: int = Field(0, ge=0, le=3600, description="Random delay of each start, seconds.")
+    jitter: int = Field(
+        0, ge=0, le=MAX_JITTER_SECONDS, description="Random delay of each start, seconds."
+    )
 
     @field_validator("cron")
     @classmethod

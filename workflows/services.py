@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from tools.hooks import hooks_announce
 from tools.permissions import actor_user, permission_require
+from tools.registry import ToolRegistry
 from workflows.errors import WorkflowError, WorkflowTransitionError
 from workflows.graph import GraphCycleError, build_graph
 from workflows.models import (
@@ -193,17 +194,25 @@ def _archive_other_active(workflow: Workflow) -> int:
     )
 
 
-def workflow_activate_trusted(*, workflow: Workflow, actor: Actor | None = None) -> Workflow:
+def workflow_activate_trusted(
+    *, workflow: Workflow, actor: Actor | None = None, registry: ToolRegistry | None = None
+) -> Workflow:
     """Operator shortcut (``importflow --activate --as SUPERUSER``): draft → active
     without review.
 
     For flows written and checked by an operator with shell access; the version is
     frozen exactly as an approved one is, and ``approved_by`` records who did it.
+    Trust skips review and the validation run, never validation: the stored definition
+    is checked against ``registry`` (the stored tools when ``None``) and
+    ``WorkflowInvalid`` is raised, nothing activated, when it has errors, since an
+    active version that does not validate would make every later run refuse.
     """
     if workflow.status == WorkflowStatus.ACTIVE:
         return workflow
     if workflow.status != WorkflowStatus.DRAFT:
         raise WorkflowTransitionError(f"`{workflow}` is {workflow.status}, not draft")
+    tools = registry if registry is not None else ToolRegistry.from_db()
+    validate_workflow(workflow_spec(workflow), registry=tools).raise_for_errors()
     with transaction.atomic():
         workflow.status = WorkflowStatus.ACTIVE
         workflow.approved_by = actor_user(actor)

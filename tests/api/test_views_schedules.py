@@ -127,6 +127,8 @@ def test_the_fire_log_lists_fires_and_events_newest_first_paginated(
         ({"timezone": "Mars/Olympus_Mons"}, "timezone"),
         ({"cron": "* * * * * *"}, "cron"),  # a sixth field: every second
         ({"cron": "", "interval": 0}, "interval"),
+        ({"cron": "0 0 30 2 *"}, "cron"),  # February 30: never fires
+        ({"cron": "", "interval": 366 * 86400 + 1}, "interval"),  # over a year: use a cron
         ({"interval": 60}, "cron"),  # both: exactly one of them
         ({"workflow": "nope"}, "workflow"),
         ({"name": "Bad Name"}, "name"),

@@ -90,6 +90,51 @@ def test_one_signed_webhook_per_failure_and_a_retry_after_a_500(orders_api, sett
     assert Delivery.objects.filter(run=run).count() == 1
 
 
+PUBLIC = "https://flowpilot.example.com"
+
+
+def test_every_report_links_the_run_the_failing_step_and_the_workflow(
+    orders_api, smtp, settings, admin_client
+):
+    settings.FLOWPILOT_PUBLIC_URL = PUBLIC + "/"  # a trailing slash is not doubled
+    settings.FLOWPILOT_WEBHOOK_SECRET = HOOK_KEY
+    with WebhookReceiver(HOOK_KEY) as receiver:
+        workflow, _, run = failed_run(orders_api, email=["ops@example.com"], webhook=receiver.url)
+        notification_run_finished(run_id=run.pk)
+
+    run_url = f"{PUBLIC}/admin/runs/run/{run.pk}/change/"
+    links = {
+        "run": run_url,
+        "workflow": f"{PUBLIC}/admin/workflows/workflow/{workflow.pk}/change/",
+        "note": "",
+    }
+    body = receiver.received[0]["body"]
+    assert body["links"] == links
+    assert body["failed_steps"][0]["link"] == run_url + "#step-fetch"
+    lines = smtp.messages[0].get_content().splitlines()
+    assert f"Run page: {run_url}" in lines
+    assert f"Workflow page: {links['workflow']}" in lines
+    assert f"Step page: {run_url}#step-fetch" in lines
+    page = admin_client.get(run_url.removeprefix(PUBLIC)).content.decode()
+    assert 'id="step-fetch"' in page  # the step link's anchor
+
+
+def test_without_a_public_url_the_report_says_so_and_invents_no_host(orders_api, smtp, settings):
+    settings.FLOWPILOT_PUBLIC_URL = ""
+    settings.FLOWPILOT_WEBHOOK_SECRET = HOOK_KEY
+    with WebhookReceiver(HOOK_KEY) as receiver:
+        _, _, run = failed_run(orders_api, email=["ops@example.com"], webhook=receiver.url)
+        notification_run_finished(run_id=run.pk)
+
+    body = receiver.received[0]["body"]
+    assert (body["links"]["run"], body["links"]["workflow"]) == (None, None)
+    assert body["failed_steps"][0]["link"] is None
+    assert "FLOWPILOT_PUBLIC_URL is not set" in body["links"]["note"]
+    (line,) = [x for x in smtp.messages[0].get_content().splitlines() if x.startswith("Links: ")]
+    assert line.startswith("Links: FLOWPILOT_PUBLIC_URL is not set")
+    assert "http" not in line
+
+
 def test_a_webhook_that_stays_down_is_recorded_failed_after_its_tries(orders_api, settings):
     settings.FLOWPILOT_WEBHOOK_ATTEMPTS = 3
     settings.FLOWPILOT_WEBHOOK_SECRET = HOOK_KEY

@@ -86,9 +86,7 @@ def test_connections_cut_while_a_post_is_in_flight_its_outcome_is_recorded_once(
     assert [e["status"] for e in post.attempt_log] == ["succeeded"], post.attempt_log
 
 
-def test_connections_cut_again_and_again_no_idempotent_step_runs_twice(
-    workers, echo_tools, beat
-):
+def test_connections_cut_again_and_again_no_idempotent_step_runs_twice(workers, echo_tools, beat):
     width = 10
     run = enqueue(fan_out_flow("blips", width, delay=1.0), tag="blips")
     for _ in range(3):
@@ -166,3 +164,36 @@ def _waiting_on_a_lock() -> bool:
             "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'"
         )
         return cursor.fetchone()[0] > 0
+
+
+def test_a_queue_lost_with_redis_is_published_again_long_before_the_lease_runs_out(
+    workers, echo_tools, settings
+):
+    """FLUSHDB of the broker's Redis db under queued steps (a restart without persistence
+    loses the same): the sweeper sees the broker forgot, publishes the queued steps
+    again within seconds (the queued lease is 600 s here), and nothing runs twice."""
+    import redis
+
+    from tests.celery_support import redis_url
+    from tests.runs.test_celery_workers import assert_each_step_succeeded_once
+
+    settings.FLOWPILOT_QUEUED_LEASE = 600.0
+    lease = {"FLOWPILOT_QUEUED_LEASE": "600"}
+    for name in ("w1", "w2"):
+        workers.stop(name)  # nobody takes the messages before they are lost
+    run = enqueue(fan_out_flow("lost_queue", 2), tag="flushed")
+    client = redis.Redis.from_url(redis_url())
+    wait_until(lambda: client.llen(workers.queue) >= 2, timeout=10, what="the messages")
+    client.flushdb()
+    client.close()
+    try:
+        for name in ("w1", "w2"):
+            workers.start_worker(name, env=lease)
+        workers.start_beat()
+        run = finished(run, timeout=30, cluster=workers)
+    finally:
+        for name in ("beat", "w1", "w2"):
+            workers.stop(name)  # the next test's workers start with the usual lease
+
+    assert run.status == "succeeded"
+    assert_each_step_succeeded_once(run, echo_tools, "flushed", 2)

@@ -49,6 +49,10 @@ def test_the_add_form_checks_the_rule_and_creates_the_beat_entry(admin_client, a
     }  # fmt: skip
     refused = admin_client.post(add, form)
     assert "a sixth field means seconds" in refused.content.decode()
+    never = admin_client.post(add, {**form, "cron": "0 0 30 2 *"})
+    assert "never fires: no date matches" in never.content.decode()
+    absurd = admin_client.post(add, {**form, "cron": "", "interval_seconds": str(10**12)})
+    assert "`interval` must be at most 31622400 seconds" in absurd.content.decode()
     unknown = admin_client.post(add, {**form, "cron": "0 * * * *", "workflow_name": "ghost"})
     assert "no stored workflow is named &#x27;ghost&#x27;" in unknown.content.decode()
 

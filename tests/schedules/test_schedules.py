@@ -42,6 +42,11 @@ def test_the_schedule_lifecycle_from_the_command_line(active_flow, capsys):
     [
         (["--cron", "* * * * * *"], "a sixth field means seconds"),
         (["--every", "0"], "`interval` must be at least 1 second"),
+        (["--cron", "0 0 30 2 *"], "never fires: no date matches"),
+        (["--every", "100000000000000000000000"], "`interval` must be at most 31622400 seconds"),
+        (["--every", "5", "--catchup-window", str(10**23)], "`catchup_window` must be at most"),
+        (["--every", "5", "--jitter", "3601"], "`jitter` must be at most 3600 seconds"),
+        (["--every", "5", "--pause-after-failures", str(10**23)], "`pause_after_failures` must"),
         (["--cron", "0 9 * * *", "--timezone", "Moon/Base"], "unknown timezone 'Moon/Base'"),
         (["--every", "5", "--input", "oops"], "--input 'oops' must look like key=value"),
     ],

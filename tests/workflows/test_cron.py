@@ -26,6 +26,16 @@ def test_too_few_fields_and_bad_values_are_refused():
         cron_check("61 9 * * *")
 
 
+@pytest.mark.parametrize("expression", ["0 0 30 2 *", "0 0 31 4,6,9,11 *", "0 0 31 2 *"])
+def test_an_expression_that_matches_no_date_is_refused(expression):
+    with pytest.raises(ValueError, match="never fires: no date matches"):
+        cron_check(expression)
+
+
+def test_a_rare_but_real_date_is_accepted():
+    assert cron_check("0 0 29 2 *") == "0 0 29 2 *"  # every leap year
+
+
 def test_timezones_are_iana_names():
     assert timezone_check("Europe/Paris") == "Europe/Paris"
     assert timezone_check("UTC") == "UTC"

@@ -42,6 +42,7 @@ def test_a_schedule_is_normalised_and_defaults_to_utc_and_skip():
     ("fields", "message"),
     [
         ({"cron": "* * * * * *"}, "a sixth field means seconds"),
+        ({"cron": "0 0 30 2 *"}, "never fires: no date matches"),
         ({"cron": "0 9 * * *", "timezone": "Mars/Olympus"}, "unknown timezone 'Mars/Olympus'"),
         ({"cron": "0 9 * * *", "jitter": 3601}, "less than or equal to 3600"),
         ({"cron": "0 9 * * *", "pause_after_failures": 0}, "greater than or equal to 1"),

@@ -19,6 +19,7 @@ from workflows.services import (
     workflow_spec,
     workflow_transition,
 )
+from workflows.validation.report import WorkflowInvalid
 
 pytestmark = pytest.mark.django_db
 
@@ -180,7 +181,7 @@ def test_transitions_outside_the_table_are_refused(path, to):
     assert workflow.status == (path[-1] if path else "draft")
 
 
-def test_trusted_activation_takes_a_draft_straight_to_active_once():
+def test_trusted_activation_takes_a_draft_straight_to_active_once(example_tools):
     workflow, _ = workflow_import(data=example("geo_weather"))
 
     workflow_activate_trusted(workflow=workflow)
@@ -199,6 +200,17 @@ def test_trusted_activation_refuses_anything_but_a_draft():
         workflow_activate_trusted(workflow=workflow)
 
 
+def test_trusted_activation_still_validates_and_activates_nothing_invalid(example_tools):
+    data = example("geo_weather")
+    data["outputs"] = {**data["outputs"], "wind": "nowhere.speed"}  # no step `nowhere`
+    workflow, _ = workflow_import(data=data)
+
+    with pytest.raises(WorkflowInvalid, match="nowhere"):
+        workflow_activate_trusted(workflow=workflow)
+    workflow.refresh_from_db()
+    assert (workflow.status, workflow.approved_at) == ("draft", None)
+
+
 # --- selectors ----------------------------------------------------------------------------
 
 
@@ -214,7 +226,7 @@ def test_workflow_list_is_ordered_by_name_then_newest_version():
     ]
 
 
-def test_a_trigger_runs_the_newest_active_version_not_a_newer_draft():
+def test_a_trigger_runs_the_newest_active_version_not_a_newer_draft(example_tools):
     v1, _ = workflow_import(data=example("geo_weather"))
     workflow_activate_trusted(workflow=v1)
     v2, _ = workflow_import(data=variant("geo_weather", "v2"))

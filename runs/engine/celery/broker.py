@@ -11,6 +11,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+import redis
 from celery import current_app
 
 from workflows.schema import AnyStep
@@ -38,6 +39,32 @@ def publish_step(
 def in_process() -> bool:
     """No broker configured (Celery eager): runs execute in this process, as before."""
     return bool(current_app.conf.task_always_eager)
+
+
+# A key the sweeper keeps in the broker's Redis database, beside the queues: when it is
+# gone, so is everything the broker held (a restart without persistence, a FLUSHDB).
+BROKER_MARK = "flowpilot:broker-mark"
+
+
+def broker_forgot() -> bool:
+    """True when the broker lost its messages since the last call: ``BROKER_MARK`` is gone.
+
+    The call leaves the mark (``SET NX``), so one loss is reported once. Only a Redis
+    broker can tell; any other broker, in-process execution or an unreachable Redis
+    answers False (the queued lease still takes the steps back). The first call ever
+    answers True: queued steps are then published once more, which is harmless, since
+    a step task claims its step with a conditional UPDATE and a duplicate loses.
+    """
+    url = str(current_app.conf.broker_url or "")
+    if in_process() or not url.startswith(("redis://", "rediss://", "unix://")):
+        return False
+    client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+    try:
+        return bool(client.set(BROKER_MARK, "1", nx=True))
+    except redis.RedisError:
+        return False
+    finally:
+        client.close()
 
 
 def lease_until(seconds: float, now: datetime) -> datetime:

@@ -5,7 +5,10 @@ out:
 
 - a **queued** step's message was lost (the broker restarted, the publishing process
   died after its commit): it is published again. A duplicate is harmless, since only
-  one task can claim the step;
+  one task can claim the step. When the broker says it lost everything it held
+  (``broker.broker_forgot``: a Redis restart without persistence, a FLUSHDB), every
+  queued step is published again at once, not when its lease runs out, keeping the
+  countdown of a retry that was waiting;
 - a **running** step's worker stopped renewing the lease (``kill -9``, a lost machine):
   the try is logged as ``lost`` and the step is queued again, unless its tool is not
   idempotent, in which case it is failed for review rather than repeated blindly (the
@@ -23,15 +26,23 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 
 from runs.engine.attempt import step_idempotent
 from runs.engine.celery.advance import advance_locked
-from runs.engine.celery.broker import Publish, lease_until, publish_step, time_limit_of
+from runs.engine.celery.broker import (
+    Publish,
+    broker_forgot,
+    lease_until,
+    publish_step,
+    time_limit_of,
+)
 from runs.engine.celery.run import lock_run, run_context
 from runs.engine.celery.settle import requeue
 from runs.engine.context import DEFAULT_CLOCK, RunContext
@@ -51,38 +62,40 @@ logger = logging.getLogger("flowpilot.engine")
 FAILED = StepStatus.FAILED.value  # the sweep's count of steps it failed for review
 
 
-def steps_sweep(*, now: datetime | None = None, publish: Publish = publish_step) -> dict[str, int]:
-    """Take back queued and running steps whose lease ran out; returns what it did.
+def steps_sweep(
+    *,
+    now: datetime | None = None,
+    publish: Publish = publish_step,
+    broker_lost: Callable[[], bool] = broker_forgot,
+) -> dict[str, int]:
+    """Take back queued and running steps whose lease ran out, and every queued step
+    when ``broker_lost()`` says the broker's messages are gone; returns what it did.
 
     Counts: ``republished`` (a queued step's message was lost), ``requeued`` (its worker
     died; the step runs again), ``failed`` (not idempotent, or lost too often: failed for
     review), ``abandoned`` (the run had already ended).
     """
     now = now or DEFAULT_CLOCK()
-    run_ids = sorted(
-        set(
-            StepResult.objects.filter(
-                status__in=sorted(STEP_IN_FLIGHT), lease_expires_at__lt=now
-            ).values_list("run_id", flat=True)
-        )
-    )
+    due = Q(status__in=sorted(STEP_IN_FLIGHT), lease_expires_at__lt=now)
+    if broker_lost():
+        logger.warning("sweeper: the broker lost its messages; publishing queued steps again")
+        due |= Q(status=StepStatus.QUEUED)
+    run_ids = sorted(set(StepResult.objects.filter(due).values_list("run_id", flat=True)))
     counts: Counter[str] = Counter()
     for run_id in run_ids:
-        counts.update(_sweep_run(run_id, now=now, publish=publish))
+        counts.update(_sweep_run(run_id, due, now=now, publish=publish))
     if run_ids:
         logger.warning("sweeper: %s", dict(counts))
     return {k: counts[k] for k in ("republished", "requeued", FAILED, "abandoned")}
 
 
-def _sweep_run(run_id: int, *, now: datetime, publish: Publish) -> Counter[str]:
+def _sweep_run(run_id: int, due: Q, *, now: datetime, publish: Publish) -> Counter[str]:
     counts: Counter[str] = Counter()
     with transaction.atomic():
         run = lock_run(run_id)
         # Skip rows a finishing task holds: never wait on a step row under the run lock.
         expired = list(
-            run.step_results.filter(status__in=sorted(STEP_IN_FLIGHT), lease_expires_at__lt=now)
-            .select_for_update(skip_locked=True)
-            .order_by("step_id")
+            run.step_results.filter(due).select_for_update(skip_locked=True).order_by("step_id")
         )
         if not expired:
             return counts
@@ -104,10 +117,7 @@ def _take_back(
         _abandon(result, now)
         return "abandoned"
     if result.status == StepStatus.QUEUED:
-        result.lease_expires_at = lease_until(settings.FLOWPILOT_QUEUED_LEASE, now)
-        result.save(update_fields=["lease_expires_at", "updated_at"])
-        transaction.on_commit(lambda: publish(result.pk, time_limit=limit))
-        return "republished"
+        return _republish(result, now=now, publish=publish, limit=limit)
     entry: dict[str, Any] = {
         "attempt": result.attempts + 1,
         "started_at": result.started_at.isoformat() if result.started_at else None,
@@ -129,6 +139,21 @@ def _take_back(
     requeue(result, entry, now, delay=0, error=entry["error"])
     transaction.on_commit(lambda: publish(result.pk, time_limit=limit))
     return "requeued"
+
+
+def _republish(result: StepResult, *, now: datetime, publish: Publish, limit: float | None) -> str:
+    """Publish a queued step again, keeping what is left of a retry's countdown (a
+    queued lease runs ``FLOWPILOT_QUEUED_LEASE`` past the time the step is due)."""
+    queued_lease = settings.FLOWPILOT_QUEUED_LEASE
+    due_at = result.lease_expires_at
+    wait = max(0.0, (due_at - now).total_seconds() - queued_lease) if due_at else 0.0
+    result.lease_expires_at = lease_until(wait + queued_lease, now)
+    result.save(update_fields=["lease_expires_at", "updated_at"])
+    if wait:
+        transaction.on_commit(lambda: publish(result.pk, countdown=wait, time_limit=limit))
+    else:
+        transaction.on_commit(lambda: publish(result.pk, time_limit=limit))
+    return "republished"
 
 
 def _fail_lost(result: StepResult, entry: dict, now: datetime, error: dict) -> None:

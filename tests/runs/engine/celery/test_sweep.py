@@ -42,6 +42,26 @@ def test_the_sweeper_publishes_again_a_queued_step_whose_message_was_lost(echo_a
     assert len(echo_api.requests("echo")) == 1
 
 
+def test_when_the_broker_forgot_queued_steps_are_published_again_before_their_lease(echo_api):
+    run, bus = started(fan_out_flow("fan", 2))
+    bus.messages.clear()  # Redis restarted without persistence, or was flushed
+
+    assert sweep.steps_sweep(now=later(5), publish=bus, broker_lost=lambda: False) == {
+        "republished": 0,
+        "requeued": 0,
+        "failed": 0,
+        "abandoned": 0,
+    }
+    counts = sweep.steps_sweep(now=later(5), publish=bus, broker_lost=lambda: True)
+    assert counts["republished"] == 2
+    bus.drain(worker=WORKER)
+    bus.drain(worker=WORKER)  # a duplicate message, had one survived, loses its claim
+
+    run.refresh_from_db()
+    assert run.status == "succeeded"
+    assert len(echo_api.requests("echo")) == 2  # nothing ran twice
+
+
 def test_a_step_lost_with_its_worker_runs_again_and_the_late_result_is_ignored(echo_api, settings):
     run, bus = started(fan_out_flow("fan", 1))
     message = bus.messages.pop(0)
