@@ -19,14 +19,12 @@ from typing import Any
 from runs.engine.context import RunContext
 from runs.engine.http import tool_session
 from runs.engine.kinds.base import Attempt, Describe, StepKind, call_tool, check_allowed
-from runs.engine.resolve import EACH_KEY
+from runs.engine.resolve import EACH_KEY, MAX_ITEMS
 from runs.engine.tries import try_until_done
 from tools.errors import FlowpilotError, ToolInputError
 from tools.policy import RetryPolicy
 from workflows.graph import FlowGraph
 from workflows.schema import ForeachStep
-
-MAX_ITEMS = 10_000
 
 
 class ForeachItemsFailed(FlowpilotError):
