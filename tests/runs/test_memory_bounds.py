@@ -2,7 +2,7 @@
 
 Named after the feature. Each test runs the two hostile workflows of
 ``tests.runs.memory_probe`` in a child process — four transforms that each map their
-input eight times (64 KiB of run input would become 8**4 × 64 KiB), and an http tool
+input eight times (64 KiB of run input would become 8**4 times 64 KiB), and an http tool
 answered by a ~200 KB gzip body inflating to ~200 MB — in process, and on a real
 Celery worker (PostgreSQL and Redis; skipped on SQLite like the other worker tests).
 Each run fails with the size error naming the step, nothing of the oversized value
@@ -78,7 +78,9 @@ def _probe(mode: str, base: str, env: dict[str, str]) -> dict[str, Any]:
         check=False,
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith("PROBE ")]
-    assert done.returncode == 0 and lines, done.stdout[-3000:] + done.stderr[-5000:]
+    failure = done.stdout[-3000:] + done.stderr[-5000:]
+    assert done.returncode == 0, failure
+    assert lines, failure
     report: dict[str, Any] = json.loads(lines[-1][len("PROBE ") :])
     return report
 
@@ -126,9 +128,7 @@ def test_in_process_amplification_and_gzip_bomb_fail_within_200_mb(bomb_server, 
 
 @pytest.mark.postgres
 @pytest.mark.celery
-def test_on_a_celery_worker_amplification_and_gzip_bomb_fail_within_200_mb(
-    bomb_server, tmp_path
-):
+def test_on_a_celery_worker_amplification_and_gzip_bomb_fail_within_200_mb(bomb_server, tmp_path):
     require_services()
     url, queue = redis_url(), new_queue_name()
     env = {
