@@ -161,6 +161,9 @@ def _axis(run: Run, results: list[StepResult], terminal: bool) -> _Span:
     return _Span(origin, max(ends, default=origin))
 
 
+_NOT_IN_JSON = frozenset({"bars", "result", "output_size_text", "built_size_text"})
+
+
 def _step_view(result: StepResult, step: Step | None, span: _Span) -> StepView:
     kind = step.kind if step is not None else ""
     tool = step.tool if step is not None else ""
@@ -254,9 +257,7 @@ def run_record(view: RunView) -> dict[str, Any]:
     for s in view.steps:
         result = s.result
         assert result is not None
-        entry = {
-            k: v for k, v in asdict(s).items() if k not in {"bars", "result", "output_size_text", "built_size_text"}
-        }
+        entry = {k: v for k, v in asdict(s).items() if k not in _NOT_IN_JSON}
         entry.update(
             started_at=_iso(s.started_at),
             finished_at=_iso(s.finished_at),

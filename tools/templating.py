@@ -138,7 +138,7 @@ class _Room:
         size of every value it takes in (percent-encoding may triple a value)."""
         if self.cap is None:
             return
-        size = len(template)
+        size = len(_TOKEN.sub("", template))  # the literal text around the placeholders
         for value in found:
             each = text_bytes(value) - 2 if isinstance(value, str) else json_bytes(value, self.memo)
             size += each * 3 if encode else each

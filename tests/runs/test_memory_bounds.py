@@ -150,3 +150,90 @@ def test_on_a_celery_worker_amplification_and_gzip_bomb_fail_within_200_mb(bomb_
     _assert_refused(report)
     _assert_peak(report)
     assert report["children_kb"] > 0  # the worker and its pool process were measured
+
+
+# --- the rule in process, step by step ---------------------------------------------------
+
+
+def _shape_flow(**shape: Any) -> dict[str, Any]:
+    return {
+        "name": "shape",
+        "inputs": {"data": {"type": "string"}},
+        "steps": [
+            {
+                "id": "shape",
+                "kind": "transform",
+                "input_mapping": {"a": "$input.data", "b": "$input.data"},
+                "expression": "{a: a, b: b}",
+                **shape,
+            }
+        ],
+        "outputs": {"shape": "$step.shape"},
+    }
+
+
+def _run(flow: dict[str, Any], data: str):
+    from runs.services import run_create, run_execute
+    from tests.celery_support import import_flow
+
+    run = run_create(workflow=import_flow(flow), trigger="api", inputs={"data": data})
+    run_execute(run=run)
+    run.refresh_from_db()
+    return run, run.step_results.get(step_id="shape")
+
+
+def test_a_step_max_output_bytes_sets_its_cap_and_is_part_of_the_definition():
+    from tests.celery_support import import_flow
+
+    run, row = _run(_shape_flow(max_output_bytes=100), "x" * 60)
+
+    assert run.status == "failed"
+    assert row.error["type"] == "output_too_large"
+    assert (row.error["step"], row.error["what"], row.error["cap"]) == ("shape", "arguments", 100)
+    assert row.inputs is None, "refused arguments are not recorded"
+    assert row.output is None
+    plain = import_flow(_shape_flow())
+    assert plain.definition_hash != run.workflow.definition_hash
+
+
+def test_each_output_size_is_recorded_and_shown_on_the_run_page(admin_client):
+    from django.urls import reverse
+
+    from tools.sizes import json_bytes
+
+    run, row = _run(_shape_flow(), "y" * 3000)
+
+    assert run.status == "succeeded"
+    assert row.output_bytes == json_bytes({"a": "y" * 3000, "b": "y" * 3000})
+    page = admin_client.get(reverse("admin:runs_run_change", args=[run.pk])).content.decode()
+    assert f'data-bytes="{row.output_bytes}" title="the output' in page
+    assert "built 5.9 KB" in page
+
+
+def test_a_body_decoded_with_replacements_is_flagged_on_the_run_page(admin_client):
+    from django.urls import reverse
+
+    from tests.factories import RunFactory, StepResultFactory
+
+    run = RunFactory()
+    log = [{"attempt": 1, "status": "succeeded", "request": {"replaced_text": True}}]
+    StepResultFactory(run=run, step_id="fetch", output={"text": "caf\ufffd"}, attempt_log=log)
+
+    page = admin_client.get(reverse("admin:runs_run_change", args=[run.pk])).content.decode()
+
+    assert "invalid text: the response body was not valid in its charset" in page
+
+
+def test_the_operator_maximum_bounds_a_step_cap():
+    from runs.engine.context import Limits
+
+    limits = Limits(
+        max_response_bytes=10,
+        max_stored_output_bytes=10,
+        max_parallel_steps=1,
+        max_step_output_bytes=1000,
+        max_step_output_limit=5000,
+    )
+    assert limits.step_output_cap(None) == 1000
+    assert limits.step_output_cap(200) == 200
+    assert limits.step_output_cap(10**12) == 5000
