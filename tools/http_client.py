@@ -72,10 +72,13 @@ def call_http_tool(spec: ToolSpec, arguments: dict, ctx: ToolCallContext) -> Too
     started = time.perf_counter()
     try:
         if http.pagination is not None:
+            replaced: list[bool] = []  # each page's flag (its body was not valid text)
             value, last = collect_pages(
-                http.pagination, prepared, lambda req, _n: _fetch(spec, req, ctx, timeout),
+                http.pagination, prepared,
+                lambda req, _n: _flagged(replaced, _fetch(spec, req, ctx, timeout)),
                 max_bytes=ctx.max_output_bytes,
             )  # fmt: skip
+            last = replace(last, replaced=any(replaced))
             truncated = False
         else:
             last = _fetch(spec, prepared, ctx, timeout)
@@ -94,6 +97,11 @@ def call_http_tool(spec: ToolSpec, arguments: dict, ctx: ToolCallContext) -> Too
     if last.replaced:
         info["replaced_text"] = True  # bytes not valid in the body's charset became U+FFFD
     return ToolResult(output=output, truncated=truncated, request=info)
+
+
+def _flagged(replaced: list[bool], page: Page) -> Page:
+    replaced.append(page.replaced)
+    return page
 
 
 def _fetch(spec: ToolSpec, prepared: PreparedRequest, ctx: ToolCallContext, timeout: float) -> Page:
