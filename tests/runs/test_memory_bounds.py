@@ -116,6 +116,7 @@ def _assert_refused(report: dict[str, Any]) -> None:
 
 def _assert_peak(report: dict[str, Any]) -> None:
     peak = max(report["self_kb"], report["children_kb"])
+    print(f"peak RSS: probe {report['self_kb']} kB, its children {report['children_kb']} kB")
     assert peak < PEAK_RSS_KB, f"peak RSS {peak} kB (self {report['self_kb']} kB)"
 
 
