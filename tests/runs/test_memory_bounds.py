@@ -238,3 +238,57 @@ def test_the_operator_maximum_bounds_a_step_cap():
     assert limits.step_output_cap(None) == 1000
     assert limits.step_output_cap(200) == 200
     assert limits.step_output_cap(10**12) == 5000
+
+
+ROW_TOOL = """
+- name: take_row
+  kind: http
+  description: Takes a row (never called here; the refusal comes first).
+  base_url: "http://127.0.0.1:9"
+  request: {method: POST, url: /rows, body: {row: "{{row}}", again: "{{again}}"}}
+  inputs: {type: object, properties: {row: {}, again: {}}}
+"""
+
+
+def _foreach_run(items: list[Any], **step: Any):
+    from runs.services import run_create, run_execute
+    from tests.celery_support import import_flow
+    from tools.loader import load_tool_text
+    from tools.services import tool_upsert
+
+    for spec in load_tool_text(ROW_TOOL, source="test_memory_bounds"):
+        tool_upsert(spec=spec, source="test_memory_bounds")
+    flow = {
+        "name": "each",
+        "tools": ["take_row"],
+        "inputs": {"rows": {"type": "array"}},
+        "steps": [
+            {
+                "id": "each",
+                "kind": "foreach",
+                "tool": "take_row",
+                "input_mapping": {"items": "$input.rows"},
+                "item_mapping": {"row": "$item", "again": "$item"},
+                **step,
+            }
+        ],
+    }
+    run = run_create(workflow=import_flow(flow), trigger="api", inputs={"rows": items})
+    run_execute(run=run)
+    return run.step_results.get(step_id="each")
+
+
+def test_a_foreach_list_is_bounded_by_count_before_its_items_are_built():
+    row = _foreach_run(list(range(10_001)))
+
+    assert row.status == "failed"
+    assert "10001 items is over the 10000 limit" in row.error["message"]
+
+
+def test_a_foreach_list_is_bounded_by_the_size_of_its_items_arguments():
+    row = _foreach_run(["x" * 500] * 20, max_output_bytes=15_000)
+
+    assert row.status == "failed"
+    assert row.error["type"] == "output_too_large"
+    assert row.error["what"] == "arguments with the items'"
+    assert row.inputs is None
