@@ -259,6 +259,16 @@ FLOWPILOT_MAX_RUN_INPUT_BYTES = env.int("FLOWPILOT_MAX_RUN_INPUT_BYTES", default
 FLOWPILOT_MAX_STORED_OUTPUT_BYTES = env.int(
     "FLOWPILOT_MAX_STORED_OUTPUT_BYTES", default=1024 * 1024
 )
+# What one step may build in memory (its output, arguments, response, rendered template,
+# transform result, foreach items), as JSON bytes; over it the step fails with
+# `output_too_large` before the value is handed on. A step's `max_output_bytes` may set
+# its own cap, up to FLOWPILOT_MAX_STEP_OUTPUT_BYTES_LIMIT (docs/security.md).
+FLOWPILOT_MAX_STEP_OUTPUT_BYTES = env.int(
+    "FLOWPILOT_MAX_STEP_OUTPUT_BYTES", default=4 * 1024 * 1024
+)
+FLOWPILOT_MAX_STEP_OUTPUT_BYTES_LIMIT = env.int(
+    "FLOWPILOT_MAX_STEP_OUTPUT_BYTES_LIMIT", default=64 * 1024 * 1024
+)
 # How many steps of one run execute at once in the in-process engine.
 # Env variables a workflow may read with ``$env.NAME`` besides those its tools declare
 # (comma-separated names or globs such as ``REPORT_*``); see docs/security.md.

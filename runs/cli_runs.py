@@ -108,6 +108,8 @@ def _step_lines(step: StepView) -> list[str]:
         lines.append(f"      output: {step.output_summary} ({step.output_size_text})")
     if step.truncated_note:
         lines.append(f"      [truncated] {step.truncated_note}")
+    if step.replaced_note:
+        lines.append(f"      [invalid text] {step.replaced_note}")
     return lines
 
 

@@ -134,6 +134,12 @@ class StepResult(models.Model):
     output_truncated = models.BooleanField(
         default=False, help_text="The output or response body was cut at the size limit."
     )
+    output_bytes = models.PositiveBigIntegerField(
+        null=True,
+        blank=True,
+        help_text="The output's size as JSON when the step built it, before any stored "
+        "preview (a refused one is in the error: output_too_large).",
+    )
     error = models.JSONField(null=True, blank=True, help_text="{type, message, retryable}.")
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -24,6 +24,7 @@ from runs.summaries import (
     error_origin,
     human_size,
     json_size,
+    replaced_text_note,
     truncation_note,
     value_summary,
 )
@@ -56,7 +57,10 @@ class StepView:
     output_summary: str
     output_size: int
     output_size_text: str
+    built_size: int | None  # the output's size as the step built it (StepResult.output_bytes)
+    built_size_text: str
     truncated_note: str
+    replaced_note: str
     error: dict[str, Any] | None
     error_origin: str
     bars: list[Bar] = field(default_factory=list)
@@ -157,6 +161,9 @@ def _axis(run: Run, results: list[StepResult], terminal: bool) -> _Span:
     return _Span(origin, max(ends, default=origin))
 
 
+_NOT_IN_JSON = frozenset({"bars", "result", "output_size_text", "built_size_text"})
+
+
 def _step_view(result: StepResult, step: Step | None, span: _Span) -> StepView:
     kind = step.kind if step is not None else ""
     tool = step.tool if step is not None else ""
@@ -173,9 +180,12 @@ def _step_view(result: StepResult, step: Step | None, span: _Span) -> StepView:
         output_summary=value_summary(result.output),
         output_size=size,
         output_size_text=human_size(size) if result.output is not None else "",
+        built_size=result.output_bytes,
+        built_size_text=human_size(result.output_bytes) if result.output_bytes is not None else "",
         truncated_note=truncation_note(
             output=result.output, output_truncated=result.output_truncated
         ),
+        replaced_note=replaced_text_note(result.attempt_log),
         error=result.error,
         error_origin=error_origin(
             step_id=result.step_id,
@@ -247,9 +257,7 @@ def run_record(view: RunView) -> dict[str, Any]:
     for s in view.steps:
         result = s.result
         assert result is not None
-        entry = {
-            k: v for k, v in asdict(s).items() if k not in {"bars", "result", "output_size_text"}
-        }
+        entry = {k: v for k, v in asdict(s).items() if k not in _NOT_IN_JSON}
         entry.update(
             started_at=_iso(s.started_at),
             finished_at=_iso(s.finished_at),

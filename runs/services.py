@@ -126,7 +126,7 @@ def run_create(
 
 _REUSED_FIELDS = (
     "status", "attempts", "attempt_log", "inputs", "inputs_truncated", "output",
-    "output_truncated", "error", "started_at", "finished_at",
+    "output_truncated", "output_bytes", "error", "started_at", "finished_at",
 )  # fmt: skip
 
 

@@ -93,6 +93,18 @@ def truncation_note(*, output: Any, output_truncated: bool) -> str:
     return ""
 
 
+def replaced_text_note(attempt_log: Any) -> str:
+    """Why a step's output is flagged as decoded with replacements, or "" when it is not:
+    the body its last try read was not valid in its charset (``replaced_text`` on the
+    try's request record), so some characters of it are U+FFFD."""
+    entries = attempt_log if isinstance(attempt_log, list) else []
+    last = entries[-1] if entries and isinstance(entries[-1], dict) else {}
+    request = last.get("request")
+    if isinstance(request, dict) and request.get("replaced_text") is True:
+        return "the response body was not valid in its charset: bytes were replaced with U+FFFD"
+    return ""
+
+
 def error_origin(
     *, step_id: str, kind: str, tool: str, error: dict[str, Any] | None, attempts: int
 ) -> str:

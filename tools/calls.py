@@ -54,7 +54,7 @@ class ToolCallContext:
     built-in tools may write and read; ``breakers`` (None: none) guards every HTTP
     request by its host's circuit breaker; ``mcp`` holds the run's MCP sessions;
     ``tap`` (None: none) sees every HTTP exchange and MCP call of the call
-    (``CallTap``).
+    (``CallTap``); ``read_limit`` is how much of one body is read.
     """
 
     env: Mapping[str, str]
@@ -63,11 +63,30 @@ class ToolCallContext:
     timeout: float | None = None
     idempotency_key: str | None = None
     max_response_bytes: int = 10 * 1024 * 1024
+    # The calling step's size cap (``tools.sizes``): a body over it fails the call with
+    # ``output_too_large`` instead of being cut and flagged. None: no step cap.
+    max_output_bytes: int | None = None
     output_dir: Path | None = None
     data_dirs: tuple[Path, ...] = ()
     breakers: CircuitBreakers | None = None
     mcp: McpSessions | None = None  # the run's MCP sessions; None: one per call
     tap: CallTap | None = None  # records or replays this call's HTTP and MCP calls
+
+    @property
+    def read_limit(self) -> int:
+        """The most of one decoded body read: the response limit, or the step's cap
+        when that is lower (then reaching it fails the call: ``output_too_large``)."""
+        if self.max_output_bytes is None:
+            return self.max_response_bytes
+        return min(self.max_response_bytes, self.max_output_bytes)
+
+    @property
+    def cut_fails(self) -> bool:
+        """Whether a body cut at ``read_limit`` is refused (the step's cap cut it)
+        rather than kept as a flagged, truncated text."""
+        return (
+            self.max_output_bytes is not None and self.max_output_bytes <= self.max_response_bytes
+        )
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from tools.http.pagination import Page, collect_pages
 from tools.http.request import PreparedRequest, prepare_request
 from tools.http.response import (
     check_success,
-    decode_text,
+    decode_checked,
     extract,
     parse_body,
     raise_for_status,
@@ -72,9 +72,13 @@ def call_http_tool(spec: ToolSpec, arguments: dict, ctx: ToolCallContext) -> Too
     started = time.perf_counter()
     try:
         if http.pagination is not None:
+            replaced: list[bool] = []  # each page's flag (its body was not valid text)
             value, last = collect_pages(
-                http.pagination, prepared, lambda req, _n: _fetch(spec, req, ctx, timeout)
-            )
+                http.pagination, prepared,
+                lambda req, _n: _flagged(replaced, _fetch(spec, req, ctx, timeout)),
+                max_bytes=ctx.max_output_bytes,
+            )  # fmt: skip
+            last = replace(last, replaced=any(replaced))
             truncated = False
         else:
             last = _fetch(spec, prepared, ctx, timeout)
@@ -90,7 +94,14 @@ def call_http_tool(spec: ToolSpec, arguments: dict, ctx: ToolCallContext) -> Too
             raise
         raise guarded from exc
     info = _info(last.sent or prepared, ctx, last.received.status, started)
+    if last.replaced:
+        info["replaced_text"] = True  # bytes not valid in the body's charset became U+FFFD
     return ToolResult(output=output, truncated=truncated, request=info)
+
+
+def _flagged(replaced: list[bool], page: Page) -> Page:
+    replaced.append(page.replaced)
+    return page
 
 
 def _fetch(spec: ToolSpec, prepared: PreparedRequest, ctx: ToolCallContext, timeout: float) -> Page:
@@ -116,17 +127,17 @@ def _fetch_page(
         apply_oauth2(http.auth, prepared, ctx, timeout=timeout, fresh=True)
         received, final = _send_following(http, prepared, ctx, timeout)
     where = _where(final, ctx)
-    text = decode_text(received.body, received.encoding)
+    text, replaced = decode_checked(received.body, received.encoding)
     try:
         raise_for_status(where, received, text, ctx.redactor)
         value, truncated = read_body(
-            http, received, text, where, ctx.max_response_bytes, ctx.redactor
+            http, received, text, where, ctx.read_limit, ctx.redactor, cut_fails=ctx.cut_fails
         )
         check_success(http.response, value, where, ctx.redactor)  # every page
     except ToolError as exc:
         exc.attach_request(_info(final, ctx, received.status, None))
         raise
-    return Page(value, received, truncated, sent=final)
+    return Page(value, received, truncated, sent=final, replaced=replaced)
 
 
 def _send_following(

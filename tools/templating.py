@@ -16,6 +16,12 @@ Rules:
 * Malformed placeholders (``{{``, ``{{ }}``, unbalanced braces, bad keys) raise
   :class:`~tools.errors.TemplateError` naming the template.
 
+Rendering is bounded (``max_bytes``): before a string is built, the sizes of the
+values it would take in are added up (``tools.sizes``, without copying them) with
+its literal text, over the whole structure; past the cap :class:`OutputTooLarge` is
+raised and nothing is built (``"{{x}}"`` written a thousand times over a large ``x``
+never exists in memory).
+
 Rendering knows nothing of secrets: which values are secret is declared by the
 tool definition and decided by :mod:`tools.secrets`, not by where a value came from.
 
@@ -33,6 +39,7 @@ from urllib.parse import quote
 
 from tools.errors import TemplateError
 from tools.paths import PathError, get, parse_path
+from tools.sizes import Memo, OutputTooLarge, json_bytes, text_bytes
 
 _TOKEN = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 _ENV = re.compile(r"^env\.([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?$", re.DOTALL)
@@ -109,9 +116,7 @@ def to_text(value: Any) -> str:
     return str(value)
 
 
-def _resolve(
-    ph: Placeholder, values: Mapping[str, Any], env: Mapping[str, str]
-) -> Any:
+def _resolve(ph: Placeholder, values: Mapping[str, Any], env: Mapping[str, str]) -> Any:
     if not ph.is_env:
         return get(values, ph.path)
     found = env.get(ph.env_name or "") or ""
@@ -120,22 +125,50 @@ def _resolve(
     return ph.default if ph.default is not None else ""
 
 
+class _Room:
+    """What a rendering may still build (``max_bytes`` in all); None: unbounded."""
+
+    def __init__(self, max_bytes: int | None) -> None:
+        self.cap = max_bytes
+        self.used = 0
+        self.memo: Memo = {}
+
+    def take(self, template: str, found: list[Any], *, encode: bool) -> None:
+        """Count one string's rendering before it is built: its literal text and the
+        size of every value it takes in (percent-encoding may triple a value)."""
+        if self.cap is None:
+            return
+        size = len(_TOKEN.sub("", template))  # the literal text around the placeholders
+        for value in found:
+            each = text_bytes(value) - 2 if isinstance(value, str) else json_bytes(value, self.memo)
+            size += each * 3 if encode else each
+        self.used += size
+        if self.used > self.cap:
+            raise OutputTooLarge(
+                step="", what="rendered template", size=self.used, cap=self.cap, at_least=True
+            )
+
+
 def _render_string(
     template: str,
     values: Mapping[str, Any],
     env: Mapping[str, str],
     encode: bool,
+    room: _Room | None = None,
 ) -> Any:
     parsed = placeholders(template)
     if not parsed:
         return template
+    found = [_resolve(ph, values, env) for ph in parsed]
+    if room is not None:
+        room.take(template, found, encode=encode)
     first = _TOKEN.match(template)
     if not encode and first is not None and first.end() == len(template):
-        return _resolve(parsed[0], values, env)
-    resolved = iter(parsed)
+        return found[0]
+    resolved = iter(found)
 
     def substitute(_match: re.Match[str]) -> str:
-        text = to_text(_resolve(next(resolved), values, env))
+        text = to_text(next(resolved))
         return encode_segment(text) if encode else text
 
     return _TOKEN.sub(substitute, template)
@@ -159,20 +192,26 @@ def render(
     values: Mapping[str, Any],
     *,
     env: Mapping[str, str],
+    max_bytes: int | None = None,
 ) -> Any:
     """Render ``template`` (any JSON-like structure) with ``values`` and ``env``.
 
-    Returns a new structure; the input is not modified.
+    Returns a new structure; the input is not modified. Past ``max_bytes`` in all:
+    :class:`OutputTooLarge` (naming no step), before the value is built.
     """
+    return _render(template, values, env, _Room(max_bytes))
+
+
+def _render(template: Any, values: Mapping[str, Any], env: Mapping[str, str], room: _Room) -> Any:
     if isinstance(template, str):
-        return _render_string(template, values, env, encode=False)
+        return _render_string(template, values, env, encode=False, room=room)
     if isinstance(template, Mapping):
         return {
-            render(k, values, env=env): render(v, values, env=env)
+            _render(k, values, env, room): _render(v, values, env, room)
             for k, v in template.items()
         }
     if isinstance(template, list | tuple):
-        return [render(item, values, env=env) for item in template]
+        return [_render(item, values, env, room) for item in template]
     return template
 
 
@@ -181,15 +220,17 @@ def render_text(
     values: Mapping[str, Any],
     *,
     env: Mapping[str, str],
+    max_bytes: int | None = None,
 ) -> str:
     """Render ``template`` and always return text (``None`` → ``""``)."""
-    return to_text(render(template, values, env=env))
+    return to_text(render(template, values, env=env, max_bytes=max_bytes))
 
 
 def render_url_path(
     template: str,
     values: Mapping[str, Any],
     env: Mapping[str, str],
+    max_bytes: int | None = None,
 ) -> str:
     """Render a URL path (and optional query) template, percent-encoding every value.
 
@@ -197,4 +238,4 @@ def render_url_path(
     a substituted value can never add a path segment, a query, a fragment or
     change the host: ``"../admin"`` → ``..%2Fadmin``, ``"@evil"`` → ``%40evil``.
     """
-    return str(_render_string(template, values, env, encode=True))
+    return str(_render_string(template, values, env, encode=True, room=_Room(max_bytes)))

@@ -75,6 +75,13 @@ class _StepBase(_Model):
     )
     timeout: float | None = Field(None, gt=0, le=86400, description="Seconds for one attempt.")
     on_error: Literal["fail", "continue"] = "fail"
+    max_output_bytes: int | None = Field(
+        None,
+        gt=0,
+        description="Cap in bytes (as JSON) of what the step builds: its output, arguments, "
+        "response, rendered templates; omitted: FLOWPILOT_MAX_STEP_OUTPUT_BYTES. At most "
+        "FLOWPILOT_MAX_STEP_OUTPUT_BYTES_LIMIT.",
+    )
 
     # Retried item by item inside the step (the step itself is tried once).
     retries_per_item: ClassVar[bool] = False

@@ -10,12 +10,24 @@ objects beyond dict and list lookups, so an expression can only reshape data.
 
 Limits against hostile input: ``MAX_LENGTH`` characters and ``MAX_DEPTH``
 levels of brackets, checked before ``jmespath`` (a recursive parser) sees the
-text.
+text. Evaluation is bounded in size and time (``apply(max_bytes=…, seconds=…)``):
+the search runs in a ``TreeInterpreter`` that measures every value an operation
+*builds* (a function's result, a projection, a flatten, a multi-select) as soon as it
+is built, and refuses one over the cap with ``OutputTooLarge``. Its operands are
+either parts of the input (within the cap: the step's arguments are measured first)
+or built values already measured, and no JMESPath operation builds more than a small
+multiple of its operands (``join`` and ``to_string`` at most their size, a
+multi-select references its parts), so a transform meant to amplify its input fails
+at the first operation past the cap, never after building the whole thing. Values
+are measured by reference (``tools.sizes``: shared parts once), so the checks cost
+O(values built). The clock is read at every node: past ``seconds`` the search stops
+with a ``transform_invalid`` error.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,12 +36,28 @@ import jmespath
 from jmespath import exceptions as jmespath_errors
 from jmespath.functions import Functions
 from jmespath.parser import ParsedResult
+from jmespath.visitor import TreeInterpreter
 
 from tools.errors import FlowpilotError
+from tools.sizes import Memo, OutputTooLarge, json_bytes
 from workflows.expressions.errors import excerpt
 
 MAX_LENGTH = 4000
 MAX_DEPTH = 50
+DEFAULT_SECONDS = 10.0  # a transform step without its own timeout
+# Operations that build a new value (the others only read a part of their operand).
+_BUILDERS = frozenset(
+    {
+        "function_expression",
+        "multi_select_dict",
+        "multi_select_list",
+        "projection",
+        "value_projection",
+        "filter_projection",
+        "flatten",
+        "slice",
+    }
+)
 _OPENERS, _CLOSERS, _QUOTES = "([{", ")]}", "'\"`"
 _TOKEN_NAMES = {
     "quoted_identifier": "a quoted name",
@@ -65,11 +93,19 @@ class CompiledTransform:
     source: str
     parsed: ParsedResult = field(repr=False, compare=False)
 
-    def apply(self, values: Mapping[str, Any]) -> Any:
-        """The expression's result over the mapped values; ``TransformError`` on failure."""
+    def apply(
+        self,
+        values: Mapping[str, Any],
+        *,
+        max_bytes: int | None = None,
+        seconds: float = DEFAULT_SECONDS,
+    ) -> Any:
+        """The expression's result over the mapped values; ``TransformError`` on failure,
+        ``OutputTooLarge`` (naming no step) when it would build more than ``max_bytes``."""
         data = dict(values) if isinstance(values, Mapping) else values
+        interpreter = _BoundedInterpreter(self.source, max_bytes, seconds)
         try:
-            return self.parsed.search(data)
+            return interpreter.visit(self.parsed.parsed, data)
         except (jmespath_errors.JMESPathError, TypeError, ValueError) as exc:
             raise TransformError(
                 f"transform `{_shown(self.source)}` failed: {_runtime_reason(exc)}",
@@ -80,6 +116,33 @@ class CompiledTransform:
                 f"transform `{_shown(self.source)}` failed: data nested too deeply",
                 source=self.source,
             ) from None
+
+
+class _BoundedInterpreter(TreeInterpreter):
+    """JMESPath's interpreter measuring what each operation builds, under a deadline."""
+
+    def __init__(self, source: str, max_bytes: int | None, seconds: float) -> None:
+        super().__init__()
+        self._source = source
+        self._max_bytes = max_bytes
+        self._seconds = seconds
+        self._deadline = time.monotonic() + seconds
+        self._memo: Memo = {}
+
+    def visit(self, node: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        if time.monotonic() > self._deadline:
+            raise TransformError(
+                f"transform `{_shown(self._source)}` took longer than {self._seconds:g} s",
+                source=self._source,
+            )
+        result = super().visit(node, *args, **kwargs)
+        if self._max_bytes is not None and node["type"] in _BUILDERS:
+            size = json_bytes(result, self._memo)
+            if size > self._max_bytes:
+                raise OutputTooLarge(
+                    step="", what="transform result", size=size, cap=self._max_bytes
+                )
+        return result
 
 
 def compile_transform(expression: str) -> CompiledTransform:

@@ -105,6 +105,7 @@ ISSUE_CODES = frozenset(
         "condition_invalid",
         "decision_without_conditions",
         "transform_invalid",
+        "max_output_bytes_over_limit",
         "transform_unknown_name",
         "transform_quoted_field",
         "prompt_invalid",

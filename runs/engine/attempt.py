@@ -34,6 +34,7 @@ from tools.errors import FlowpilotError
 from tools.jsondata import NotJSON, json_snapshot
 from tools.policy import RetryPolicy
 from tools.registry import ToolRegistry
+from tools.sizes import OutputTooLarge, check_size
 from workflows.schema import AnyStep
 
 __all__ = [
@@ -58,6 +59,7 @@ class StepOutcome:
     truncated: bool = False
     branch: str | None = None
     attempts: tuple[AttemptRecord, ...] = ()
+    size: int | None = None  # the output's size as JSON (``tools.sizes``), when it has one
 
 
 def effective_retry(ctx: RunContext, step: AnyStep) -> RetryPolicy:
@@ -92,17 +94,25 @@ class OutputInvalid(FlowpilotError):
 def execute_attempt(ctx: RunContext, step: AnyStep, args: dict[str, Any]) -> Attempt:
     """One try of ``step`` with resolved ``args``. Raises FlowpilotError on failure.
 
-    The step gets its own copy of ``args``; its output is copied (and checked) once.
+    The step gets its own copy of ``args``; its output is measured against the step's
+    cap (``OutputTooLarge`` before anything copies it), then copied (and checked) once.
     """
     try:
         attempt = KINDS[step.kind].execute(ctx, step, _own_copy(args))
+    except OutputTooLarge as exc:
+        named = exc.for_step(step.id)
+        if named is exc:
+            raise
+        raise named from exc
     except FlowpilotError:
         raise
     except Exception as exc:
         raise FlowpilotError(f"{type(exc).__name__}: {exc}") from exc
+    cap = ctx.limits.step_output_cap(step.max_output_bytes)
     try:
-        return replace(attempt, output=json_snapshot(attempt.output, "output"))
-    except NotJSON as exc:
+        size = check_size(attempt.output, cap=cap, step=step.id, what="output")
+        return replace(attempt, output=json_snapshot(attempt.output, "output"), size=size)
+    except (NotJSON, ValueError) as exc:
         raise OutputInvalid(f"step `{step.id}` returned {exc}") from exc
 
 
@@ -142,4 +152,5 @@ def outcome_of(last: Tried[Attempt], records: tuple[AttemptRecord, ...]) -> Step
         truncated=last.value.truncated,
         branch=last.value.branch,
         attempts=records,
+        size=last.value.size,
     )

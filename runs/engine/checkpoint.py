@@ -119,6 +119,7 @@ def mark_finished(ctx: RunContext, result: StepResult, outcome: StepOutcome) -> 
         outcome.status,
         output=output,
         output_truncated=capped or outcome.truncated,
+        output_bytes=outcome.size,
         error=storable(outcome.error),
         attempts=(result.attempts or 0) + len(outcome.attempts),
         attempt_log=[*(result.attempt_log or []), *stored_entries(outcome.attempts)],

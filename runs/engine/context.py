@@ -48,6 +48,8 @@ class Limits:
     max_response_bytes: int
     max_stored_output_bytes: int
     max_parallel_steps: int
+    max_step_output_bytes: int = 4 * 1024 * 1024  # FLOWPILOT_MAX_STEP_OUTPUT_BYTES
+    max_step_output_limit: int = 64 * 1024 * 1024  # FLOWPILOT_MAX_STEP_OUTPUT_BYTES_LIMIT
 
     @classmethod
     def from_settings(cls) -> Limits:
@@ -55,7 +57,16 @@ class Limits:
             max_response_bytes=settings.FLOWPILOT_MAX_RESPONSE_BYTES,
             max_stored_output_bytes=settings.FLOWPILOT_MAX_STORED_OUTPUT_BYTES,
             max_parallel_steps=settings.FLOWPILOT_MAX_PARALLEL_STEPS,
+            max_step_output_bytes=settings.FLOWPILOT_MAX_STEP_OUTPUT_BYTES,
+            max_step_output_limit=settings.FLOWPILOT_MAX_STEP_OUTPUT_BYTES_LIMIT,
         )
+
+    def step_output_cap(self, own: int | None) -> int:
+        """The size cap of a step: its own ``max_output_bytes`` (never above the operator
+        maximum, which validation enforces too), else the default."""
+        if own is None:
+            return self.max_step_output_bytes
+        return min(own, self.max_step_output_limit)
 
 
 class CallTaps(Protocol):

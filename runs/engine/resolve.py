@@ -14,8 +14,10 @@ from typing import Any
 
 from runs.engine.context import RunContext
 from runs.state import StepStatus
+from tools.errors import ToolInputError
 from tools.paths import get
 from tools.redaction import Redactor
+from tools.sizes import check_size
 from workflows.references import EnvRef, InputRef, ItemRef, Literal, StepRef
 from workflows.schema import AnyStep
 
@@ -43,20 +45,22 @@ def resolve(
     redactor: Redactor,
     item: Any = None,
     index: int | None = None,
+    record: bool = True,
 ) -> tuple[Any, Any]:
-    """Return ``(value, record)`` for one parsed mapping value."""
+    """Return ``(value, record)`` for one parsed mapping value (``record=False``: the
+    record is None, and nothing is scrubbed — the values alone, to measure them)."""
     if isinstance(parsed, dict | list):
         keys = parsed.keys() if isinstance(parsed, dict) else range(len(parsed))
         pairs = {
             k: resolve(parsed[k], inputs=inputs, step_value=step_value, env=env,
-                       redactor=redactor, item=item, index=index)
+                       redactor=redactor, item=item, index=index, record=record)
             for k in keys
         }  # fmt: skip
         if isinstance(parsed, dict):
             return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
         return [p[0] for p in pairs.values()], [p[1] for p in pairs.values()]
     if isinstance(parsed, Literal):
-        return parsed.value, redactor.scrub(parsed.value)
+        return parsed.value, redactor.scrub(parsed.value) if record else None
     if isinstance(parsed, EnvRef):
         return env.get(parsed.name), str(parsed)  # recorded by name, whatever it holds
     if isinstance(parsed, InputRef):
@@ -67,7 +71,7 @@ def resolve(
         value = index if parsed.index else get(item, parsed.path)
     else:  # pragma: no cover - the parser returns only the kinds above
         raise TypeError(f"unexpected parsed value {parsed!r}")
-    return value, redactor.scrub(value)
+    return value, redactor.scrub(value) if record else None
 
 
 def resolve_mapping(
@@ -77,6 +81,7 @@ def resolve_mapping(
     step_value: StepView,
     env: Mapping[str, str],
     redactor: Redactor,
+    recorded: bool = True,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Resolve every parameter. One that resolves to null (an unset optional input, a
     skipped step's output) is left out of the call, as if unmapped, and recorded as null.
@@ -85,8 +90,9 @@ def resolve_mapping(
     record: dict[str, Any] = {}
     for name, parsed in mapping.items():
         value, record[name] = resolve(
-            parsed, inputs=inputs, step_value=step_value, env=env, redactor=redactor
-        )
+            parsed, inputs=inputs, step_value=step_value, env=env, redactor=redactor,
+            record=recorded,
+        )  # fmt: skip
         if value is not None:
             values[name] = value
     return values, record
@@ -103,19 +109,45 @@ def resolve_step_call(
     For a ``foreach`` step the per-item arguments (``item_mapping`` resolved for each
     item of ``items``, which may read ``$item``, ``$index``, run inputs and upstream
     outputs) travel under ``EACH_KEY``; the record keeps the first few of them.
+
+    The arguments are measured (``tools.sizes``) before any record or copy of them is
+    made: mapping one value eight times gives eight references to it, cheap to hold
+    but eight copies once copied, so arguments over the step's cap are refused first
+    (``OutputTooLarge``), and nothing of them is recorded.
     """
     common: dict[str, Any] = {
-        "inputs": inputs, "step_value": step_value, "env": ctx.env, "redactor": ctx.redactor
+        "inputs": inputs,
+        "step_value": step_value,
+        "env": ctx.env,
+        "redactor": ctx.redactor,
     }
+    cap = ctx.limits.step_output_cap(step.max_output_bytes)
+    values, _ = resolve_mapping(ctx.parsed[step.id], **common, recorded=False)
+    check_size(values, cap=cap, step=step.id, what="arguments")
     args, record = resolve_mapping(ctx.parsed[step.id], **common)
     if step.id not in ctx.parsed_items or not isinstance(args.get("items"), list):
         return args, record
-    pairs = [
-        resolve(ctx.parsed_items[step.id], item=item, index=index, **common)
+    _check_count(step.id, args["items"])
+    each = [
+        resolve(ctx.parsed_items[step.id], item=item, index=index, **common, record=False)[0]
         for index, item in enumerate(args["items"])
     ]
+    check_size([values, each], cap=cap, step=step.id, what="arguments with the items'")
     # A per-item argument that resolves to null is left out too, like a shared one.
-    args[EACH_KEY] = [{k: v for k, v in values.items() if v is not None} for values, _ in pairs]
-    record["items"] = f"<{len(pairs)} items>"
-    record["per_item (first 3)"] = [rec for _, rec in pairs[:3]]
+    args[EACH_KEY] = [{k: v for k, v in values.items() if v is not None} for values in each]
+    record["items"] = f"<{len(each)} items>"
+    record["per_item (first 3)"] = [
+        resolve(ctx.parsed_items[step.id], item=item, index=index, **common)[1]
+        for index, item in enumerate(args["items"][:3])
+    ]
     return args, record
+
+
+MAX_ITEMS = 10_000  # the most items one `foreach` step takes
+
+
+def _check_count(step_id: str, items: list[Any]) -> None:
+    """A `foreach` list is bounded by count (here, before its items' arguments are
+    built) and by size (with the step's arguments)."""
+    if len(items) > MAX_ITEMS:
+        raise ToolInputError(f"step `{step_id}`: {len(items)} items is over the {MAX_ITEMS} limit")

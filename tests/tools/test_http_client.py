@@ -420,6 +420,58 @@ def test_gzip_bomb_is_cut_at_the_limit_without_inflating_it(server, make_ctx):
     assert peak < 8 * 1024 * 1024
 
 
+@pytest.mark.parametrize("extract", [None, {"a": "a"}])
+def test_gzip_bomb_over_the_step_cap_fails_the_call_with_bounded_memory(server, make_ctx, extract):
+    """With the step's cap below the response limit a bomb is refused (it never succeeds
+    as a truncated text), with or without extraction, reading no more than the cap."""
+    from tools.sizes import OutputTooLarge
+
+    server.reply(Reply(body=_gzip_bomb(256), headers={"Content-Encoding": "gzip"}))
+    http = {"base_url": "{{env.BASE}}", "request": {"url": "/x"}, "response_extract": extract or {}}
+    spec = ToolSpec(name="t", http=http)
+    ctx = make_ctx(env={"BASE": server.url}, max_output_bytes=1_000_000)
+    tracemalloc.start()
+    try:
+        with pytest.raises(OutputTooLarge) as caught:
+            call_http_tool(spec, {}, ctx)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert caught.value.cap == 1_000_000
+    assert "response of GET" in caught.value.what
+    assert peak < 8 * 1024 * 1024
+
+
+def test_a_body_under_the_step_cap_but_over_the_response_limit_is_still_cut_and_flagged(
+    server, make_ctx
+):
+    server.reply(Reply(body=b"y" * 5000, headers={"Content-Type": "text/plain"}))
+    spec = ToolSpec(name="t", http={"base_url": "{{env.BASE}}", "request": {"url": "/x"}})
+    ctx = make_ctx(env={"BASE": server.url}, max_response_bytes=1000, max_output_bytes=10_000)
+    result = call_http_tool(spec, {}, ctx)
+    assert result.truncated
+    assert result.output == {"text": "y" * 1000, "truncated": True, "limit_bytes": 1000}
+
+
+@pytest.mark.parametrize(
+    ("body", "charset", "flagged"),
+    [
+        (b"caf\xc3\xa9", "utf-8", False),
+        (b"caf\xe9 \xff", "utf-8", True),
+        (b"caf\xe9", "latin-1", False),
+    ],
+)
+def test_a_body_not_valid_in_its_charset_is_flagged_on_the_call(
+    server, make_ctx, body, charset, flagged
+):
+    server.reply(Reply(body=body, headers={"Content-Type": f"text/plain; charset={charset}"}))
+    spec = ToolSpec(name="t", http={"base_url": "{{env.BASE}}", "request": {"url": "/x"}})
+    result = call_http_tool(spec, {}, make_ctx(env={"BASE": server.url}))
+    assert result.request is not None
+    assert result.request.get("replaced_text", False) is flagged
+    assert ("\ufffd" in result.output["text"]) is flagged
+
+
 def test_gzip_body_within_the_limit_is_decoded(server, make_ctx):
     body = gzip.compress(b'{"a": 1}')
     server.reply(

@@ -136,3 +136,33 @@ def test_helpers():
     assert list(iter_strings({"k": ["x", 1, {"y": "z"}]})) == ["k", "x", "y", "z"]
     assert render_text("{{missing}}", {}, env={}) == ""
     assert render({"{{name}}": 1}, VALUES, env={}) == {"Ada": 1}
+
+
+# --- bounded rendering (tools.sizes) ------------------------------------------------------
+
+
+def test_rendering_past_the_cap_is_refused_before_the_text_is_built():
+    from tools.sizes import OutputTooLarge
+
+    big = "x" * 100_000
+    template = "{{v}}" * 1000  # would be 100 MB of text
+    with pytest.raises(OutputTooLarge) as caught:
+        render_text(template, {"v": big}, env={}, max_bytes=1_000_000)
+    assert caught.value.what == "rendered template"
+    assert caught.value.cap == 1_000_000
+    assert caught.value.size > 1_000_000
+
+
+def test_rendering_counts_the_whole_structure_and_shared_values_each_time():
+    from tools.sizes import OutputTooLarge
+
+    rows = [{"id": i} for i in range(1000)]  # ~10 KB as JSON
+    body = {f"k{i}": "{{rows}}" for i in range(20)}  # twenty references: ~200 KB
+    assert render(body, {"rows": rows}, env={}, max_bytes=1_000_000)["k0"] is rows
+    with pytest.raises(OutputTooLarge):
+        render(body, {"rows": rows}, env={}, max_bytes=100_000)
+
+
+def test_rendering_within_the_cap_is_unchanged():
+    assert render_text("a {{v}} b", {"v": [1, 2]}, env={}, max_bytes=11) == "a [1,2] b"
+    assert render_url_path("/x/{{v}}", {"v": "a/b"}, {}, max_bytes=100) == "/x/a%2Fb"

@@ -287,3 +287,40 @@ def test_brackets_inside_strings_and_literals_do_not_count():
     assert apply(f'"{many}"', {many: 1}) == 1
     assert apply(f'`"{many}"`') == many
     assert apply("'it\\'s (' ") == "it's ("
+
+
+# --- bounded evaluation (size and time) ---------------------------------------------------
+
+EIGHTFOLD = "{a: @, b: @, c: @, d: @, e: @, f: @, g: @, h: @}"
+
+
+def test_a_transform_building_more_than_the_cap_fails_at_the_first_operation_past_it():
+    from tools.sizes import OutputTooLarge
+
+    nested = f"[{EIGHTFOLD}][0].{EIGHTFOLD}"  # two eightfold layers in one expression
+    with pytest.raises(OutputTooLarge) as caught:
+        compile_transform(nested).apply({"s": "x" * 10_000}, max_bytes=200_000)
+    assert caught.value.what == "transform result"
+    assert 200_000 < caught.value.size < 1_000_000  # stopped at the second layer's 650 KB
+
+
+def test_functions_that_build_text_are_measured_too():
+    from tools.sizes import OutputTooLarge
+
+    expression = "join('', [s, s, s, s, s, s, s, s])"
+    with pytest.raises(OutputTooLarge):
+        compile_transform(expression).apply({"s": "x" * 10_000}, max_bytes=50_000)
+    assert len(compile_transform(expression).apply({"s": "xy"}, max_bytes=50_000)) == 16
+
+
+def test_a_transform_within_the_cap_gives_the_same_result():
+    values = {"rows": [{"n": i} for i in range(50)]}
+    expression = "rows[?n > `45`].n"
+    compiled = compile_transform(expression)
+    assert compiled.apply(values, max_bytes=1_000) == compiled.apply(values) == [46, 47, 48, 49]
+
+
+def test_a_transform_past_its_time_is_stopped():
+    values = {"rows": list(range(200_000))}
+    with pytest.raises(TransformError, match="took longer than"):
+        compile_transform("rows[*].to_string(@)").apply(values, seconds=0.01)

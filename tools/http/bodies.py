@@ -62,9 +62,13 @@ def render_body(request: HttpRequest, arguments: dict, ctx: ToolCallContext) -> 
     if kind == "json":
         if request.body is None:
             return Body()
-        return Body(json=render(request.body, arguments, env=ctx.env))
+        return Body(
+            json=render(request.body, arguments, env=ctx.env, max_bytes=ctx.max_output_bytes)
+        )
     if kind == "text":
-        text = render_text(request.body or "", arguments, env=ctx.env)
+        text = render_text(
+            request.body or "", arguments, env=ctx.env, max_bytes=ctx.max_output_bytes
+        )
         content_type = request.content_type or "text/plain; charset=utf-8"
         return Body(content=text.encode("utf-8"), content_type=content_type)
     fields = _form_fields(request, arguments, ctx)
@@ -77,7 +81,7 @@ def render_body(request: HttpRequest, arguments: dict, ctx: ToolCallContext) -> 
 def _form_fields(
     request: HttpRequest, arguments: dict, ctx: ToolCallContext
 ) -> list[tuple[str, str]]:
-    value = render(request.body, arguments, env=ctx.env)
+    value = render(request.body, arguments, env=ctx.env, max_bytes=ctx.max_output_bytes)
     if value is None:
         return []
     if not isinstance(value, dict):

@@ -22,6 +22,7 @@ from tools.errors import ToolResponseInvalid
 from tools.http.request import PreparedRequest
 from tools.http.transport import Received
 from tools.paths import get, parse_path
+from tools.sizes import OutputTooLarge
 from tools.spec_http import Pagination
 
 _LINK = re.compile(r"<([^>]*)>((?:\s*;\s*[^;,]+)*)")
@@ -34,6 +35,7 @@ class Page:
     received: Received
     truncated: bool = False
     sent: PreparedRequest | None = None  # the request as sent (credentials, redirects)
+    replaced: bool = False  # some bytes of the body were not valid text (now U+FFFD)
 
 
 def next_link(headers: httpx.Headers) -> str | None:
@@ -50,17 +52,26 @@ def collect_pages(
     pagination: Pagination,
     first: PreparedRequest,
     fetch: Callable[[PreparedRequest, int], Page],
+    *,
+    max_bytes: int | None = None,
 ) -> tuple[dict[str, Any], Page]:
     """Fetch pages until the last one or a cap; returns the combined output and the
-    last page (whose status and headers ``$status`` / ``$headers`` read)."""
+    last page (whose status and headers ``$status`` / ``$headers`` read). The bodies
+    of all pages together are bounded by ``max_bytes`` (the step's size cap):
+    ``OutputTooLarge`` as soon as the pages read pass it."""
     items: list[Any] = []
     received_total = 0
+    body_bytes = 0
     page_size: int | None = None
     request = _start(pagination, first)
     number = 0
     while True:
         number += 1
         page = fetch(request, number)
+        body_bytes += len(page.received.body)
+        if max_bytes is not None and body_bytes > max_bytes:
+            raise OutputTooLarge(step="", what=f"response ({number} pages)", size=body_bytes,
+                                 cap=max_bytes, at_least=True)  # fmt: skip
         batch = _batch(pagination, page, number)
         received_total += len(batch)
         room = len(batch) if pagination.max_items is None else pagination.max_items - len(items)

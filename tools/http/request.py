@@ -112,7 +112,7 @@ def check_headers(tool: str, headers: dict[str, str]) -> None:
 
 def build_url(name: str, http: HttpConfig, arguments: dict, ctx: ToolCallContext) -> str:
     base = render_text(http.base_url, {}, env=ctx.env)
-    path = render_url_path(http.request.url, arguments, ctx.env)
+    path = render_url_path(http.request.url, arguments, ctx.env, ctx.max_output_bytes)
     if not path:
         url = base
     elif path.startswith(("?", "#")):
@@ -142,7 +142,7 @@ def _render_query(
     """Query params; a value rendering ``None`` drops the param, a list repeats it."""
     params: list[tuple[str, str]] = []
     for name, template in query.items():
-        value = render(template, arguments, env=ctx.env)
+        value = render(template, arguments, env=ctx.env, max_bytes=ctx.max_output_bytes)
         items = value if isinstance(value, list) else [value]
         params.extend((name, to_text(item)) for item in items if item is not None)
     return params

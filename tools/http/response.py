@@ -25,6 +25,7 @@ from tools.errors import (
 from tools.http.transport import Received
 from tools.paths import get
 from tools.redaction import Redactor
+from tools.sizes import OutputTooLarge
 from tools.spec import HttpConfig
 from tools.spec_http import RESPONSE_META, ResponseConfig, parse_extract_path
 
@@ -32,10 +33,18 @@ ERROR_BODY_CHARS = 500
 
 
 def decode_text(body: bytes, encoding: str) -> str:
+    return decode_checked(body, encoding)[0]
+
+
+def decode_checked(body: bytes, encoding: str) -> tuple[str, bool]:
+    """``body`` as text in its charset (UTF-8 when unknown), and whether some bytes were
+    not valid in it and were replaced with U+FFFD (flagged on the step, never silent)."""
     try:
-        return body.decode(encoding, errors="replace")
+        return body.decode(encoding), False
     except LookupError:
-        return body.decode("utf-8", errors="replace")
+        return decode_checked(body, "utf-8")
+    except UnicodeDecodeError:
+        return body.decode(encoding, errors="replace"), True
 
 
 def raise_for_status(where: str, received: Received, text: str, redactor: Redactor) -> None:
@@ -85,11 +94,23 @@ def retry_after_seconds(headers: httpx.Headers, *, now: float | None = None) -> 
 
 
 def read_body(
-    http: HttpConfig, received: Received, text: str, where: str, limit: int, redactor: Redactor
+    http: HttpConfig,
+    received: Received,
+    text: str,
+    where: str,
+    limit: int,
+    redactor: Redactor,
+    *,
+    cut_fails: bool = False,
 ) -> tuple[Any, bool]:
     """The page's body by ``response.format`` (wrapped), and whether it was cut.
-    ``redactor`` masks the snippet an error quotes before it is cut."""
+    ``redactor`` masks the snippet an error quotes before it is cut. A body cut at
+    the step's size cap (``cut_fails``) is refused whatever the format: ``OutputTooLarge``
+    (a decompression bomb fails the step, it does not succeed as a truncated text)."""
     config = http.response
+    if received.truncated and cut_fails:
+        raise OutputTooLarge(step="", what=f"response of {where}", size=limit, cap=limit,
+                             at_least=True)  # fmt: skip
     if received.truncated:
         if http.response_extract or http.pagination or config.format in ("json", "jsonl"):
             raise ToolResponseTooLarge(

@@ -94,7 +94,7 @@ class _Watchdog:
 
 
 def send(prepared: PreparedRequest, ctx: ToolCallContext, *, timeout: float) -> Received:
-    """Send ``prepared`` and read at most ``ctx.max_response_bytes`` of the decoded body,
+    """Send ``prepared`` and read at most ``ctx.read_limit`` bytes of the decoded body,
     all within ``timeout`` seconds. Raises ToolTimeout, ToolUnreachable (``not_sent``
     when the request surely never left) or ToolResponseInvalid.
 
@@ -133,7 +133,7 @@ def _exchange(
     try:
         watchdog.watch(response.extensions.get("network_stream"))
         where = f"{prepared.method} {ctx.redactor.scrub_text(prepared.url)}"
-        body, truncated = _read_bounded(response, ctx.max_response_bytes, where=where)
+        body, truncated = _read_bounded(response, ctx.read_limit, where=where)
         if watchdog.fired:
             raise httpx.ReadTimeout("deadline passed", request=request)
         encoding = response.charset_encoding or "utf-8"

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
@@ -51,7 +52,23 @@ def check_kinds(ctx: FlowContext) -> list[ValidationIssue]:
                 error("kind_not_supported", f"{ctx.step_path(index)}.kind", message, step.id)
             )
         issues += _check_step_kind_specifics(step, index=index, ctx=ctx)
+        issues += _output_cap(step, ctx.step_path(index))
     return issues
+
+
+def _output_cap(step: Any, path: str) -> list[ValidationIssue]:
+    """A step's own ``max_output_bytes`` may not pass the operator's maximum
+    (``FLOWPILOT_MAX_STEP_OUTPUT_BYTES_LIMIT``): a definition cannot raise it."""
+    limit = int(settings.FLOWPILOT_MAX_STEP_OUTPUT_BYTES_LIMIT)
+    own = step.max_output_bytes
+    if own is None or own <= limit:
+        return []
+    message = (
+        f"step `{step.id}` sets max_output_bytes to {own}, over the operator maximum of "
+        f"{limit} bytes (FLOWPILOT_MAX_STEP_OUTPUT_BYTES_LIMIT); set at most {limit}, or "
+        "ask the operator to raise the maximum"
+    )
+    return [error("max_output_bytes_over_limit", f"{path}.max_output_bytes", message, step.id)]
 
 
 # --- kind-specific rules -------------------------------------------------------

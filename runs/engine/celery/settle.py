@@ -161,6 +161,7 @@ def _write_outcome(
         fields={
             "output": output,
             "output_truncated": capped or outcome.truncated,
+            "output_bytes": outcome.size,
             "error": checkpoint.storable(outcome.error),
             "attempt_log": [
                 *(result.attempt_log or []),

@@ -42,6 +42,7 @@ class Attempt:
     truncated: bool = False
     branch: str | None = None  # set by decision steps
     request: dict[str, Any] | None = None  # set by tool steps calling an http tool
+    size: int | None = None  # the output's size as JSON, measured by ``execute_attempt``
 
 
 class Describe(Protocol):
@@ -122,6 +123,7 @@ def call_tool(
         timeout=step.timeout,
         idempotency_key=f"{ctx.run_uuid}:{step.id}" + ("" if item is None else f":{item}"),
         max_response_bytes=ctx.limits.max_response_bytes,
+        max_output_bytes=ctx.limits.step_output_cap(step.max_output_bytes),
         output_dir=ctx.output_dir,
         data_dirs=ctx.data_dirs,
         breakers=ctx.breakers,

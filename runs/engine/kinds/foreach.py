@@ -19,14 +19,13 @@ from typing import Any
 from runs.engine.context import RunContext
 from runs.engine.http import tool_session
 from runs.engine.kinds.base import Attempt, Describe, StepKind, call_tool, check_allowed
-from runs.engine.resolve import EACH_KEY
+from runs.engine.resolve import EACH_KEY, MAX_ITEMS
 from runs.engine.tries import try_until_done
 from tools.errors import FlowpilotError, ToolInputError
 from tools.policy import RetryPolicy
+from tools.sizes import OutputTooLarge
 from workflows.graph import FlowGraph
 from workflows.schema import ForeachStep
-
-MAX_ITEMS = 10_000
 
 
 class ForeachItemsFailed(FlowpilotError):
@@ -70,6 +69,8 @@ def execute_foreach_step(ctx: RunContext, step: ForeachStep, args: dict[str, Any
     def one(index: int) -> tuple[Any, dict | None]:
         try:
             return _call_item(ctx, step, {**shared, **each[index]}, policy, index), None
+        except OutputTooLarge as exc:  # a tool does not know which step called it
+            return None, ctx.redactor.scrub(exc.for_step(step.id).as_dict())
         except FlowpilotError as exc:
             return None, ctx.redactor.scrub(exc.as_dict())
 

@@ -175,7 +175,7 @@ def execute_llm_step(ctx: RunContext, step: LLMStep, args: dict[str, Any]) -> At
     conversation: list[dict[str, Any]] = ctx.redactor.scrub(
         [
             {"role": "system", "content": step.system or DEFAULT_SYSTEM},
-            {"role": "user", "content": _render(step.prompt, args)},
+            {"role": "user", "content": _render(step.prompt, args, _cap(ctx, step))},
         ]
     )
     tools = _tool_definitions(ctx, step)
@@ -216,7 +216,7 @@ def execute_llm_decision(ctx: RunContext, step: DecisionStep, args: dict[str, An
     llm = _client(ctx, step)
     values = _capped(json.dumps(args, ensure_ascii=False, default=str), MAX_VALUES_CHARS)
     question = (
-        f"{_render(step.decision_prompt or '', args)}\n\nValues:\n{values}\n\n"
+        f"{_render(step.decision_prompt or '', args, _cap(ctx, step))}\n\nValues:\n{values}\n\n"
         f"Choose one branch of: {', '.join(step.branches)}."
     )
     messages = ctx.redactor.scrub(
@@ -297,9 +297,14 @@ def _default_context_budget() -> int:
     )
 
 
-def _render(template: str, args: dict[str, Any]) -> str:
-    """The prompt over the mapped values; ``env`` is empty on purpose."""
-    return render_text(template, args, env={})
+def _render(template: str, args: dict[str, Any], max_bytes: int | None = None) -> str:
+    """The prompt over the mapped values; ``env`` is empty on purpose. Bounded by the
+    step's size cap before it is built (``tools.templating``)."""
+    return render_text(template, args, env={}, max_bytes=max_bytes)
+
+
+def _cap(ctx: RunContext, step: LLMStep | DecisionStep) -> int:
+    return ctx.limits.step_output_cap(step.max_output_bytes)
 
 
 def _tool_definitions(ctx: RunContext, step: LLMStep) -> list[dict[str, Any]] | None:

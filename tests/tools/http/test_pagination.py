@@ -120,3 +120,17 @@ def test_the_success_condition_is_checked_on_every_page(server, ctx_for):
     with pytest.raises(ToolHTTPError, match="backend busy"):
         call_http_tool(spec, {}, ctx_for())
     assert len(server.requests) == 2
+
+
+def test_the_pages_together_are_bounded_by_the_step_cap(server, ctx_for):
+    """Each page is small, the pages together pass the step's cap: refused, not collected."""
+    from tools.sizes import OutputTooLarge
+
+    paginated_api(server)
+    url, pagination = STYLES["page"]
+    spec = make_spec(url, http_pagination=pagination)
+    with pytest.raises(OutputTooLarge) as caught:
+        call_http_tool(spec, {}, ctx_for(max_output_bytes=700))
+    assert caught.value.what == "response (2 pages)"
+    assert caught.value.cap == 700
+    assert len(call_http_tool(spec, {}, ctx_for(max_output_bytes=10_000)).output["items"]) == 87
