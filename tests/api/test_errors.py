@@ -9,6 +9,7 @@ from django.core.exceptions import PermissionDenied, SuspiciousOperation
 from django.test import Client, RequestFactory
 from rest_framework.exceptions import ValidationError
 from rest_framework.test import APIClient
+from rest_framework.throttling import SimpleRateThrottle
 
 from api.errors import validation_details
 from api.handlers import bad_request, csrf_failure, permission_denied, server_error
@@ -122,3 +123,16 @@ def test_django_refusals_under_api_are_in_the_error_shape():
         "permission_denied"
     )
     assert json.loads(server_error(request).content)["code"] == "server_error"
+
+
+def test_unauthenticated_floods_on_the_api_are_throttled(monkeypatch, anon, admin_client_api):
+    monkeypatch.setitem(SimpleRateThrottle.THROTTLE_RATES, "anon", "3/minute")
+
+    answers = [anon.get("/api/v1/runs/").status_code for _ in range(3)]
+    refused = anon.post("/api/v1/plans/", {"goal": "g"}, format="json")
+
+    assert answers == [401, 401, 401]
+    assert_error(refused, 429, "throttled")
+    assert int(refused.headers["Retry-After"]) > 0
+    assert anon.get("/api/v1/schema/").status_code == 429
+    assert admin_client_api.get("/api/v1/runs/").status_code == 200  # users have their own

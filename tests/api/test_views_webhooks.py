@@ -165,3 +165,16 @@ def test_no_cors_headers_are_sent(trigger):
 
     assert response.status_code == 200
     assert not [h for h in response.headers if h.lower().startswith("access-control-")]
+
+
+def test_deliveries_have_their_own_limit_not_the_anonymous_one(trigger, monkeypatch):
+    _, hook = trigger
+    monkeypatch.setitem(SimpleRateThrottle.THROTTLE_RATES, "anon", "2/minute")
+    monkeypatch.setitem(SimpleRateThrottle.THROTTLE_RATES, "webhook", "5/minute")
+
+    answers = [deliver(hook["url"], hook["secret"], {"top": n}).status_code for n in range(5)]
+
+    assert answers == [202] * 5
+    assert deliver(hook["url"], hook["secret"], {"top": 9}).status_code == 429
+    # The deliveries used none of the anonymous allowance of the address.
+    assert [APIClient().get("/api/v1/runs/").status_code for _ in range(3)] == [401, 401, 429]
