@@ -1,4 +1,8 @@
-"""Query filters (django-filter); unknown values are a 400 naming the parameter."""
+"""Query filters (django-filter); unknown values are a 400 naming the parameter.
+
+Every value is parsed with bounds: a version is a whole number the database column
+can hold (``0.5`` or ``1e3`` was read as a decimal and matched nothing, a 200).
+"""
 
 from datetime import UTC, datetime
 
@@ -6,6 +10,7 @@ from django import forms
 from django.db.models import Q, QuerySet
 from django_filters import fields
 from django_filters import rest_framework as filters
+from drf_spectacular.utils import extend_schema_field
 
 from runs.models import Run, RunStatus, RunTrigger
 from schedules.models import Schedule
@@ -34,6 +39,21 @@ class WorkflowFilter(filters.FilterSet):
         fields = ["name", "status"]
 
 
+MAX_VERSION = 2**31 - 1  # the largest number every database's integer column holds
+
+
+@extend_schema_field({"type": "integer", "minimum": 1, "maximum": MAX_VERSION})
+class VersionFilter(filters.NumberFilter):
+    """A version number: a whole number from 1 to ``MAX_VERSION``."""
+
+    field_class = forms.IntegerField
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("min_value", 1)
+        kwargs.setdefault("max_value", MAX_VERSION)
+        super().__init__(*args, **kwargs)
+
+
 class UtcDateTimeField(fields.IsoDateTimeField):
     """An ISO 8601 time read as UTC: PostgreSQL refuses offsets beyond ±15:59 (a 500)."""
 
@@ -53,7 +73,7 @@ class UtcDateTimeFilter(filters.IsoDateTimeFilter):
 
 class RunFilter(filters.FilterSet):
     workflow = filters.CharFilter(field_name="workflow__name", help_text="The workflow's name.")
-    version = filters.NumberFilter(field_name="workflow__version")
+    version = VersionFilter(field_name="workflow__version")
     status = filters.ChoiceFilter(choices=RunStatus.choices)
     trigger = filters.ChoiceFilter(choices=RunTrigger.choices)
     created_after = UtcDateTimeFilter(field_name="created_at", lookup_expr="gte")

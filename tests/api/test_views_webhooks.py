@@ -178,3 +178,14 @@ def test_deliveries_have_their_own_limit_not_the_anonymous_one(trigger, monkeypa
     assert deliver(hook["url"], hook["secret"], {"top": 9}).status_code == 429
     # The deliveries used none of the anonymous allowance of the address.
     assert [APIClient().get("/api/v1/runs/").status_code for _ in range(3)] == [401, 401, 429]
+
+
+@pytest.mark.parametrize("value", ["false", 0, "no", None, [], {}])
+def test_enabled_must_be_a_json_boolean(trigger, value):
+    client, hook = trigger
+
+    response = client.patch(f"/api/v1/webhooks/{hook['id']}/", {"enabled": value}, format="json")
+
+    body = assert_error(response, 400, "invalid")
+    assert body["details"][0]["path"] == "enabled"
+    assert WebhookTrigger.objects.get().enabled is True
