@@ -276,3 +276,14 @@ def test_bad_filter_and_page_values_are_a_400_naming_the_parameter(make_client, 
     huge = "9" * 5000  # read as the most, without parsing 5,000 digits
     page = client.get("/api/v1/runs/", {"version": "1", "limit": huge, "offset": "1"}).json()
     assert [r["id"] for r in page["results"]] == [first.pk]  # a limit past 1000 reads as 1000
+
+
+@pytest.mark.django_db
+def test_a_wait_timeout_that_is_not_a_finite_number_is_a_400(make_client, active, settings):
+    settings.FLOWPILOT_API_MAX_WAIT = 0.3
+    running = RunFactory(workflow=active, status="running")
+    client = make_client(VIEW)
+
+    for value in ("nan", "NaN", "inf", "-inf", "1" * 5000):
+        response = client.get(f"/api/v1/runs/{running.pk}/wait/", {"timeout": value})
+        assert_error(response, 400, "invalid")

@@ -189,3 +189,21 @@ def test_enabled_must_be_a_json_boolean(trigger, value):
     body = assert_error(response, 400, "invalid")
     assert body["details"][0]["path"] == "enabled"
     assert WebhookTrigger.objects.get().enabled is True
+
+
+@pytest.mark.parametrize(
+    "timestamp", ["9" * 4000, "-" + "9" * 4000, "1e10", "nan", "٣٣٣", " ", "+1"]
+)
+def test_a_timestamp_header_of_any_form_is_a_401_never_a_500(trigger, timestamp):
+    _, hook = trigger
+
+    response = APIClient().post(
+        hook["url"],
+        b"{}",
+        content_type="application/json",
+        HTTP_X_FLOWPILOT_TIMESTAMP=timestamp,
+        HTTP_X_FLOWPILOT_SIGNATURE="sha256=" + "0" * 64,
+    )
+
+    body = assert_error(response, 401, "timestamp_out_of_window")
+    assert "Unix time" in body["message"]
