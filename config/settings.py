@@ -168,6 +168,9 @@ SPECTACULAR_SETTINGS = {
 FLOWPILOT_API_MAX_WAIT = env.float("FLOWPILOT_API_MAX_WAIT", default=60.0)
 # Webhook signatures older or newer than this many seconds are refused (replay window).
 FLOWPILOT_WEBHOOK_WINDOW = env.int("FLOWPILOT_WEBHOOK_WINDOW", default=300)
+# After a webhook is rotated, its old URL and secret still work for this many seconds
+# (0: refused at once), so a sender can switch without a gap.
+FLOWPILOT_WEBHOOK_ROTATION_OVERLAP = env.int("FLOWPILOT_WEBHOOK_ROTATION_OVERLAP", default=300)
 # Directories `POST /api/v1/tools/load/` may read tool files from (nothing outside).
 FLOWPILOT_API_TOOL_DIRS = [
     Path(p)

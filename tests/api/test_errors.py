@@ -68,9 +68,7 @@ def test_a_body_over_the_upload_limit_is_a_413_in_the_error_shape(admin_client_a
     assert not PlanRequest.objects.exists()
 
 
-def test_an_unsupported_method_is_a_405_for_a_superuser_and_a_reader(
-    admin_client_api, make_client
-):
+def test_an_unsupported_method_is_a_405_for_a_superuser_and_a_reader(admin_client_api, make_client):
     reader = make_client("runs.view_run")
 
     for client in (admin_client_api, reader):

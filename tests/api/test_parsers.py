@@ -48,9 +48,7 @@ def test_a_body_nested_past_one_hundred_levels_is_refused_and_one_within_is_read
         ("/api/v1/runs/", b'{"workflow": "w", "inputs": {"n": 1, "n": 2}}'),
     ],
 )
-def test_a_key_written_twice_in_an_api_body_is_refused_with_its_place(
-    admin_client_api, path, body
-):
+def test_a_key_written_twice_in_an_api_body_is_refused_with_its_place(admin_client_api, path, body):
     response = admin_client_api.post(path, body, content_type="application/json")
 
     error = assert_error(response, 400, "parse_error")

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 from rest_framework.test import APIClient
 from rest_framework.throttling import SimpleRateThrottle
 
@@ -104,7 +106,8 @@ def test_the_body_is_checked_against_the_declared_inputs(trigger):
     assert not WebhookDelivery.objects.filter(run__isnull=True).exists()
 
 
-def test_rotating_invalidates_the_old_url_and_secret(trigger):
+def test_rotating_without_an_overlap_invalidates_the_old_url_and_secret(trigger, settings):
+    settings.FLOWPILOT_WEBHOOK_ROTATION_OVERLAP = 0
     client, hook = trigger
 
     rotated = client.post(f"/api/v1/webhooks/{hook['id']}/rotate/").json()
@@ -207,3 +210,24 @@ def test_a_timestamp_header_of_any_form_is_a_401_never_a_500(trigger, timestamp)
 
     body = assert_error(response, 401, "timestamp_out_of_window")
     assert "Unix time" in body["message"]
+
+
+def test_the_old_url_and_secret_work_until_the_rotation_overlap_ends(trigger, settings):
+    settings.FLOWPILOT_WEBHOOK_ROTATION_OVERLAP = 120
+    client, hook = trigger
+
+    rotated = client.post(f"/api/v1/webhooks/{hook['id']}/rotate/").json()
+
+    assert deliver(hook["url"], hook["secret"], {"top": 1}).status_code == 202
+    assert deliver(rotated["url"], hook["secret"], {"top": 2}).status_code == 202
+    assert deliver(rotated["url"], rotated["secret"], {"top": 3}).status_code == 202
+    assert_error(deliver(hook["url"], "not-the-secret", {}), 401, "signature_invalid")
+    # Once the overlap has passed, only the new pair works.
+    WebhookTrigger.objects.update(rotated_at=timezone.now() - timedelta(seconds=121))
+    assert_error(deliver(hook["url"], hook["secret"], {}), 401, "signature_invalid")
+    assert_error(deliver(rotated["url"], hook["secret"], {}), 401, "signature_invalid")
+    assert deliver(rotated["url"], rotated["secret"], {"top": 4}).status_code == 202
+    # A second rotation keeps only the secret it replaced.
+    client.post(f"/api/v1/webhooks/{hook['id']}/rotate/")
+    assert_error(deliver(hook["url"], hook["secret"], {}), 401, "signature_invalid")
+    assert deliver(rotated["url"], rotated["secret"], {"top": 5}).status_code == 202
