@@ -55,9 +55,14 @@ class VersionFilter(filters.NumberFilter):
 
 
 class UtcDateTimeField(fields.IsoDateTimeField):
-    """An ISO 8601 time read as UTC: PostgreSQL refuses offsets beyond ±15:59 (a 500)."""
+    """An ISO 8601 time read as UTC: PostgreSQL refuses offsets beyond ±15:59 (a 500).
+
+    A parameter given empty (``?created_before=``) is refused, not read as absent.
+    """
 
     def to_python(self, value: str | None) -> datetime | None:
+        if value is not None and not value.strip():
+            raise forms.ValidationError("a date-time is needed (ISO 8601)", code="invalid")
         moment = super().to_python(value)
         if moment is None:
             return None
@@ -84,9 +89,34 @@ class RunFilter(filters.FilterSet):
         fields = ["workflow", "version", "status", "trigger"]
 
 
+class StrictBooleanField(forms.Field):
+    """``true`` or ``false`` (also ``1``/``0``); anything else given is a 400, not ignored
+    (django-filter's own reads ``paused=null`` as absent)."""
+
+    VALUES = {"true": True, "1": True, "false": False, "0": False}
+
+    def to_python(self, value: str | None) -> bool | None:
+        if value is None:  # absent
+            return None
+        if value.strip().lower() not in self.VALUES:
+            raise forms.ValidationError("must be true or false", code="invalid")
+        return self.VALUES[value.strip().lower()]
+
+    def validate(self, value: bool | None) -> None:
+        """Absent is allowed (``required`` would refuse ``False``)."""
+
+
+class StrictBooleanFilter(filters.BooleanFilter):
+    field_class = StrictBooleanField
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs["widget"] = forms.TextInput  # the text as sent (the default widget guesses)
+        super().__init__(*args, **kwargs)
+
+
 class ScheduleFilter(filters.FilterSet):
     workflow = filters.CharFilter(field_name="workflow_name", help_text="The workflow's name.")
-    paused = filters.BooleanFilter()
+    paused = StrictBooleanFilter()
 
     class Meta:
         model = Schedule

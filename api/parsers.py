@@ -81,10 +81,10 @@ def parse_json_body(raw: bytes, encoding: str) -> Any:
     problem = data_limit_problem(data)
     if problem is not None:
         raise _refused(problem, "too_deep")
-    where = unstorable_text(data)
-    if where is not None:
+    at = unstorable_text(data)
+    if at is not None:
         message = "text with a NUL character or a lone surrogate cannot be stored"
-        raise _refused(message, "text_unstorable", where)
+        raise _refused(message, "text_unstorable", at)
     problem = storage_problem(data)  # what is left: a NaN or infinite number
     if problem is not None:
         raise _refused(problem, "not_json")

@@ -31,4 +31,6 @@ class WebhookCreateSerializer(serializers.Serializer):
 
 
 class WebhookUpdateSerializer(serializers.Serializer):
-    enabled = JsonBooleanField(help_text="`false` disables the trigger, `true` enables it.")
+    enabled = JsonBooleanField(
+        required=False, help_text="`false` disables the trigger, `true` enables it; absent: kept."
+    )

@@ -57,7 +57,9 @@ class WebhookViewSet(
     def partial_update(self, request: Request, pk: str) -> Response:
         params = WebhookUpdateSerializer(data=request.data)
         params.is_valid(raise_exception=True)
-        trigger = webhook_set_enabled(trigger=self.get_object(), **params.validated_data)
+        trigger = self.get_object()
+        if "enabled" in params.validated_data:  # a PATCH changes what it names, nothing else
+            trigger = webhook_set_enabled(trigger=trigger, **params.validated_data)
         return Response(WebhookSerializer(trigger).data)
 
     @extend_schema(request=None, responses={200: WebhookSecretSerializer})

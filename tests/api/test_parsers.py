@@ -53,7 +53,8 @@ def test_a_key_written_twice_in_an_api_body_is_refused_with_its_place(admin_clie
 
     error = assert_error(response, 400, "parse_error")
     assert error["details"][0]["code"] == "duplicate_key"
-    assert "twice" in error["message"] and "line 1, column" in error["message"]
+    assert "twice" in error["message"]
+    assert "line 1, column" in error["message"]
     assert not PlanRequest.objects.exists()
     assert not Workflow.objects.exists()
     assert not Run.objects.exists()

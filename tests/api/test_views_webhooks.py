@@ -231,3 +231,14 @@ def test_the_old_url_and_secret_work_until_the_rotation_overlap_ends(trigger, se
     client.post(f"/api/v1/webhooks/{hook['id']}/rotate/")
     assert_error(deliver(hook["url"], hook["secret"], {}), 401, "signature_invalid")
     assert deliver(rotated["url"], rotated["secret"], {"top": 5}).status_code == 202
+
+
+def test_a_patch_without_enabled_changes_nothing(trigger):
+    client, hook = trigger
+    WebhookTrigger.objects.update(enabled=False)
+
+    response = client.patch(f"/api/v1/webhooks/{hook['id']}/", {}, format="json")
+
+    assert response.status_code == 200, response.json()
+    assert response.json()["enabled"] is False
+    assert WebhookTrigger.objects.get().enabled is False
