@@ -1,4 +1,8 @@
-"""Query filters (django-filter); unknown values are a 400 naming the parameter."""
+"""Query filters (django-filter); unknown values are a 400 naming the parameter.
+
+Every value is parsed with bounds: a version is a whole number the database column
+can hold (``0.5`` or ``1e3`` was read as a decimal and matched nothing, a 200).
+"""
 
 from datetime import UTC, datetime
 
@@ -6,6 +10,7 @@ from django import forms
 from django.db.models import Q, QuerySet
 from django_filters import fields
 from django_filters import rest_framework as filters
+from drf_spectacular.utils import extend_schema_field
 
 from runs.models import Run, RunStatus, RunTrigger
 from schedules.models import Schedule
@@ -34,10 +39,30 @@ class WorkflowFilter(filters.FilterSet):
         fields = ["name", "status"]
 
 
+MAX_VERSION = 2**31 - 1  # the largest number every database's integer column holds
+
+
+@extend_schema_field({"type": "integer", "minimum": 1, "maximum": MAX_VERSION})
+class VersionFilter(filters.NumberFilter):
+    """A version number: a whole number from 1 to ``MAX_VERSION``."""
+
+    field_class = forms.IntegerField
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("min_value", 1)
+        kwargs.setdefault("max_value", MAX_VERSION)
+        super().__init__(*args, **kwargs)
+
+
 class UtcDateTimeField(fields.IsoDateTimeField):
-    """An ISO 8601 time read as UTC: PostgreSQL refuses offsets beyond ±15:59 (a 500)."""
+    """An ISO 8601 time read as UTC: PostgreSQL refuses offsets beyond ±15:59 (a 500).
+
+    A parameter given empty (``?created_before=``) is refused, not read as absent.
+    """
 
     def to_python(self, value: str | None) -> datetime | None:
+        if value is not None and not value.strip():
+            raise forms.ValidationError("a date-time is needed (ISO 8601)", code="invalid")
         moment = super().to_python(value)
         if moment is None:
             return None
@@ -53,7 +78,7 @@ class UtcDateTimeFilter(filters.IsoDateTimeFilter):
 
 class RunFilter(filters.FilterSet):
     workflow = filters.CharFilter(field_name="workflow__name", help_text="The workflow's name.")
-    version = filters.NumberFilter(field_name="workflow__version")
+    version = VersionFilter(field_name="workflow__version")
     status = filters.ChoiceFilter(choices=RunStatus.choices)
     trigger = filters.ChoiceFilter(choices=RunTrigger.choices)
     created_after = UtcDateTimeFilter(field_name="created_at", lookup_expr="gte")
@@ -64,9 +89,34 @@ class RunFilter(filters.FilterSet):
         fields = ["workflow", "version", "status", "trigger"]
 
 
+class StrictBooleanField(forms.Field):
+    """``true`` or ``false`` (also ``1``/``0``); anything else given is a 400, not ignored
+    (django-filter's own reads ``paused=null`` as absent)."""
+
+    VALUES = {"true": True, "1": True, "false": False, "0": False}
+
+    def to_python(self, value: str | None) -> bool | None:
+        if value is None:  # absent
+            return None
+        if value.strip().lower() not in self.VALUES:
+            raise forms.ValidationError("must be true or false", code="invalid")
+        return self.VALUES[value.strip().lower()]
+
+    def validate(self, value: bool | None) -> None:
+        """Absent is allowed (``required`` would refuse ``False``)."""
+
+
+class StrictBooleanFilter(filters.BooleanFilter):
+    field_class = StrictBooleanField
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs["widget"] = forms.TextInput  # the text as sent (the default widget guesses)
+        super().__init__(*args, **kwargs)
+
+
 class ScheduleFilter(filters.FilterSet):
     workflow = filters.CharFilter(field_name="workflow_name", help_text="The workflow's name.")
-    paused = filters.BooleanFilter()
+    paused = StrictBooleanFilter()
 
     class Meta:
         model = Schedule

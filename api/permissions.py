@@ -6,6 +6,15 @@ the model's ``view_*`` permission too, which DRF's own ``DjangoModelPermissions`
 does not ask for. The check runs before the object lookup, so a caller without the
 permission gets the same 403 whether the object exists or not: a refusal never
 tells that an object exists.
+
+A method the endpoint does not have passes this check for any signed-in user, so DRF
+answers it with 405 (the methods of a route are in the published schema, so that
+tells nothing); without the exemption a superuser got a 403 for a ``PUT``.
+
+DRF checks permissions before throttles, so an unauthenticated request never
+reached the anonymous throttle: a flood got unlimited 401s. The permissions here run
+the view's throttles first for a request without a user, so past
+``FLOWPILOT_API_THROTTLE_ANON`` it is a 429.
 """
 
 from __future__ import annotations
@@ -25,15 +34,33 @@ class ModelPermissions(BasePermission):
     message = "you do not have the permission this action needs"
 
     def has_permission(self, request: Request, view: APIView) -> bool:
-        user = request.user
-        if not (user and user.is_authenticated and user.is_active):
+        if not signed_in(request, view):
             return False
         if request.method == "OPTIONS":  # DRF's metadata: the form of the endpoint
             return True
+        if not hasattr(view, request.method.lower()):  # DRF answers 405
+            return True
+        user = request.user
         perms = required_perms(view, request)
         if perms is None:  # a view that forgot to declare its permissions is closed
             return False
         return user.has_perms(perms)
+
+
+def signed_in(request: Request, view: APIView) -> bool:
+    """Whether an active user made the request; throttles an anonymous one first."""
+    user = request.user
+    if user and user.is_authenticated and user.is_active:
+        return True
+    view.check_throttles(request)
+    return False
+
+
+class SignedIn(BasePermission):
+    """Any active user (the schema and its pages); anonymous requests are throttled."""
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        return signed_in(request, view)
 
 
 def required_perms(view: APIView, request: Request) -> tuple[str, ...] | None:
@@ -50,4 +77,4 @@ class IsStaff(BasePermission):
     message = "only staff users may do this"
 
     def has_permission(self, request: Request, view: APIView) -> bool:
-        return bool(request.user and request.user.is_staff)
+        return signed_in(request, view) and bool(request.user.is_staff)

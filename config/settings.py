@@ -60,6 +60,8 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "config.urls"
+# Under /api/ every error is JSON in the API's shape (api/handlers.py).
+CSRF_FAILURE_VIEW = "api.handlers.csrf_failure"
 WSGI_APPLICATION = "config.wsgi.application"
 
 TEMPLATES = [
@@ -146,7 +148,7 @@ SPECTACULAR_SETTINGS = {
     "OAS_VERSION": "3.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
     # The schema and its Swagger UI / Redoc pages need a signed-in user too.
-    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    "SERVE_PERMISSIONS": ["api.permissions.SignedIn"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
@@ -167,6 +169,9 @@ SPECTACULAR_SETTINGS = {
 FLOWPILOT_API_MAX_WAIT = env.float("FLOWPILOT_API_MAX_WAIT", default=60.0)
 # Webhook signatures older or newer than this many seconds are refused (replay window).
 FLOWPILOT_WEBHOOK_WINDOW = env.int("FLOWPILOT_WEBHOOK_WINDOW", default=300)
+# After a webhook is rotated, its old URL and secret still work for this many seconds
+# (0: refused at once), so a sender can switch without a gap.
+FLOWPILOT_WEBHOOK_ROTATION_OVERLAP = env.int("FLOWPILOT_WEBHOOK_ROTATION_OVERLAP", default=300)
 # Directories `POST /api/v1/tools/load/` may read tool files from (nothing outside).
 FLOWPILOT_API_TOOL_DIRS = [
     Path(p)

@@ -10,4 +10,7 @@ urlpatterns = [
     path("api/v1/", include("api.urls")),
 ]
 
+handler400 = "api.handlers.bad_request"
+handler403 = "api.handlers.permission_denied"
 handler404 = "api.handlers.not_found"
+handler500 = "api.handlers.server_error"

@@ -16,8 +16,10 @@ class WebhookTrigger(models.Model):
     """A URL that starts a run of the active version of ``workflow_name``.
 
     ``public_id`` is the URL's last segment and ``secret`` the HMAC key; rotating
-    replaces both, so the old URL and signatures stop working at once. The secret is
-    kept as is (verifying an HMAC needs it) and shown only when created or rotated.
+    replaces both and keeps the replaced pair in ``previous_*``, accepted until
+    ``FLOWPILOT_WEBHOOK_ROTATION_OVERLAP`` seconds after ``rotated_at`` so senders can
+    switch without a gap. The secrets are kept as is (verifying an HMAC needs them)
+    and shown only when created or rotated.
     """
 
     workflow_name = models.CharField(max_length=100, unique=True)
@@ -29,6 +31,19 @@ class WebhookTrigger(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     rotated_at = models.DateTimeField(null=True, blank=True)
+    previous_public_id = models.CharField(
+        max_length=64,
+        blank=True,
+        default="",
+        db_index=True,
+        help_text="The URL segment replaced by the last rotation (accepted during the overlap).",
+    )
+    previous_secret = models.CharField(
+        max_length=128,
+        blank=True,
+        default="",
+        help_text="The secret replaced by the last rotation (accepted during the overlap).",
+    )
 
     class Meta:
         db_table = "api_webhooktrigger"

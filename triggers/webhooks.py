@@ -10,7 +10,11 @@ constraint on (trigger, signature) decides, also between concurrent requests).
 The body, a JSON object, is the run's inputs, checked against the declared ones
 (and refused when it holds what no database stores: ``tools.jsondata.storage_problem``);
 the run's trigger is ``webhook``.
-Rotating a trigger replaces its URL and its secret: both old ones stop working.
+Rotating a trigger replaces its URL and its secret. The replaced pair keeps working
+for ``FLOWPILOT_WEBHOOK_ROTATION_OVERLAP`` seconds (0: not at all): during the
+overlap the old URL and the new one each take a signature made with the old secret
+or the new one, so a sender switches without a gap; after it only the new pair works.
+A second rotation keeps only the pair it replaced.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from triggers.models import WebhookDelivery, WebhookTrigger
 from workflows.selectors import workflow_get_runnable
 
 SIGNATURE_PREFIX = "sha256="
+MAX_TIMESTAMP_DIGITS = 12  # Unix seconds until the year 33658
 
 
 class WebhookError(FlowpilotError):
@@ -88,12 +93,42 @@ def webhook_create(*, workflow_name: str, user: User | None) -> WebhookTrigger:
 
 
 def webhook_rotate(*, trigger: WebhookTrigger) -> WebhookTrigger:
-    """New URL and secret; the old ones are refused from now on."""
+    """New URL and secret; the old ones are refused once the rotation overlap ends."""
+    trigger.previous_public_id = trigger.public_id
+    trigger.previous_secret = trigger.secret
     for key, value in _credentials().items():
         setattr(trigger, key, value)
     trigger.rotated_at = timezone.now()
-    trigger.save(update_fields=["public_id", "secret", "rotated_at"])
+    trigger.save(
+        update_fields=["public_id", "secret", "previous_public_id", "previous_secret", "rotated_at"]
+    )
     return trigger
+
+
+def _in_overlap(trigger: WebhookTrigger, now: datetime) -> bool:
+    overlap = timedelta(seconds=settings.FLOWPILOT_WEBHOOK_ROTATION_OVERLAP)
+    rotated = trigger.rotated_at
+    return bool(trigger.previous_secret) and rotated is not None and now - rotated < overlap
+
+
+def _trigger_for(public_id: str, now: datetime) -> WebhookTrigger | None:
+    """The enabled trigger of a URL: its current one, or the one it had before the last
+    rotation while the overlap lasts."""
+    enabled = WebhookTrigger.objects.filter(enabled=True)
+    trigger = enabled.filter(public_id=public_id).first()
+    if trigger is None and public_id:
+        trigger = enabled.filter(previous_public_id=public_id).first()
+        if trigger is not None and not _in_overlap(trigger, now):
+            return None
+    return trigger
+
+
+def _secrets(trigger: WebhookTrigger | None, now: datetime) -> list[str]:
+    if trigger is None:
+        return [""]
+    return (
+        [trigger.secret, trigger.previous_secret] if _in_overlap(trigger, now) else [trigger.secret]
+    )
 
 
 def webhook_set_enabled(*, trigger: WebhookTrigger, enabled: bool) -> WebhookTrigger:
@@ -117,8 +152,8 @@ def webhook_deliver(
     """Verify a delivery, record it, and start a run with the body as inputs."""
     now = now or timezone.now()
     sent_at = _timestamp(timestamp, now)
-    trigger = WebhookTrigger.objects.filter(public_id=public_id, enabled=True).first()
-    digest = _verified(trigger, sent_at, signature, body)
+    trigger = _trigger_for(public_id, now)
+    digest = _verified(trigger, _secrets(trigger, now), sent_at, signature, body)
     assert trigger is not None  # _verified refuses a missing trigger
     inputs = _inputs(body)
     workflow = workflow_get_runnable(name=trigger.workflow_name)
@@ -143,25 +178,37 @@ def _timestamp(header: str | None, now: datetime) -> int:
     refused = WebhookTimestampInvalid(
         f"X-Flowpilot-Timestamp must be the Unix time of sending, within {window} s of ours"
     )
-    try:
-        sent_at = int((header or "").strip())
-    except ValueError as exc:
-        raise refused from exc
+    text = (header or "").strip()
+    # Unix seconds in ASCII digits, bounded before int(): 4,000 digits overflowed the
+    # float comparison below (a 500 to anyone).
+    if not (text.isascii() and text.isdigit() and len(text) <= MAX_TIMESTAMP_DIGITS):
+        raise refused
+    sent_at = int(text)
     if abs(now.timestamp() - sent_at) > window:
         raise refused
     return sent_at
 
 
 def _verified(
-    trigger: WebhookTrigger | None, sent_at: int, signature: str | None, body: bytes
+    trigger: WebhookTrigger | None,
+    secrets_: list[str],
+    sent_at: int,
+    signature: str | None,
+    body: bytes,
 ) -> str:
-    given = (signature or "").strip()
-    expected = webhook_sign(secret=trigger.secret if trigger else "", timestamp=sent_at, body=body)
-    if trigger is None or not hmac.compare_digest(given.encode(), expected.encode()):
+    """The hex digest of the signature that matched one of ``secrets_``; each is
+    compared (in constant time), so the answer's timing does not say which matched."""
+    given = (signature or "").strip().encode()
+    matched = None
+    for secret in secrets_:
+        expected = webhook_sign(secret=secret, timestamp=sent_at, body=body)
+        if hmac.compare_digest(given, expected.encode()):
+            matched = expected
+    if trigger is None or matched is None:
         raise WebhookSignatureInvalid(
             "the X-Flowpilot-Signature does not match this URL's secret (or the URL is unknown)"
         )
-    return expected.removeprefix(SIGNATURE_PREFIX)
+    return matched.removeprefix(SIGNATURE_PREFIX)
 
 
 def _inputs(body: bytes) -> dict[str, Any]:

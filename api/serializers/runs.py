@@ -96,12 +96,6 @@ class RunCreateSerializer(serializers.Serializer):
     inputs = serializers.DictField(required=False, default=dict)
 
 
-class RunResumeSerializer(serializers.Serializer):
-    force = serializers.BooleanField(
-        default=False, help_text="Resume a run stuck `running` whose process died."
-    )
-
-
 class JsonBooleanField(serializers.BooleanField):
     """``true`` or ``false`` as JSON: a confirmation is never read from ``"yes"`` or ``1``."""
 
@@ -111,6 +105,12 @@ class JsonBooleanField(serializers.BooleanField):
         if not isinstance(data, bool):
             self.fail("invalid")  # raises the field's ValidationError
         return data
+
+
+class RunResumeSerializer(serializers.Serializer):
+    force = JsonBooleanField(
+        default=False, help_text="Resume a run stuck `running` whose process died."
+    )
 
 
 class RunRestartSerializer(serializers.Serializer):

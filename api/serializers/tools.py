@@ -2,6 +2,7 @@
 
 from rest_framework import serializers
 
+from api.serializers.runs import JsonBooleanField
 from tools.models import Tool
 
 
@@ -25,7 +26,7 @@ class ToolLoadSerializer(serializers.Serializer):
         max_length=1000,
         help_text="A directory (or file) of tool YAML, inside FLOWPILOT_API_TOOL_DIRS.",
     )
-    sync_builtin = serializers.BooleanField(default=True)
+    sync_builtin = JsonBooleanField(default=True)
 
 
 class LoadedToolSerializer(serializers.Serializer):

@@ -2,6 +2,7 @@
 
 from rest_framework import serializers
 
+from api.serializers.runs import JsonBooleanField
 from triggers.models import WebhookTrigger
 
 
@@ -30,4 +31,6 @@ class WebhookCreateSerializer(serializers.Serializer):
 
 
 class WebhookUpdateSerializer(serializers.Serializer):
-    enabled = serializers.BooleanField()
+    enabled = JsonBooleanField(
+        required=False, help_text="`false` disables the trigger, `true` enables it; absent: kept."
+    )

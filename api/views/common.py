@@ -6,7 +6,9 @@ from drf_spectacular.utils import OpenApiParameter
 
 IDEMPOTENCY_KEY = OpenApiParameter(
     "Idempotency-Key",
-    str,
+    # What runs.idempotency accepts: 1 to 255 printable characters, not only blanks
+    # (printable ASCII here: a header carries no other text safely).
+    {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[ -~]*[!-~][ -~]*$"},
     OpenApiParameter.HEADER,
     required=False,
     description="Repeat a request safely: the same key returns the same run, never a second.",

@@ -123,7 +123,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         parameters=[
             OpenApiParameter(
                 "timeout",
-                float,
+                {"type": "number", "minimum": 0},
                 description="Seconds to wait, at most FLOWPILOT_API_MAX_WAIT (default 30).",
             )
         ],

@@ -8,7 +8,7 @@ from rest_framework import mixins, status, viewsets
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import AnonRateThrottle, ScopedRateThrottle
+from rest_framework.throttling import ScopedRateThrottle
 
 from api.selectors import webhook_list
 from api.serializers.runs import RunSerializer
@@ -57,7 +57,9 @@ class WebhookViewSet(
     def partial_update(self, request: Request, pk: str) -> Response:
         params = WebhookUpdateSerializer(data=request.data)
         params.is_valid(raise_exception=True)
-        trigger = webhook_set_enabled(trigger=self.get_object(), **params.validated_data)
+        trigger = self.get_object()
+        if "enabled" in params.validated_data:  # a PATCH changes what it names, nothing else
+            trigger = webhook_set_enabled(trigger=trigger, **params.validated_data)
         return Response(WebhookSerializer(trigger).data)
 
     @extend_schema(request=None, responses={200: WebhookSecretSerializer})
@@ -68,11 +70,16 @@ class WebhookViewSet(
 
 
 class HookView(viewsets.ViewSet):
-    """The trigger URL. Authenticated by its signature, not by a user."""
+    """The trigger URL. Authenticated by its signature, not by a user.
+
+    Throttled by its own limit only (``FLOWPILOT_API_THROTTLE_WEBHOOK`` per address):
+    with the anonymous throttle too, deliveries were refused at the anonymous rate and
+    used up the address's allowance for the rest of the API.
+    """
 
     authentication_classes: list = []
     permission_classes = [AllowAny]
-    throttle_classes = [AnonRateThrottle, ScopedRateThrottle]
+    throttle_classes = [ScopedRateThrottle]
     throttle_scope = "webhook"
 
     @extend_schema(

@@ -6,6 +6,12 @@ live_server) with a superuser's token, an active workflow to run and a webhook o
 it, the planner pointed at the loopback fake LLM, and long polls capped at half a
 second. Examples are few per operation so the whole module takes a minute or two.
 
+The same server also faces the Schemathesis command line with every check
+(``st run --checks all``: negative data rejected, schema-valid data accepted, no
+answer to a request without credentials but 401/403, unsupported methods 405, the
+coverage, fuzzing and stateful phases), once as a superuser and once as a view-only
+user, with 0 failures; ``tests/api/schemathesis.toml`` holds its settings.
+
 Generated path parameters almost never name a stored object, so the operations on one
 object (restart a run, replay a version) also get cases whose path names the fixture's
 finished run and its validated version, with generated bodies: their 2xx answers are
@@ -14,11 +20,18 @@ checked against the schema too.
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rest_framework.authtoken.models import Token
+from rest_framework.throttling import SimpleRateThrottle
 from schemathesis.checks import (
     content_type_conformance,
     not_a_server_error,
@@ -29,6 +42,9 @@ from schemathesis.checks import (
 
 from runs.services import run_create, run_execute
 from tests.factories import UserFactory, WorkflowFactory
+
+ST = Path(sys.executable).with_name("st")
+CONFIG = Path(__file__).with_name("schemathesis.toml")
 
 CHECKS = [
     not_a_server_error,
@@ -57,6 +73,20 @@ def api_schema(live_server, transactional_db, planner_llm, output_dir, settings_
         },
     }
     return schema
+
+
+@pytest.fixture
+def make_user(fast_passwords):
+    def make(who: str):
+        from tests.api.conftest import grant
+
+        if who == "superuser":
+            return UserFactory(username="fuzz_admin", superuser=True)
+        user = UserFactory(username="fuzz_viewer", permissions=None)
+        user.user_permissions.clear()
+        return grant(user, *VIEW_ONLY)
+
+    return make
 
 
 @pytest.fixture
@@ -114,3 +144,48 @@ def test_every_endpoint_answers_within_its_schema(api_schema):
     assert {400, 404} <= set(statuses)
     for label in api_schema.pinned:  # a success of each, checked against its schema
         assert any(200 <= s < 300 for s in answered[label]), (label, answered[label])
+
+
+VIEW_ONLY = (
+    "tools.view_tool",
+    "workflows.view_workflow",
+    "runs.view_run",
+    "triggers.view_webhooktrigger",
+    "schedules.view_schedule",
+    "schedules.view_schedulefire",
+)
+
+
+def fuzz_cli(url: str, token: str, report: Path) -> subprocess.CompletedProcess:
+    """``st run --checks all`` against the live server as the token's user."""
+    args = [
+        str(ST), "--config-file", str(CONFIG), "run", f"{url}/api/v1/schema/", "--url", url,
+        "-H", f"Authorization: Token {token}",
+        "--checks", "all", "--max-examples", "5", "--seed", "1",
+        "--generation-database", "none", "--no-color", "--workers", "1",
+        "--request-timeout", "10", "--suppress-health-check", "all",
+        "--report", "ndjson", "--report-ndjson-path", str(report),
+    ]  # fmt: skip
+    return subprocess.run(args, capture_output=True, text=True, timeout=900, cwd=report.parent)
+
+
+@pytest.mark.parametrize("who", ["superuser", "viewer"])
+def test_schemathesis_checks_all_pass_on_the_live_server(
+    api_schema, tmp_path, who, make_user, monkeypatch
+):
+    # A run sends ~1,400 requests in about a minute, a few hundred without credentials:
+    # the throttles (tested in test_errors.py) would answer 429 instead of the checked answer.
+    for scope in ("anon", "user"):
+        monkeypatch.setitem(SimpleRateThrottle.THROTTLE_RATES, scope, "100000/minute")
+    user = make_user(who)
+    token = Token.objects.create(user=user).key
+    started = time.monotonic()
+
+    done = fuzz_cli(api_schema.config.base_url, token, tmp_path / "events.ndjson")
+
+    assert done.returncode == 0, done.stdout[-20000:] + done.stderr[-3000:]
+    tested = re.search(r"Tested:\s+(\d+)", done.stdout)
+    assert tested, done.stdout[-3000:]
+    assert int(tested.group(1)) >= 25, done.stdout[-3000:]
+    assert "failures" not in done.stdout.splitlines()[-1], done.stdout[-3000:]  # exit 0: none
+    assert time.monotonic() - started < 600  # a modest share of CI's time

@@ -266,3 +266,38 @@ def test_anonymous_is_401_everywhere(anon, active):
     assert anon.get("/api/v1/redoc/").status_code == 401
     assert_error(anon.post("/api/v1/runs/", {"workflow": "sales_report"}), 401, "not_authenticated")
     assert not Run.objects.exclude(pk=run.pk).exists()
+
+
+@pytest.mark.django_db
+def test_bad_filter_and_page_values_are_a_400_naming_the_parameter(make_client, active):
+    first = RunFactory(workflow=active, status="succeeded")
+    RunFactory(workflow=active, status="failed")
+    client = make_client(VIEW)
+
+    for query in (
+        {"version": "0.5"},
+        {"version": "1e3"},
+        {"version": str(10**30)},
+        {"created_before": ""},
+        {"created_after": " "},
+        {"offset": "null"},
+        {"offset": "-1"},
+        {"limit": "null"},
+        {"limit": "0"},
+    ):
+        body = assert_error(client.get("/api/v1/runs/", query), 400, "invalid")
+        assert body["details"][0]["path"] == next(iter(query)), (query, body)
+    huge = "9" * 5000  # read as the most, without parsing 5,000 digits
+    page = client.get("/api/v1/runs/", {"version": "1", "limit": huge, "offset": "1"}).json()
+    assert [r["id"] for r in page["results"]] == [first.pk]  # a limit past 1000 reads as 1000
+
+
+@pytest.mark.django_db
+def test_a_wait_timeout_that_is_not_a_finite_number_is_a_400(make_client, active, settings):
+    settings.FLOWPILOT_API_MAX_WAIT = 0.3
+    running = RunFactory(workflow=active, status="running")
+    client = make_client(VIEW)
+
+    for value in ("nan", "NaN", "inf", "-inf", "1" * 5000):
+        response = client.get(f"/api/v1/runs/{running.pk}/wait/", {"timeout": value})
+        assert_error(response, 400, "invalid")

@@ -70,6 +70,9 @@ def test_list_is_ordered_and_filters_by_workflow_and_paused(client, nightly):
     assert [s["name"] for s in paused["results"]] == ["nightly"]
     assert [s["name"] for s in running["results"]] == ["hourly"]
     assert other["results"] == []
+    for bad in ("null", "", "yes"):  # given but not a boolean: a 400, not ignored
+        body = assert_error(client.get(URL, {"paused": bad}), 400, "invalid")
+        assert body["details"][0]["path"] == "paused"
 
 
 def test_detail_update_pause_resume_and_delete(client, nightly):

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 from rest_framework.test import APIClient
 from rest_framework.throttling import SimpleRateThrottle
 
@@ -104,7 +106,8 @@ def test_the_body_is_checked_against_the_declared_inputs(trigger):
     assert not WebhookDelivery.objects.filter(run__isnull=True).exists()
 
 
-def test_rotating_invalidates_the_old_url_and_secret(trigger):
+def test_rotating_without_an_overlap_invalidates_the_old_url_and_secret(trigger, settings):
+    settings.FLOWPILOT_WEBHOOK_ROTATION_OVERLAP = 0
     client, hook = trigger
 
     rotated = client.post(f"/api/v1/webhooks/{hook['id']}/rotate/").json()
@@ -165,3 +168,77 @@ def test_no_cors_headers_are_sent(trigger):
 
     assert response.status_code == 200
     assert not [h for h in response.headers if h.lower().startswith("access-control-")]
+
+
+def test_deliveries_have_their_own_limit_not_the_anonymous_one(trigger, monkeypatch):
+    _, hook = trigger
+    monkeypatch.setitem(SimpleRateThrottle.THROTTLE_RATES, "anon", "2/minute")
+    monkeypatch.setitem(SimpleRateThrottle.THROTTLE_RATES, "webhook", "5/minute")
+
+    answers = [deliver(hook["url"], hook["secret"], {"top": n}).status_code for n in range(5)]
+
+    assert answers == [202] * 5
+    assert deliver(hook["url"], hook["secret"], {"top": 9}).status_code == 429
+    # The deliveries used none of the anonymous allowance of the address.
+    assert [APIClient().get("/api/v1/runs/").status_code for _ in range(3)] == [401, 401, 429]
+
+
+@pytest.mark.parametrize("value", ["false", 0, "no", None, [], {}])
+def test_enabled_must_be_a_json_boolean(trigger, value):
+    client, hook = trigger
+
+    response = client.patch(f"/api/v1/webhooks/{hook['id']}/", {"enabled": value}, format="json")
+
+    body = assert_error(response, 400, "invalid")
+    assert body["details"][0]["path"] == "enabled"
+    assert WebhookTrigger.objects.get().enabled is True
+
+
+@pytest.mark.parametrize(
+    "timestamp", ["9" * 4000, "-" + "9" * 4000, "1e10", "nan", "٣٣٣", " ", "+1"]
+)
+def test_a_timestamp_header_of_any_form_is_a_401_never_a_500(trigger, timestamp):
+    _, hook = trigger
+
+    response = APIClient().post(
+        hook["url"],
+        b"{}",
+        content_type="application/json",
+        HTTP_X_FLOWPILOT_TIMESTAMP=timestamp,
+        HTTP_X_FLOWPILOT_SIGNATURE="sha256=" + "0" * 64,
+    )
+
+    body = assert_error(response, 401, "timestamp_out_of_window")
+    assert "Unix time" in body["message"]
+
+
+def test_the_old_url_and_secret_work_until_the_rotation_overlap_ends(trigger, settings):
+    settings.FLOWPILOT_WEBHOOK_ROTATION_OVERLAP = 120
+    client, hook = trigger
+
+    rotated = client.post(f"/api/v1/webhooks/{hook['id']}/rotate/").json()
+
+    assert deliver(hook["url"], hook["secret"], {"top": 1}).status_code == 202
+    assert deliver(rotated["url"], hook["secret"], {"top": 2}).status_code == 202
+    assert deliver(rotated["url"], rotated["secret"], {"top": 3}).status_code == 202
+    assert_error(deliver(hook["url"], "not-the-secret", {}), 401, "signature_invalid")
+    # Once the overlap has passed, only the new pair works.
+    WebhookTrigger.objects.update(rotated_at=timezone.now() - timedelta(seconds=121))
+    assert_error(deliver(hook["url"], hook["secret"], {}), 401, "signature_invalid")
+    assert_error(deliver(rotated["url"], hook["secret"], {}), 401, "signature_invalid")
+    assert deliver(rotated["url"], rotated["secret"], {"top": 4}).status_code == 202
+    # A second rotation keeps only the secret it replaced.
+    client.post(f"/api/v1/webhooks/{hook['id']}/rotate/")
+    assert_error(deliver(hook["url"], hook["secret"], {}), 401, "signature_invalid")
+    assert deliver(rotated["url"], rotated["secret"], {"top": 5}).status_code == 202
+
+
+def test_a_patch_without_enabled_changes_nothing(trigger):
+    client, hook = trigger
+    WebhookTrigger.objects.update(enabled=False)
+
+    response = client.patch(f"/api/v1/webhooks/{hook['id']}/", {}, format="json")
+
+    assert response.status_code == 200, response.json()
+    assert response.json()["enabled"] is False
+    assert WebhookTrigger.objects.get().enabled is False
