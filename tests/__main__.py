@@ -53,7 +53,9 @@ def main(argv: list[str]) -> int:
     # The coverage floor (fail_under in pyproject) judges the final, combined report:
     # the SQLite pass defers to the PostgreSQL pass when one follows.
     cov_sqlite = _coverage_args(final=not pg_runs) if cov else []
-    status = _pytest([*cov_sqlite, *args], base_env, "SQLite (embedded default)")
+    # A few costly tests that check no database behaviour run once, on the last pass.
+    sqlite_env = {**base_env, "FLOWPILOT_TEST_PASS": "first"} if pg_runs else base_env
+    status = _pytest([*cov_sqlite, *args], sqlite_env, "SQLite (embedded default)")
     if pg_runs:
         pg_env = {**base_env, "DATABASE_URL": pg_url}
         cov_pg = [*_coverage_args(final=True), "--cov-append"] if cov else []

