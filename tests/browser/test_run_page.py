@@ -96,7 +96,7 @@ def test_a_failed_run_reads_at_a_glance(live_server, page, fake_api, monkeypatch
         .inner_text()
         .startswith("object with 7 keys: count, issues")
     )
-    assert issues.locator(".fp-size").inner_text().endswith("B")
+    assert issues.locator(".fp-size").first.inner_text().endswith("B")
     full = issues.locator("details.fp-full-output pre")
     assert not full.is_visible()
     issues.locator("details.fp-full-output summary").click()

@@ -109,7 +109,8 @@ def test_the_redactor_masks_every_declared_secret_even_of_a_tool_the_flow_does_n
     }
 
 
-def test_an_llm_client_is_built_and_owned_only_when_the_plan_needs_one():
+def test_an_llm_client_is_built_and_owned_only_when_the_plan_needs_one(settings):
+    settings.OPENAI_API_KEY = "sk-test-0123456789"  # a configured endpoint (nothing is sent)
     with build_run_context(run_id=1, spec=spec_of(REPO_STEP), env=ENV) as ctx:
         assert (ctx.llm, ctx.owns_llm) == (None, False)
 
