@@ -85,8 +85,9 @@ def build_run_context(
     if llm is not None:
         context.llm = llm
     elif plan.needs_llm:
+        offline = taps is not None and taps.offline  # a replay sends nothing: no key needed
         with contextlib.suppress(LLMNotConfigured):  # its llm steps fail saying what to set
-            context.llm, context.owns_llm = LLMClient.from_settings(), True
+            context.llm, context.owns_llm = LLMClient.from_settings(offline=offline), True
     context.taps = taps
     if sleep is not None:
         context.sleep = sleep

@@ -84,6 +84,11 @@ class CallTaps(Protocol):
 
     def close(self) -> None: ...
 
+    @property
+    def offline(self) -> bool:
+        """True when every call is answered by the taps and nothing is sent (a replay)."""
+        ...
+
 
 @dataclass
 class RunContext:

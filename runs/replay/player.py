@@ -136,6 +136,11 @@ class RecordedCalls:
     ) -> _ReplayChatTap:
         return _ReplayChatTap(self, step_id, endpoint, model, redactor)
 
+    @property
+    def offline(self) -> bool:
+        """A replay answers every call from the recordings and sends nothing."""
+        return True
+
     def close(self) -> None:
         """Nothing to store: a replay records nothing."""
 

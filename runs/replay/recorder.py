@@ -82,6 +82,11 @@ class CallRecorder:
     ) -> _RecordingChatTap:
         return _RecordingChatTap(self, step_id, endpoint, model, redactor)
 
+    @property
+    def offline(self) -> bool:
+        """A validation run sends every call; this only records them."""
+        return False
+
     def keep(self, pending: _Pending) -> None:
         with self._lock:
             self._kept.append(pending)

@@ -27,6 +27,7 @@ from tests.fakes.mcp_server import TOKEN, running_mcp_fake
 from tests.fakes.openai_server import tool_call
 from tools.errors import ToolUnreachable
 from tools.jsondata import store_unescape
+from tools.llm.endpoints import PUBLIC_BASE_URL
 from tools.redaction import Redactor
 from tools.services import tools_load_dir
 from workflows.models import WorkflowStatus
@@ -174,6 +175,19 @@ def test_replay_with_no_mcp_server_and_no_llm_endpoint_matches_every_step(valida
     assert validated.mcp.calls == ["add", "add"]  # the stopped server was not asked again
     assert len(validated.llm.requests) == validated.llm_requests
     assert not ToolCallRecording.objects.filter(step_result__run=replay).exists()
+
+
+def test_a_replay_needs_no_configured_llm_endpoint_it_sends_nothing(validated, settings):
+    """No key on the public default endpoint means no client for a run that would send,
+    but a replay answers every model call from the recordings, so it runs without one."""
+    settings.OPENAI_BASE_URL = PUBLIC_BASE_URL
+    settings.OPENAI_API_KEY = ""
+
+    report = version_replay(version=validated.run.workflow, validation_run=validated.run)
+
+    assert report.matched, report.as_dict()
+    assert results_of(report.replay_run)["ask"].output["result"] == "The total is 15."
+    assert len(validated.llm.requests) == validated.llm_requests
 
 
 def test_an_edited_llm_reply_is_named_in_the_report(validated):

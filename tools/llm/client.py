@@ -21,7 +21,7 @@ import openai
 from django.conf import settings
 
 from tools.llm.content import parse_json_reply
-from tools.llm.endpoints import llm_endpoint_ready
+from tools.llm.endpoints import llm_endpoint, llm_endpoint_ready
 from tools.llm.errors import (
     LLMAuthFailed,
     LLMError,
@@ -167,7 +167,12 @@ class LLMClient:
 
     @classmethod
     def from_settings(
-        cls, *, model: str | None = None, endpoint: str | None = None, **overrides: Any
+        cls,
+        *,
+        model: str | None = None,
+        endpoint: str | None = None,
+        offline: bool = False,
+        **overrides: Any,
     ) -> LLMClient:
         """A client for the named ``endpoint`` (default: ``OPENAI_BASE_URL`` /
         ``OPENAI_API_KEY`` / ``PLANNER_MODEL``; ``tools.llm.endpoints``).
@@ -175,9 +180,11 @@ class LLMClient:
         ``LLM_TIMEOUT`` and ``LLM_MAX_RETRIES`` settings are read when present.
         Raises ``LLMEndpointUnknown`` for a name that is not configured, and
         ``LLMNotConfigured`` for the public default endpoint without a key: no client,
-        so nothing is sent (``tools.llm.endpoints.llm_endpoint_ready``).
+        so nothing is sent (``tools.llm.endpoints.llm_endpoint_ready``). ``offline``: a
+        client whose calls are all answered without sending (a replay's taps), which
+        needs no configured endpoint.
         """
-        chosen = llm_endpoint_ready(endpoint)
+        chosen = llm_endpoint(endpoint) if offline else llm_endpoint_ready(endpoint)
         client = cls(
             chosen.base_url,
             chosen.api_key,
