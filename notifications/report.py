@@ -24,7 +24,6 @@ from django.urls import reverse
 from notifications.models import Event
 from runs.engine import caches
 from runs.models import Run, RunStatus, RunTrigger, StepResult, StepStatus, ToolCallRecording
-from runs.replay.services import version_replay
 from tools.errors import FlowpilotError
 from tools.redaction import Redactor
 from tools.secrets import redactor_for
@@ -95,6 +94,8 @@ def replay_difference(*, run: Run) -> dict[str, Any]:
     """``run``'s version replayed offline against its newest green validation run:
     the summary, and each differing step's lines. Never raises: a replay refused or
     broken is reported as its summary line."""
+    from runs.replay.services import version_replay  # loaded by a report that replays
+
     try:
         replay = version_replay(version=run.workflow)
     except FlowpilotError as exc:

@@ -29,18 +29,8 @@ from review.models import PlanKind, PlanRequest, PlanRequestStatus
 from runs.engine.celery.broker import in_process
 from tools.errors import FlowpilotError
 from workflows.models import PlanAttempt, PlanAttemptStatus, Workflow, WorkflowStatus
-from workflows.planner import (
-    PlanError,
-    PlanFailed,
-    PlanNotRevisable,
-    PlanQuestions,
-    plan_answer,
-    plan_create,
-    plan_revise,
-    planner_llm_check,
-)
+from workflows.planner import PlanError, PlanFailed, PlanNotRevisable, PlanQuestions
 from workflows.planner.selectors import plan_attempts_for_version
-from workflows.planner.services import REVISABLE_STATUSES
 from workflows.revisions import ApprovalStateError, FeedbackRequired, workflow_reject
 
 logger = logging.getLogger("flowpilot.api")
@@ -69,6 +59,8 @@ def plan_request_create(
     with ``answers`` (``{question id: text}``) answers a question round instead of a
     goal; the goal and sample inputs are the attempt's.
     """
+    from workflows.planner.services import planner_llm_check  # the planner loads on use
+
     asked = _asked(answers_to) if answers_to is not None else None
     if asked is not None:
         goal, sample_inputs = asked.goal, asked.sample_inputs
@@ -107,6 +99,8 @@ def _asked(attempt_id: int) -> PlanAttempt:
 
 
 def _check(*, kind: str, goal: str, feedback: str, based_on: Workflow | None) -> None:
+    from workflows.planner.services import REVISABLE_STATUSES
+
     if kind == PlanKind.CREATE:
         if not goal.strip():
             raise PlanError("a goal is needed: say in plain words what the workflow should do")
@@ -162,6 +156,8 @@ def plan_request_execute(*, request_id: int) -> PlanRequest:
 
 
 def _plan(request: PlanRequest) -> Workflow:
+    from workflows.planner.services import plan_answer, plan_create, plan_revise
+
     user = request.requested_by
     if request.kind == PlanKind.CREATE and request.answers_to is not None:
         return plan_answer(attempt=request.answers_to, answers=request.answers, owner=user)

@@ -21,7 +21,6 @@ from tools.registry import ToolRegistry
 from workflows.diff import WorkflowDiff, field_text
 from workflows.errors import WorkflowError
 from workflows.models import PlanAttemptStatus, Step, Workflow
-from workflows.planner import MAX_REVISION_ROUNDS
 from workflows.planner.selectors import plan_attempts_for_lineage, plan_attempts_for_version
 from workflows.schema import InputSpec, WorkflowSpec
 from workflows.selectors import workflow_diff_base, workflow_graph_data, workflow_version_diff
@@ -164,6 +163,8 @@ def _step_row(step: Step) -> StepRow:
 
 
 def workflow_review(*, workflow: Workflow, registry: ToolRegistry | None = None) -> Review:
+    from workflows.planner.services import MAX_REVISION_ROUNDS  # the planner loads on use
+
     registry = registry if registry is not None else ToolRegistry.from_db()
     report = validate_workflow(workflow.definition, registry=registry)
     history = plan_attempts_for_lineage(workflow=workflow).select_related(

@@ -41,14 +41,7 @@ from tools.llm import LLMEndpointError
 from tools.permissions import actor_user
 from workflows.inputs import InputsInvalid
 from workflows.models import PlanAttempt, PlanAttemptStatus, Workflow, WorkflowStatus
-from workflows.planner import (
-    PlanError,
-    PlanQuestions,
-    PlanRoundsExhausted,
-    plan_answer,
-    plan_create,
-    planner_llm_check,
-)
+from workflows.planner import PlanError, PlanQuestions, PlanRoundsExhausted
 from workflows.revisions import (
     ApprovalError,
     ApprovalForbidden,
@@ -286,6 +279,8 @@ class WorkflowReviewViews(admin.ModelAdmin):
     # --- new plan ------------------------------------------------------------
 
     def new_plan_view(self, request: HttpRequest) -> HttpResponse:
+        from workflows.planner.services import plan_create, planner_llm_check  # on use only
+
         if not request.user.has_perm("workflows.add_workflow"):
             raise PermissionDenied
         if request.method == "POST" and "attempt" in request.POST:
@@ -313,6 +308,8 @@ class WorkflowReviewViews(admin.ModelAdmin):
 
     def _answer_questions(self, request: HttpRequest) -> HttpResponse:
         """The answers to a question round: plan again with them (or show the next round)."""
+        from workflows.planner.services import plan_answer  # the planner loads on use only
+
         raw = request.POST.get("attempt", "")
         attempt = (
             PlanAttempt.objects.filter(pk=int(raw), status=PlanAttemptStatus.QUESTIONS).first()

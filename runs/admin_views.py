@@ -17,7 +17,6 @@ from django.urls import reverse
 
 from runs.forms import RestartForm
 from runs.models import Run
-from runs.replay.services import version_replay
 from runs.restart import run_restart
 from runs.state import RunTrigger
 from tools.errors import FlowpilotError
@@ -95,6 +94,8 @@ class RunOperationViews(admin.ModelAdmin):
         }
         if request.method != "POST":
             return self._operate_page(request, run, title, **page)
+        from runs.replay.services import version_replay  # loaded by a replay only
+
         try:
             report = version_replay(version=run.workflow, validation_run=run, actor=request.user)
         except FlowpilotError as exc:

@@ -246,7 +246,8 @@ def reviewer(db):
 def no_llm(settings, monkeypatch):
     """A fresh installation: the public default endpoint and no key; any client built
     to send fails the test."""
-    import tools.llm.client
+    import openai
+
     from tools.llm.endpoints import PUBLIC_BASE_URL
 
     settings.OPENAI_BASE_URL = PUBLIC_BASE_URL
@@ -256,7 +257,7 @@ def no_llm(settings, monkeypatch):
     def never(*args, **kwargs):
         raise AssertionError("an LLM client was built without a configured LLM")
 
-    monkeypatch.setattr(tools.llm.client.openai, "OpenAI", never)
+    monkeypatch.setattr(openai, "OpenAI", never)
     return settings
 
 

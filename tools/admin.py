@@ -26,8 +26,7 @@ from tools.breaker.setup import (
     breaker_store_from_settings,
 )
 from tools.models import Breaker, Tool, ToolRevision
-from tools.openapi.admin_views import openapi_import_view
-from tools.openapi.services import IMPORT_PERMISSIONS
+from tools.openapi import IMPORT_PERMISSIONS
 from tools.permissions import PermissionRefused
 from tools.services import tools_set_enabled
 
@@ -86,6 +85,10 @@ class ToolAdmin(admin.ModelAdmin):
         ]
 
     def import_openapi_view(self, request: HttpRequest) -> HttpResponse:
+        # The OpenAPI parsing and generating modules load with the import page, not
+        # with the admin (which every command's URL checks import).
+        from tools.openapi.admin_views import openapi_import_view
+
         return openapi_import_view(self, request)
 
     def changelist_view(

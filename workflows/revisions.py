@@ -23,7 +23,6 @@ from tools.jsondata import DuplicateKey, duplicate_key_location, loads_strict, s
 from tools.permissions import actor_user
 from tools.registry import ToolRegistry
 from workflows.models import Workflow, WorkflowStatus
-from workflows.planner import plan_revise
 from workflows.services import workflow_import, workflow_transition
 from workflows.validation.report import ValidationIssue
 from workflows.validator import validate_workflow
@@ -104,6 +103,8 @@ def workflow_reject(*, version: Workflow, rejected_by: Actor | None, feedback: s
         raise ApprovalStateError(
             f"`{version}` is {version.status}; only a version pending review can be rejected"
         )
+    from workflows.planner.services import plan_revise  # the planner loads when it is asked
+
     return plan_revise(workflow=version, feedback=feedback, user=rejected_by)
 
 

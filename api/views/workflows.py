@@ -27,7 +27,6 @@ from api.serializers.workflows import (
     WorkflowSerializer,
 )
 from runs.replay.report import ReplayReport
-from runs.replay.services import version_replay
 from workflows.files import dump_workflow, parse_workflow_text
 from workflows.models import Workflow
 from workflows.services import workflow_archive, workflow_export
@@ -156,5 +155,7 @@ class WorkflowViewSet(viewsets.GenericViewSet):
             source = run_list().filter(pk=run_id).first()
             if source is None:
                 raise exceptions.ValidationError({"validation_run": [f"no run {run_id}"]})
+        from runs.replay.services import version_replay  # loaded by a replay only
+
         report = version_replay(version=workflow, validation_run=source, actor=request.user)
         return Response(ReplayReportSerializer(replay_body(report)).data)

@@ -21,11 +21,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-import mcp_types as types
-from mcp.shared.exceptions import MCPError
 
 from runs.models import RecordingKind, Run, ToolCallRecording
 from runs.replay.exchange import (
@@ -62,6 +60,9 @@ from tools.llm import (
     LLMUnavailable,
 )
 from tools.redaction import Redactor
+
+if TYPE_CHECKING:  # the SDK loads only when an MCP call is replayed
+    import mcp_types as types
 
 TOOL_ERRORS: dict[str, type[ToolError]] = {
     cls.code: cls
@@ -243,6 +244,9 @@ class _ReplayTap:
     ) -> types.CallToolResult:
         """The recorded result, or the recorded error raised again; ``send`` (which would
         start or reach the server) is never called."""
+        import mcp_types as types  # the SDK, on the MCP replay path only
+        from mcp.shared.exceptions import MCPError
+
         key = call_key(RecordingKind.MCP, request, redactor)
         recorded = self.calls.take(self.step_id, self.item, key)
         row = recorded.row

@@ -24,14 +24,14 @@ thread that owns the database connection.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from django.conf import settings
-from mcp.shared.exceptions import MCPError
 
 from runs.models import RecordingKind, Run, StepResult, ToolCallRecording
 from runs.replay.exchange import (
@@ -52,6 +52,9 @@ from tools.jsondata import store_escape
 from tools.llm import LLMError, LLMRateLimited, LLMReply
 from tools.redaction import Redactor
 from workflows.validation.subworkflows import max_depth
+
+if TYPE_CHECKING:  # the SDK is not loaded to record a call (_is_mcp_error)
+    from mcp.shared.exceptions import MCPError
 
 MAX_ERROR_CHARS = 4000
 MCP_ERROR = "mcp_error"  # a JSON-RPC error answer; ``code`` is kept
@@ -138,12 +141,19 @@ def error_record(exc: BaseException, redactor: Redactor) -> dict[str, Any]:
             record.update(status=exc.status, attempts=list(exc.attempts))
         if isinstance(exc, LLMRateLimited):
             record["retry_after"] = exc.retry_after
-    elif isinstance(exc, MCPError):
+    elif _is_mcp_error(exc):
         record = {"type": MCP_ERROR, "code": exc.code, "message": exc.message}
     else:
         record = {"type": SESSION_FAILED, "message": f"{exc}" or type(exc).__name__}
     record["message"] = redactor.scrub_text(str(record["message"]))[:MAX_ERROR_CHARS]
     return record
+
+
+def _is_mcp_error(exc: BaseException) -> TypeGuard[MCPError]:
+    """Whether ``exc`` is the ``mcp`` SDK's protocol error, without loading the SDK for
+    the question: an ``MCPError`` can only exist once its module has been imported."""
+    module = sys.modules.get("mcp.shared.exceptions")
+    return module is not None and isinstance(exc, module.MCPError)
 
 
 @dataclass(frozen=True)

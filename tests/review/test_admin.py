@@ -29,7 +29,7 @@ from tests.factories import (
     sales_report_data,
 )
 from workflows.models import PlanAttempt, Workflow
-from workflows.planner import plan_create
+from workflows.planner.services import plan_create
 from workflows.services import workflow_export, workflow_import
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]

@@ -18,17 +18,10 @@ from tools.llm import LLMClient
 from tools.registry import ToolRegistry
 from tools.spec import ToolSpec
 from workflows.models import PlanAttempt, Workflow
-from workflows.planner import (
-    MAX_REVISION_ROUNDS,
-    PlanError,
-    PlanFailed,
-    PlanNotRevisable,
-    PlanRoundsExhausted,
-    plan_create,
-    plan_revise,
-)
+from workflows.planner import PlanError, PlanFailed, PlanNotRevisable, PlanRoundsExhausted
 from workflows.planner.catalog import catalog_entries, select_tools, tokenize
 from workflows.planner.selectors import plan_attempts_for_lineage, plan_attempts_for_version
+from workflows.planner.services import MAX_REVISION_ROUNDS, plan_create, plan_revise
 from workflows.services import workflow_import, workflow_spec, workflow_transition
 
 pytestmark = pytest.mark.django_db

@@ -20,8 +20,9 @@ from tests.workflows.test_planner import (
     sleeps,  # noqa: F401 - fixture
 )
 from workflows.models import PlanAttempt
-from workflows.planner import PlanError, PlanQuestions, plan_answer, plan_create
+from workflows.planner import PlanError, PlanQuestions
 from workflows.planner.questions import read_questions, resolve_answers
+from workflows.planner.services import plan_answer, plan_create
 
 pytestmark = pytest.mark.django_db
 

@@ -23,7 +23,7 @@ from tools.registry import ToolRegistry
 from tools.spec import ToolSpec
 from workflows.errors import WorkflowError
 from workflows.models import PlanAttempt, TemplateUse, WorkflowStatus
-from workflows.planner import plan_create
+from workflows.planner.services import plan_create
 from workflows.planner.templates import compact_template, select_templates
 from workflows.services import workflow_import, workflow_set_template_use
 

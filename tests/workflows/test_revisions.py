@@ -17,7 +17,8 @@ from tests.factories import (
     sales_report_data,
 )
 from workflows.models import PlanAttempt, Workflow
-from workflows.planner import PlanRoundsExhausted, plan_create
+from workflows.planner import PlanRoundsExhausted
+from workflows.planner.services import plan_create
 from workflows.revisions import (
     ApprovalForbidden,
     ApprovalStateError,

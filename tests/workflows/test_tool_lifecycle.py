@@ -14,8 +14,8 @@ from tools.llm import LLMClient
 from tools.models import Tool
 from tools.registry import ToolRegistry
 from tools.spec import ToolSpec
-from workflows.planner import plan_create
 from workflows.planner.catalog import offered_tools, select_tools
+from workflows.planner.services import plan_create
 from workflows.services import workflow_activate_trusted, workflow_import
 from workflows.validator import validate_workflow
 

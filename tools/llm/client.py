@@ -6,6 +6,10 @@ off: this class retries 429 and 5xx itself (honouring ``Retry-After``, with an
 injectable sleep and random source, like the engine), so every HTTP try is
 recorded in ``LLMReply.attempts`` and errors come out typed
 (``tools.llm.errors``). Token usage is returned with every reply.
+
+The SDK is imported where a client is built or an SDK error is translated, not at
+module import: every command imports this module (through the engine), and
+``openai`` alone costs a large share of a command's start-up.
 """
 
 from __future__ import annotations
@@ -15,9 +19,8 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import openai
 from django.conf import settings
 
 from tools.llm.content import parse_json_reply
@@ -31,6 +34,9 @@ from tools.llm.errors import (
     LLMUnavailable,
 )
 from tools.policy import RetryPolicy
+
+if TYPE_CHECKING:
+    import openai
 
 logger = logging.getLogger("flowpilot.llm")
 
@@ -161,6 +167,8 @@ class LLMClient:
         self.rand = rand or random.Random()
         # An endpoint without keys (a local server) still needs a non-empty value here;
         # a real endpoint answers 401 for it, which is reported as LLMAuthFailed.
+        import openai  # the SDK loads with the first client (module docstring)
+
         self._sdk = openai.OpenAI(
             base_url=base_url, api_key=api_key or "unset", timeout=timeout, max_retries=0
         )
@@ -239,6 +247,8 @@ class LLMClient:
         return self._send(request, deadline)
 
     def _send(self, request: dict[str, Any], deadline: float | None) -> LLMReply:
+        import openai  # already loaded by __init__; a dictionary look-up here
+
         attempts: list[dict[str, Any]] = []
         for attempt in range(1, self.max_retries + 2):
             started = time.perf_counter()
@@ -342,6 +352,8 @@ def _reply(completion: Any, model: str, attempts: list[dict]) -> LLMReply:
 
 def _typed_error(exc: openai.OpenAIError) -> LLMError:
     """The SDK's exception as one of ours, with the server's own message."""
+    import openai  # loaded by the client that raised ``exc``
+
     if isinstance(exc, openai.APITimeoutError):
         return LLMTimeout("the LLM endpoint did not answer in time")
     if isinstance(exc, openai.APIConnectionError):

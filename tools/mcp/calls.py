@@ -18,11 +18,7 @@ text content, joined, becomes ``{"text": …}`` (with any non-text content under
 from __future__ import annotations
 
 import json
-from typing import Any
-
-import mcp_types as types
-from mcp import Client
-from mcp.shared.exceptions import MCPError
+from typing import TYPE_CHECKING, Any
 
 from tools.calls import ToolCallContext, ToolResult
 from tools.errors import (
@@ -37,6 +33,11 @@ from tools.errors import (
 from tools.mcp.config import McpToolConfig
 from tools.mcp.session import McpSessions
 from tools.spec import ToolSpec
+
+if TYPE_CHECKING:  # the SDK loads with the first call (tools.mcp.session)
+    import mcp_types as types
+    from mcp import Client
+    from mcp.shared.exceptions import MCPError
 
 # A call's deadline is the tool's timeout, which the SDK enforces and answers as a
 # request timeout; the session's own deadline, this much later, holds if it does not.
@@ -60,6 +61,8 @@ def _call(
     arguments: dict[str, Any],
     ctx: ToolCallContext,
 ) -> ToolResult:
+    from mcp.shared.exceptions import MCPError  # the SDK, on the call path only
+
     timeout = ctx.timeout or spec.timeout
     who = f"tool {spec.name!r} (MCP server {config.server.name!r})"
     try:
@@ -115,6 +118,8 @@ def _result(
 def _protocol_error(
     spec: ToolSpec, exc: MCPError, who: str, ctx: ToolCallContext, timeout: float
 ) -> FlowpilotError:
+    import mcp_types as types
+
     message = ctx.redactor.scrub_text(exc.error.message)
     code = exc.error.code
     if code == types.REQUEST_TIMEOUT:
@@ -137,12 +142,16 @@ def _maybe_sent(spec: ToolSpec, error: FlowpilotError) -> FlowpilotError:
 
 
 def _text(result: types.CallToolResult) -> str:
+    import mcp_types as types
+
     return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
 def _output(result: types.CallToolResult) -> Any:
     if result.structured_content is not None:
         return result.structured_content
+    import mcp_types as types
+
     output: dict[str, Any] = {"text": _text(result)}
     other = [c.model_dump(mode="json", by_alias=True, exclude_none=True)
              for c in result.content if not isinstance(c, types.TextContent)]  # fmt: skip

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-import mcp_types as types
 from django.conf import settings
 from pydantic import ValidationError
 
@@ -22,6 +22,9 @@ from tools.mcp.config import McpServer, McpToolConfig
 from tools.mcp.session import McpSessions, list_all_tools
 from tools.redaction import Redactor
 from tools.spec import ToolSpec
+
+if TYPE_CHECKING:  # the SDK loads when a server is listed (tools.mcp.session)
+    import mcp_types as types
 
 
 def mcp_tool_name(server: str, tool: str) -> str:

@@ -16,6 +16,10 @@ this side of the loop (a future waited with a timeout, the task cancelled past i
 they hold whatever the SDK or the server does. A stdio server whose stdout carries a
 line that is not JSON-RPC has its session closed at that line: one clear error, not a
 log record per line of junk.
+
+The ``mcp`` SDK is imported where a session connects, not at module import: every
+engine context imports this module, and the SDK costs a large share of a command's
+start-up.
 """
 
 from __future__ import annotations
@@ -27,17 +31,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
-from typing import Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import anyio
-import mcp_types as types
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from django.conf import settings
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from pydantic import ValidationError
 
 from tools.errors import ToolTimeout, ToolUnreachable
@@ -45,6 +44,10 @@ from tools.mcp.config import McpServer
 from tools.redaction import Redactor
 from tools.secrets import register_server_secrets
 from tools.templating import render, render_text
+
+if TYPE_CHECKING:
+    import mcp_types as types
+    from mcp import Client
 
 _STDERR_TAIL = 600
 _JUNK_SHOWN = 120
@@ -223,6 +226,11 @@ async def _connected(
 ) -> AsyncIterator[Client]:
     """An initialized client of ``server``, its templates rendered with ``env``; a stdio
     server's first line of stdout that is not JSON-RPC is added to ``junk``."""
+    from mcp import Client  # the SDK, on the connecting path only (module docstring)
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
     if server.command is not None:
         params = StdioServerParameters(
             command=render_text(server.command, {}, env=env),

@@ -18,12 +18,11 @@ from django.conf import settings
 
 from tools.errors import ToolConfigError
 from tools.loader import load_tool_text
+from tools.openapi import IMPORT_PERMISSIONS
 from tools.openapi.document import OpenAPIError, openapi_read
 from tools.openapi.generate import openapi_tools, snake
 from tools.permissions import permission_require
 from tools.services import LoadedTool, LoadError, tools_load_dir
-
-IMPORT_PERMISSIONS = ("tools.add_tool", "tools.change_tool")
 
 
 @dataclass

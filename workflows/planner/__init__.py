@@ -1,8 +1,14 @@
 """The planner (the design phase): a goal → a proposed workflow, pending review.
 
-``plan_create(goal=…)`` and ``plan_revise(workflow=…, feedback=…)`` are the
-services; the admin review flow, the API and ``planflow`` call them. See
-``docs/planner.md``.
+``plan_create(goal=…)``, ``plan_answer(attempt=…, answers=…)`` and
+``plan_revise(workflow=…, feedback=…)`` are the services, in
+``workflows.planner.services``; the admin review flow, the API and ``planflow`` call
+them. See ``docs/planner.md``.
+
+The package re-exports only its errors: a caller that merely catches a planner error
+(the API's error handler, the review pages) does not load the planner, which every
+command would otherwise pay for through the admin and the URL conf. The services
+are imported where a plan is made.
 """
 
 from workflows.planner.errors import (
@@ -12,25 +18,11 @@ from workflows.planner.errors import (
     PlanQuestions,
     PlanRoundsExhausted,
 )
-from workflows.planner.services import (
-    MAX_REPAIR_ROUNDS,
-    MAX_REVISION_ROUNDS,
-    plan_answer,
-    plan_create,
-    plan_revise,
-    planner_llm_check,
-)
 
 __all__ = [
-    "MAX_REPAIR_ROUNDS",
-    "MAX_REVISION_ROUNDS",
     "PlanError",
     "PlanFailed",
     "PlanNotRevisable",
     "PlanQuestions",
     "PlanRoundsExhausted",
-    "plan_answer",
-    "plan_create",
-    "plan_revise",
-    "planner_llm_check",
 ]

@@ -20,8 +20,6 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from rank_bm25 import BM25Okapi
-
 from tools.registry import ToolRegistry
 
 CATALOG_ALL_UP_TO = 50
@@ -84,6 +82,8 @@ def select_tools(
     wanted += [n for n in names if n in words][:MAX_PINNED]
     terms = tokenize(query)
     if terms:
+        from rank_bm25 import BM25Okapi  # numpy with it: loaded by the planner only
+
         scores = BM25Okapi([_tool_text(d) for d in described]).get_scores(terms)
         ranked = sorted(
             ((score, d["name"]) for score, d in zip(scores, described, strict=True)),

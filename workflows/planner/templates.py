@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from rank_bm25 import BM25Plus
 
 from workflows.models import TemplateUse, Workflow, WorkflowStatus
 from workflows.planner.catalog import tokenize
@@ -78,6 +77,8 @@ def select_templates(*, query: str, limit: int | None = None) -> list[TemplateMa
     if not candidates:
         return []
     documents = [_document(w) for w in candidates]
+    from rank_bm25 import BM25Plus  # numpy with it: loaded by the planner only
+
     scores = BM25Plus(documents).get_scores(terms)
     needed = min(2, len(terms))
     matches = []

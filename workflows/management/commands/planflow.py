@@ -13,8 +13,8 @@ from tools.commands import FlowpilotCommand
 from tools.llm import LLMClient, LLMEndpointError
 from workflows.cli import load_tool_dirs, parse_input_pairs
 from workflows.models import PlanAttempt, PlanAttemptStatus, Workflow
-from workflows.planner import PlanError, PlanFailed, PlanQuestions, plan_answer, plan_create
-from workflows.planner.services import PlanOptions
+from workflows.planner import PlanError, PlanFailed, PlanQuestions
+from workflows.planner.services import PlanOptions, plan_answer, plan_create
 
 QUESTIONS_UNANSWERED = 2
 
