@@ -9,6 +9,10 @@ Coverage is on unless ``--no-cov`` is given, and enforced: the last pass's repor
 (SQLite and PostgreSQL combined, or SQLite alone when the PostgreSQL pass is
 skipped) fails the run below ``fail_under`` of ``[tool.coverage.report]`` in
 pyproject.toml. Pass ``--no-cov`` when running part of the suite.
+
+A few costly checks that do not depend on the pass's database run once: when a
+PostgreSQL pass follows, the SQLite pass is told so (``FLOWPILOT_TEST_PASS=first``)
+and the Schemathesis command line skips there, running on the PostgreSQL pass.
 """
 
 from __future__ import annotations
