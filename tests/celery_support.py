@@ -421,6 +421,22 @@ WORKER_SETTINGS = {
 }
 
 
+def worker_env(*, url: str, queue: str) -> dict[str, str]:
+    """The environment a test's Celery worker process runs with: the shared PostgreSQL
+    database, Redis at ``url`` as broker and backend, its own ``queue``, INFO logs (the
+    "ready." line is an INFO record) and the test settings."""
+    return {
+        "DATABASE_URL": worker_database_url(),
+        "CELERY_BROKER_URL": url,
+        "CELERY_RESULT_BACKEND": url,
+        "CELERY_TASK_ALWAYS_EAGER": "false",
+        "CELERY_TASK_DEFAULT_QUEUE": queue,
+        "PYTHONUNBUFFERED": "1",
+        "LOG_LEVEL": "INFO",
+        **WORKER_SETTINGS,
+    }
+
+
 @contextmanager
 def start_cluster(
     log_dir: Path, workers: tuple[str, ...] = ("w1", "w2")
@@ -433,15 +449,8 @@ def start_cluster(
     url, queue = redis_url(), new_queue_name()
     env = {
         **os.environ,
-        "DATABASE_URL": worker_database_url(),
-        "CELERY_BROKER_URL": url,
-        "CELERY_RESULT_BACKEND": url,
-        "CELERY_TASK_ALWAYS_EAGER": "false",
-        "CELERY_TASK_DEFAULT_QUEUE": queue,
-        "PYTHONUNBUFFERED": "1",
-        "LOG_LEVEL": "INFO",  # the "ready." line is an INFO record
+        **worker_env(url=url, queue=queue),
         "CELERY_RESULT_EXPIRES": "600",  # the sweeper's results, sent every second here
-        **WORKER_SETTINGS,
     }
     keys = ("broker_url", "result_backend", "task_always_eager", "task_default_queue")
     saved = {key: app.conf[key] for key in keys}

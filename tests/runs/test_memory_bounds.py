@@ -24,12 +24,12 @@ import pytest
 
 from tests.celery_support import (
     REPO_ROOT,
-    WORKER_SETTINGS,
     new_queue_name,
     purge_queue,
     redis_url,
     require_services,
     worker_database_url,
+    worker_env,
 )
 from tests.fakes import FakeAPI, FakeResponse
 
@@ -132,17 +132,7 @@ def test_in_process_amplification_and_gzip_bomb_fail_within_200_mb(bomb_server, 
 def test_on_a_celery_worker_amplification_and_gzip_bomb_fail_within_200_mb(bomb_server, tmp_path):
     require_services()
     url, queue = redis_url(), new_queue_name()
-    env = {
-        "DATABASE_URL": worker_database_url(),
-        "CELERY_BROKER_URL": url,
-        "CELERY_RESULT_BACKEND": url,
-        "CELERY_TASK_ALWAYS_EAGER": "false",
-        "CELERY_TASK_DEFAULT_QUEUE": queue,
-        "PYTHONUNBUFFERED": "1",
-        "LOG_LEVEL": "INFO",
-        "PROBE_LOG_DIR": str(tmp_path),
-        **WORKER_SETTINGS,
-    }
+    env = {**worker_env(url=url, queue=queue), "PROBE_LOG_DIR": str(tmp_path)}
     try:
         report = _probe("celery", bomb_server.url, env)
     finally:

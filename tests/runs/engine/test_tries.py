@@ -12,25 +12,21 @@ slept, and no assertion depends on how long anything took.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from django.utils import timezone
 
-from runs import hooks
 from runs.engine.build import build_run_context
-from runs.engine.celery import children
 from runs.engine.celery.run import run_start
-from runs.engine.kinds import workflow as workflow_kind
 from runs.engine.tries import AttemptRecord, GiveUp, Retry, WaitReason, next_try, sent_label
 from runs.models import Run, StepResult
 from runs.services import run_create, run_execute
 from runs.state import RunStatus, StepStatus
 from tests.celery_support import Bus, import_flow
 from tests.fakes import FakeAPI, FakeResponse
+from tests.runs.engine.conftest import settle
 from tests.runs.subflows import activate
 from tools.breaker.core import BreakerPolicy, breaker_host
 from tools.breaker.db_store import DatabaseBreakerStore
@@ -264,26 +260,12 @@ def test_a_foreach_item(case, host, settings):
     assert len(host.requests("flaky")) == SENT[case]
 
 
-@dataclass
-class Tasks:
-    """Records the tasks a sub-workflow sends by name: ``(name, args)``."""
-
-    sent: list[tuple[str, list]] = field(default_factory=list)
-
-    def send_task(self, name: str, args: list) -> None:
-        self.sent.append((name, list(args)))
-
-
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_a_step_parked_on_its_child_run(case, host, settings, monkeypatch):
+def test_a_step_parked_on_its_child_run(case, host, settings, tasks):
     """On Celery the child's step tries as any step task does; the parked parent step is
     settled through the same rule, which gives up at once (a failed child is fatal to
     its step: the retries were the child's), even under a retry policy of its own."""
-    tasks = Tasks()
-    monkeypatch.setattr(workflow_kind, "current_app", tasks)
-    monkeypatch.setattr(hooks, "current_app", tasks)
-    monkeypatch.setattr(hooks, "broker", SimpleNamespace(in_process=lambda: False))
     mode = prepare(case, host, settings)
     activate(tool_flow(f"child-{case}"))
     parent = activate(
@@ -306,7 +288,7 @@ def test_a_step_parked_on_its_child_run(case, host, settings, monkeypatch):
     bus = Bus()
     run_start(run=run, publish=bus)
 
-    _deliver(bus, tasks)
+    settle(bus, tasks)
 
     run.refresh_from_db()
     child = Run.objects.get(parent_run=run)
@@ -316,19 +298,6 @@ def test_a_step_parked_on_its_child_run(case, host, settings, monkeypatch):
     assert len(host.requests("flaky")) == SENT[case]
 
 
-def _deliver(bus: Bus, tasks: Tasks) -> None:
-    """Deliver step messages and named tasks until nothing is left, as workers would."""
-    for _ in range(50):
-        bus.drain()
-        if not tasks.sent:
-            return
-        name, args = tasks.sent.pop(0)
-        if name == workflow_kind.START_TASK:
-            children.child_run_start(run_id=args[0], publish=bus)
-        else:
-            assert name == hooks.SETTLE_PARENT_TASK
-            children.parent_step_settle(child_run_id=args[0], publish=bus)
-    raise AssertionError("still busy")
 
 
 def sent_of(result: StepResult) -> list[dict | None]:
