@@ -25,7 +25,7 @@ DEBUG = env.bool("DJANGO_DEBUG", default=False)
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "config.admin.FlowpilotAdminConfig",  # the admin modules load on first use
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

@@ -9,16 +9,18 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
 from runs.engine.tries import sent_label, wait_reason_label
 from runs.models import Run
-from runs.run_view import RunView, StepView
 from runs.summaries import as_number
 from tools.errors import FlowpilotError
+
+if TYPE_CHECKING:  # the run page's view: read by `showrun` only, not at `listruns`'s start
+    from runs.run_view import RunView, StepView
 
 ERROR_CHARS = 600  # of an error message on a showrun line
 

@@ -1,7 +1,10 @@
 """Runs and their step results. StepResults are the checkpoint: written after every step."""
 
+from __future__ import annotations
+
 import uuid
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import models
@@ -15,8 +18,10 @@ from runs.state import (  # noqa: F401 - re-exported: the statuses' names beside
     RunTrigger,
     StepStatus,
 )
-from tools.registry import ToolRegistry
 from workflows.models import Workflow
+
+if TYPE_CHECKING:  # the registry (and the tool kinds it imports) loads where runs are made
+    from tools.registry import ToolRegistry
 
 
 class Run(models.Model):

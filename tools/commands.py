@@ -12,7 +12,14 @@ class FlowpilotCommand(BaseCommand):
     """A database that was never migrated is a clear error, not a traceback.
 
     Checked only when a command hits a database error, so it costs nothing otherwise.
+
+    Django's system checks are ``manage.py check``'s (and ``runserver``'s, ``migrate``'s)
+    work, not every command's: they load the URL conf, so the admin and the API with
+    their services and the OpenAPI schema generator, which a command that lists runs
+    never needs.
     """
+
+    requires_system_checks: list[str] = []
 
     def execute(self, *args: Any, **options: Any) -> str | None:
         try:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db.models import QuerySet
 
-from workflows.diff import WorkflowDiff, workflow_diff
 from workflows.errors import WorkflowNotActive, WorkflowNotFound
 from workflows.models import Workflow, WorkflowStatus
-from workflows.services import workflow_spec
+
+if TYPE_CHECKING:  # the schema, validator and tool registry load with a diff, not a list
+    from workflows.diff import WorkflowDiff
 
 
 def workflow_list() -> QuerySet[Workflow]:
@@ -65,7 +66,12 @@ def workflow_diff_base(*, version: Workflow) -> Workflow | None:
 
 def workflow_version_diff(*, old: Workflow, new: Workflow) -> WorkflowDiff:
     """The diff of two stored versions (their frozen definitions)."""
+    from workflows.diff import workflow_diff
+    from workflows.services import workflow_spec
+
     return workflow_diff(workflow_spec(old), workflow_spec(new))
+
+
 def workflow_graph_data(workflow: Workflow) -> dict[str, Any]:
     """Nodes and edges for the picture of a version's graph.
 

@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from runs.state import StepStatus
 from tools.errors import CircuitOpen, FlowpilotError, ToolError, ToolRateLimited
-from tools.policy import RetryPolicy
 
 if TYPE_CHECKING:
     from runs.engine.context import RunContext
+    from tools.policy import RetryPolicy  # pydantic: not for a reader of the labels below
 
 __all__ = [
     "AttemptRecord",

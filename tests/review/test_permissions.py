@@ -76,6 +76,7 @@ def every_action() -> list[tuple[admin.ModelAdmin, str]]:
     request = RequestFactory().get("/admin/")
     request.user = root
     found = []
+    admin.autodiscover()  # the admin modules load on first use (config/admin.py)
     registered = sorted(admin.site._registry.items(), key=lambda item: item[0]._meta.label)
     for _model, model_admin in registered:
         for name in sorted(model_admin.get_actions(request)):
