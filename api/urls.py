@@ -3,6 +3,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from api.schema_cache import CachedSchemaGenerator
 from api.views.design import PlanViewSet, VersionDesignViewSet
 from api.views.runs import RunViewSet
 from api.views.schedules import ScheduleViewSet
@@ -14,7 +15,11 @@ VERSION = "workflows/<slug:name>/versions/<int:version>/"
 SCHEDULE = "schedules/<slug:workflow>/<slug:name>/"
 
 urlpatterns = [
-    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path(
+        "schema/",
+        SpectacularAPIView.as_view(generator_class=CachedSchemaGenerator),
+        name="api-schema",
+    ),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
     path("tools/", ToolViewSet.as_view({"get": "list"}), name="tool-list"),
