@@ -20,7 +20,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import Count, OuterRef, Prefetch, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
@@ -28,7 +28,11 @@ from django.utils.translation import ngettext
 
 from review.forms import RejectForm
 from review.models import ApprovalPolicy
-from review.policy import approval_policy_for, approval_tally
+from review.policy import (
+    approval_policy_of,
+    approval_tally,
+    counting_approvals,
+)
 from review.selectors import workflow_review
 from review.services import APPROVE_PERMISSION
 from review.views import WorkflowReviewViews
@@ -38,6 +42,7 @@ from tools.permissions import PermissionRefused, actor_user
 from workflows.models import (
     WORKFLOW_TRANSITIONS,
     PlanAttempt,
+    Step,
     TemplateUse,
     Workflow,
     WorkflowStatus,
@@ -103,9 +108,29 @@ class WorkflowAdmin(WorkflowReviewViews):
     )
     actions = ["archive", "mark_template", "exclude_template", "reset_template"]
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Workflow]:
+        """With what the list's columns show, read for the whole page at once: the step
+        count, the approver, the approval policy's fields and the counting approvals."""
+        own = ApprovalPolicy.objects.filter(workflow_name=OuterRef("name"))
+        steps = Step.objects.filter(workflow=OuterRef("pk")).order_by().values("workflow")
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("approved_by")
+            .annotate(
+                listed_steps=Subquery(steps.annotate(n=Count("pk")).values("n")[:1]),
+                policy_required=Subquery(own.values("approvals_required")[:1]),
+                policy_author=Subquery(own.values("author_may_approve")[:1]),
+            )
+            .prefetch_related(
+                Prefetch("approvals", queryset=counting_approvals(), to_attr="counting")
+            )
+        )
+
     @admin.display(description="steps")
     def step_count(self, obj: Workflow) -> int:
-        return obj.steps.count()
+        listed = getattr(obj, "listed_steps", None)
+        return obj.steps.count() if listed is None else listed
 
     @admin.display(description="schedules of this workflow")
     def schedules(self, obj: Workflow) -> str:
@@ -201,7 +226,14 @@ class WorkflowAdmin(WorkflowReviewViews):
         """ "1 of 2 approvals (alice)" for a version in review; blank otherwise."""
         if obj.status != WorkflowStatus.PENDING_REVIEW:
             return ""
-        return approval_tally(version=obj).text()
+        if not hasattr(obj, "counting"):  # not read by get_queryset
+            return approval_tally(version=obj).text()
+        own = ApprovalPolicy(
+            workflow_name=obj.name,
+            approvals_required=getattr(obj, "policy_required", None),
+            author_may_approve=getattr(obj, "policy_author", None),
+        )
+        return approval_tally(version=obj, policy=approval_policy_of(own), rows=obj.counting).text()
 
     @admin.action(description="Archive selected versions", permissions=["change"])
     def archive(self, request: HttpRequest, queryset: QuerySet[Workflow]) -> None:
@@ -256,6 +288,7 @@ class PlanAttemptAdmin(admin.ModelAdmin):
     """The planner's audit trail: every call, its prompt, reply and validator report."""
 
     list_display = ("id", "goal_short", "revision", "repair_round", "status", "workflow", "model")
+    list_select_related = ("workflow",)
     list_filter = ("status", "model")
     search_fields = ("goal", "feedback", "workflow__name")
     date_hierarchy = "created_at"
@@ -332,6 +365,7 @@ class ApprovalPolicyAdmin(admin.ModelAdmin):
         "updated_by",
         "updated_at",
     )
+    list_select_related = ("updated_by",)
     search_fields = ("workflow_name",)
     fields = (
         "workflow_name",
@@ -345,7 +379,7 @@ class ApprovalPolicyAdmin(admin.ModelAdmin):
 
     @admin.display(description="in effect")
     def effective(self, obj: ApprovalPolicy) -> str:
-        return approval_policy_for(name=obj.workflow_name).describe() if obj.pk else "—"
+        return approval_policy_of(obj).describe() if obj.pk else "—"
 
     def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, str | list[str]]:
         return {"workflow_name": request.GET.get("workflow_name", "")}

@@ -12,11 +12,13 @@ new hash) starts from zero and a failed validation run's approval is given again
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from django.conf import settings
+from django.db.models import QuerySet
 
 from review.models import Approval, ApprovalKind, ApprovalPolicy, ApprovalStatus
 from workflows.models import Workflow
@@ -72,9 +74,13 @@ class Tally:
 
 def approval_policy_for(*, name: str) -> Policy:
     """The policy of the workflow ``name``: its own row's fields, else the settings."""
+    return approval_policy_of(ApprovalPolicy.objects.filter(workflow_name=name).first())
+
+
+def approval_policy_of(own: ApprovalPolicy | None) -> Policy:
+    """The policy a workflow's own row (``None``: it has none) puts in effect."""
     required = int(settings.FLOWPILOT_APPROVALS_REQUIRED)
     author = bool(settings.FLOWPILOT_AUTHOR_MAY_APPROVE)
-    own = ApprovalPolicy.objects.filter(workflow_name=name).first()
     source = "settings"
     if own is not None and own.approvals_required is not None:
         required, source = own.approvals_required, "workflow"
@@ -83,23 +89,32 @@ def approval_policy_for(*, name: str) -> Policy:
     return Policy(required=max(required, 1), author_may_approve=author, source=source)
 
 
-def approval_tally(*, version: Workflow, policy: Policy | None = None) -> Tally:
-    """The approvals that count towards ``version`` under its policy, oldest first.
-
-    One per person (the first); an author's approval does not count where the policy
-    refuses authors (it may have been given before the policy changed).
-    """
-    policy = policy if policy is not None else approval_policy_for(name=version.name)
-    rows = (
-        Approval.objects.filter(
-            workflow=version,
-            definition_hash=version.definition_hash,
-            kind=ApprovalKind.REVIEW,
-            status__in=COUNTING,
-        )
+def counting_approvals() -> QuerySet[Approval]:
+    """Approvals that may count (review approvals that passed), with their approvers,
+    oldest first: of one version, or prefetched for many (``approval_tally(rows=…)``)."""
+    return (
+        Approval.objects.filter(kind=ApprovalKind.REVIEW, status__in=COUNTING)
         .select_related("approved_by")
         .order_by("created_at", "id")
     )
+
+
+def approval_tally(
+    *, version: Workflow, policy: Policy | None = None, rows: Iterable[Approval] | None = None
+) -> Tally:
+    """The approvals that count towards ``version`` under its policy, oldest first.
+
+    One per person (the first); an author's approval does not count where the policy
+    refuses authors (it may have been given before the policy changed). ``rows``: the
+    version's ``counting_approvals()`` when already read (a list page reads them for
+    all its versions at once); only those of its current definition count.
+    """
+    policy = policy if policy is not None else approval_policy_for(name=version.name)
+    if rows is None:
+        rows = counting_approvals().filter(
+            workflow=version, definition_hash=version.definition_hash
+        )
+    rows = [row for row in rows if row.definition_hash == version.definition_hash]
     seen: set[int | None] = set()
     approvers = []
     for row in rows:

@@ -6,6 +6,10 @@ of the steps' tries and waits, each step's output as a one-line summary with its
 size (the stored preview behind "show full"), errors at their step, and links to the
 version, its approval and validation run (``runs.links``). While the run is active
 the page polls ``<id>/status.json`` and refreshes itself in place.
+
+The timeline and the steps show ``STEPS_PER_PAGE`` steps at a time (``?steps=2`` for
+the next ones): a run of a thousand steps is a page of the usual size, not megabytes
+of rows; the summary's counts and the graph cover every step.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.urls import URLPattern, path, reverse
@@ -30,6 +35,8 @@ from runs.selectors import run_recorded_calls, run_status_strips
 from runs.services import run_cancel, run_repeat, run_resume
 from tools.errors import FlowpilotError
 from tools.jsondata import json_preview
+
+STEPS_PER_PAGE = 100  # of the run page's timeline and steps
 
 
 def pretty_json(value: Any) -> str:
@@ -137,7 +144,13 @@ class RunAdmin(RunOperationViews):
             None,
             {
                 "fields": (
-                    "workflow", "trigger", "status", "error_summary", "links", "parent", "children"
+                    "workflow",
+                    "trigger",
+                    "status",
+                    "error_summary",
+                    "links",
+                    "parent",
+                    "children",
                 )
             },
         ),
@@ -264,10 +277,12 @@ class RunAdmin(RunOperationViews):
         if run is not None and self.has_view_permission(request, run):
             view = run_view(run=run)
             recorded = run_recorded_calls(run=run)
+            page = Paginator(view.steps, STEPS_PER_PAGE).get_page(request.GET.get("steps"))
             extra.update(
                 run_page=view,
                 run_state=run_status_data(view),
-                step_rows=[_step_row(step, recorded.get(step.step_id)) for step in view.steps],
+                steps_page=page,
+                step_rows=[_step_row(step, recorded.get(step.step_id)) for step in page],
                 run_links=run_links(run=run),
                 title=f"Run {run.pk} of {run.workflow.name} v{run.workflow.version}",
             )

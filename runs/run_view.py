@@ -209,7 +209,7 @@ def run_view(*, run: Run) -> RunView:
     terminal = run.status in RUN_TERMINAL
     span = _axis(run, results, terminal)
     views = [_step_view(result, steps.get(result.step_id), span) for result in results]
-    graph = workflow_graph_data(run.workflow)
+    graph = workflow_graph_data(run.workflow, steps=steps.values())
     status_of = {v.step_id: v for v in views}
     for node in graph["nodes"]:
         view = status_of.get(node["id"])

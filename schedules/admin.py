@@ -110,6 +110,7 @@ class ScheduleAdmin(admin.ModelAdmin):
 @admin.register(ScheduleFire)
 class ScheduleFireAdmin(admin.ModelAdmin):
     list_display = ("schedule", "fire_time", "outcome", "run", "workflow_version", "created_at")
+    list_select_related = ("schedule", "run__workflow")  # a run names its workflow
     list_filter = ("outcome", "schedule__workflow_name")
     search_fields = ("schedule__workflow_name", "schedule__name", "detail")
     readonly_fields = (

@@ -1,5 +1,6 @@
-"""Test data: factories (factory_boy) for users, workflow versions, runs, step results and
-approvals, and the workflow definitions the review tests plan and approve."""
+"""Test data: factories (factory_boy) for users, workflow versions, runs, step results,
+approvals, tools, schedules and their fires, notifications, planning attempts and
+approval policies, and the workflow definitions the review tests plan and approve."""
 
 from __future__ import annotations
 
@@ -13,11 +14,17 @@ from django.contrib.auth.models import Permission
 from django.utils import timezone
 from factory.django import DjangoModelFactory
 
-from review.models import Approval, ApprovalStatus
+from notifications.models import Delivery
+from review.models import Approval, ApprovalPolicy, ApprovalStatus
 from runs.models import Run, RunStatus, RunTrigger, StepResult, StepStatus
+from schedules.models import FireOutcome, Schedule, ScheduleFire
+from schedules.services import schedule_create
 from tests.conftest import EXAMPLES_DIR
+from tools.loader import load_tool_text
+from tools.models import Tool
+from tools.services import tool_upsert
 from workflows.files import read_workflow_file
-from workflows.models import Workflow, WorkflowStatus
+from workflows.models import PlanAttempt, PlanAttemptStatus, Workflow, WorkflowStatus
 from workflows.services import workflow_import
 
 PASSWORD = "correct horse battery staple"
@@ -80,9 +87,7 @@ def sales_report_data(**changes: Any) -> dict[str, Any]:
     return data
 
 
-def pending_version(
-    data: dict[str, Any] | None = None, *, owner=None, **changes: Any
-) -> Workflow:
+def pending_version(data: dict[str, Any] | None = None, *, owner=None, **changes: Any) -> Workflow:
     """The offline example (with top-level changes), stored as a version pending review."""
     return WorkflowFactory(
         data=data or sales_report_data(**changes),
@@ -288,3 +293,139 @@ class ApprovalFactory(DjangoModelFactory):
     validation_run = factory.SubFactory(
         RunFactory, workflow=factory.SelfAttribute("..workflow"), trigger=RunTrigger.VALIDATION
     )
+
+
+class ToolFactory(factory.Factory):
+    """A stored tool (and its first revision) via ``tool_upsert``: an HTTP tool named
+    ``name`` on a loopback address nothing listens on (nothing calls it)."""
+
+    class Meta:
+        model = Tool
+
+    name = factory.Sequence(lambda n: f"made_tool_{n}")
+
+    @classmethod
+    def _create(cls, model_class, *, name):
+        text = TOOL_TEXT.format(name=name)
+        for spec in load_tool_text(text, source="tests/factories.py"):
+            tool_upsert(spec=spec, source="tests/factories.py")
+        return Tool.objects.get(name=name)
+
+
+TOOL_TEXT = """
+- name: {name}
+  kind: http
+  description: A tool made by the tests' factory.
+  base_url: "http://127.0.0.1:9"
+  request:
+    method: GET
+    url: /things
+  inputs:
+    type: object
+    properties: {{}}
+"""
+
+
+class DeliveryFactory(DjangoModelFactory):
+    """A notification of a run (nothing is sent)."""
+
+    class Meta:
+        model = Delivery
+
+    run = factory.SubFactory(RunFactory)
+    channel = "webhook"
+    event = "failed"
+    target = "http://127.0.0.1:9/hook"
+
+
+class ScheduleFactory(factory.Factory):
+    """A schedule of a stored version via ``schedule_create`` (with its beat task)."""
+
+    class Meta:
+        model = Schedule
+
+    workflow = factory.SubFactory(WorkflowFactory, status=WorkflowStatus.ACTIVE)
+    name = factory.Sequence(lambda n: f"every_{n}")
+    cron = "0 6 * * *"
+
+    @classmethod
+    def _create(cls, model_class, *, workflow, name, cron):
+        return schedule_create(workflow_name=workflow.name, name=name, cron=cron)
+
+
+class ScheduleFireFactory(DjangoModelFactory):
+    """A fire of a schedule that started a run."""
+
+    class Meta:
+        model = ScheduleFire
+
+    schedule = factory.SubFactory(ScheduleFactory)
+    fire_time = factory.LazyFunction(timezone.now)
+    outcome = FireOutcome.STARTED
+    run = factory.SubFactory(RunFactory, trigger=RunTrigger.SCHEDULE)
+
+
+class PlanAttemptFactory(DjangoModelFactory):
+    """A finished planning attempt that made a version, asked by a user."""
+
+    class Meta:
+        model = PlanAttempt
+
+    goal = factory.Sequence(lambda n: f"Report the sales of region {n}")
+    model = "fake-planner"
+    status = PlanAttemptStatus.VALID
+    workflow = factory.SubFactory(WorkflowFactory)
+    created_by = factory.SubFactory(UserFactory, username=factory.Sequence(lambda n: f"planner{n}"))
+
+
+class ApprovalPolicyFactory(DjangoModelFactory):
+    """A workflow's approval policy, last changed by a user."""
+
+    class Meta:
+        model = ApprovalPolicy
+
+    workflow_name = factory.Sequence(lambda n: f"policy_flow_{n}")
+    approvals_required = 2
+    updated_by = factory.SubFactory(UserFactory, username=factory.Sequence(lambda n: f"policy{n}"))
+
+
+def wide_definition(steps: int, *, name: str = "wide_flow") -> dict[str, Any]:
+    """A workflow of ``steps`` independent transform steps (``s0000``, ``s0001``, …)."""
+    return {
+        "name": name,
+        "description": f"{steps} independent transform steps.",
+        "inputs": {"n": {"type": "integer", "default": 1}},
+        "steps": [
+            {
+                "id": f"s{i:04d}",
+                "kind": "transform",
+                "expression": "n + 1",
+                "input_mapping": {"n": "$input.n"},
+            }
+            for i in range(steps)
+        ],
+    }
+
+
+def finished_run(steps: int, *, name: str = "wide_flow") -> Run:
+    """A succeeded run of ``wide_definition(steps)``, one result per step (each took
+    5 ms, one after another, on its first try), written in one batch."""
+    workflow = WorkflowFactory(data=wide_definition(steps, name=name))
+    started = timezone.now() - timedelta(seconds=steps)
+    run = RunFactory(workflow=workflow, started_at=started, inputs={"n": 1}, outputs={})
+    StepResult.objects.bulk_create(
+        StepResult(
+            run=run,
+            step_id=f"s{i:04d}",
+            status=StepStatus.SUCCEEDED,
+            attempts=1,
+            attempt_log=[],
+            inputs={"n": 1},
+            output=2,
+            output_bytes=1,
+            started_at=started + timedelta(milliseconds=5 * i),
+            finished_at=started + timedelta(milliseconds=5 * i + 5),
+        )
+        for i in range(steps)
+    )
+    return run

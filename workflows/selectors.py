@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from django.db.models import QuerySet
 
 from workflows.errors import WorkflowNotActive, WorkflowNotFound
-from workflows.models import Workflow, WorkflowStatus
+from workflows.models import Step, Workflow, WorkflowStatus
 
 if TYPE_CHECKING:  # the schema, validator and tool registry load with a diff, not a list
     from workflows.diff import WorkflowDiff
@@ -72,14 +73,17 @@ def workflow_version_diff(*, old: Workflow, new: Workflow) -> WorkflowDiff:
     return workflow_diff(workflow_spec(old), workflow_spec(new))
 
 
-def workflow_graph_data(workflow: Workflow) -> dict[str, Any]:
+def workflow_graph_data(
+    workflow: Workflow, *, steps: Iterable[Step] | None = None
+) -> dict[str, Any]:
     """Nodes and edges for the picture of a version's graph.
 
     Embedded with ``json_script`` and drawn by ``workflows/static/workflows/graph.js``
     on the review page and, with each node's status added, on the run page.
+    ``steps``: the version's steps in position order, when the caller read them already.
     """
     nodes = []
-    for step in workflow.steps.order_by("position"):
+    for step in workflow.steps.order_by("position") if steps is None else steps:
         config = step.config or {}
         nodes.append(
             {
