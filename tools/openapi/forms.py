@@ -9,7 +9,14 @@ from django import forms
 from django.core.files.uploadedfile import UploadedFile
 from django.core.validators import RegexValidator
 
-from tools.openapi.document import MAX_DOCUMENT_BYTES, OpenAPIError, openapi_parse, openapi_text
+from tools.openapi.document import (
+    UPLOAD_MAX_BYTES_SETTING,
+    OpenAPIError,
+    max_bytes,
+    openapi_parse,
+    openapi_text,
+    too_large,
+)
 from tools.openapi.generate import Operation
 
 
@@ -17,7 +24,9 @@ class SourceForm(forms.Form):
     """An uploaded document or a URL on ``FLOWPILOT_OPENAPI_HOSTS`` (the command's rules)."""
 
     document = forms.FileField(
-        required=False, help_text="An OpenAPI 3.0/3.1 document, YAML or JSON (at most 5 MiB)."
+        required=False,
+        help_text="An OpenAPI 3.0/3.1 document, YAML or JSON (at most "
+        "FLOWPILOT_OPENAPI_UPLOAD_MAX_BYTES, 5 MiB unless set).",
     )
     url = forms.URLField(
         required=False,
@@ -42,7 +51,8 @@ class SourceForm(forms.Form):
             if upload:
                 data["source"], data["text"] = upload.name, _uploaded_text(upload)
             elif url:
-                data["source"], data["text"] = url, openapi_text(url)
+                text = openapi_text(url, cap_setting=UPLOAD_MAX_BYTES_SETTING)
+                data["source"], data["text"] = url, text
             data["parsed"] = openapi_parse(data["text"], source=data["source"])
         except OpenAPIError as exc:
             raise forms.ValidationError(exc.message) from exc
@@ -50,8 +60,8 @@ class SourceForm(forms.Form):
 
 
 def _uploaded_text(upload: UploadedFile) -> str:
-    if (upload.size or 0) > MAX_DOCUMENT_BYTES:
-        raise OpenAPIError(f"{upload.name}: the document is larger than {MAX_DOCUMENT_BYTES} bytes")
+    if (upload.size or 0) > max_bytes(UPLOAD_MAX_BYTES_SETTING):
+        raise too_large(str(upload.name), UPLOAD_MAX_BYTES_SETTING)
     try:
         return upload.read().decode("utf-8")
     except UnicodeDecodeError as exc:

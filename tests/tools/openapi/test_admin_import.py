@@ -16,7 +16,8 @@ from tests.fakes import FakeAPI, FakeResponse
 from tests.tools.openapi.test_document import laughs
 from tools.models import Tool
 from tools.openapi.admin_views import SESSION_KEY
-from tools.openapi.document import MAX_DOCUMENT_BYTES
+
+MAX_DOCUMENT_BYTES = 5 * 1024 * 1024  # FLOWPILOT_OPENAPI_UPLOAD_MAX_BYTES by default
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
@@ -101,7 +102,10 @@ def test_a_url_on_an_allowed_host_is_fetched(importer, settings):
         ({"document": ("a.txt", b"just: [text")}, "neither YAML nor JSON"),
         ({"document": ("a.bin", b"\xff\xfe\x00garbage")}, "not UTF-8 text"),
         ({"document": ("a.yaml", b"openapi: 3.1.0\npaths: {1: x}\n")}, "paths.1 must be"),
-        ({"document": ("big.yaml", b"#" * (MAX_DOCUMENT_BYTES + 1))}, "larger than 5242880"),
+        (
+            {"document": ("big.yaml", b"#" * (MAX_DOCUMENT_BYTES + 1))},
+            "larger than 5242880 bytes (5 MiB), the cap set by FLOWPILOT_OPENAPI_UPLOAD_MAX_BYTES",
+        ),
         ({}, "give either a document or a URL"),
     ],
 )
