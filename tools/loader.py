@@ -167,6 +167,12 @@ def load_tool_text(text: str, *, source: str = "<string>") -> list[ToolSpec]:
         raise ToolConfigError(f"{where}: malformed YAML: {problem}") from exc
     except RecursionError as exc:
         raise ToolConfigError(f"{source}: malformed YAML: the document nests too deeply") from exc
+    return load_tool_data(data, root, source=source)
+
+
+def load_tool_data(data: Any, root: yaml.Node | None, *, source: str) -> list[ToolSpec]:
+    """``load_tool_text`` past the parse: ``data`` built from the node tree ``root`` (which
+    gives each problem its line), for a caller that parsed the text itself."""
     too_big = data_limit_problem(data) or storage_problem(data)
     if too_big:
         raise ToolConfigError(f"{source}: {too_big}")

@@ -18,7 +18,7 @@ import yaml
 from django.conf import settings
 
 from tools.errors import ToolConfigError
-from tools.loader import load_tool_text
+from tools.loader import load_tool_data
 from tools.openapi import IMPORT_PERMISSIONS
 from tools.openapi.document import OpenAPIError, openapi_read
 from tools.openapi.generate import Selection, openapi_tools, snake
@@ -41,6 +41,19 @@ class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[mi
 def tool_yaml(tool: dict[str, Any]) -> str:
     """One tool mapping as the YAML of its file."""
     return yaml.dump(tool, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+
+
+def _check(text: str, *, source: str) -> None:
+    """The tool loader's check of a generated file, the text parsed by libyaml (when
+    PyYAML has it): the file is ``tool_yaml``'s, so it holds no key twice, which is all
+    the loader's own (pure Python) parse would add."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    try:
+        root = loader.get_single_node()
+        data = None if root is None else loader.construct_document(root)
+    finally:
+        loader.dispose()
+    load_tool_data(data, root, source=source)
 
 
 @dataclass
@@ -122,7 +135,7 @@ def openapi_write(
         path = out / f"{tool['name']}.yaml"
         text = f"# Generated from {Path(source).name} by importopenapi.\n" + tool_yaml(tool)
         try:
-            load_tool_text(text, source=str(path))
+            _check(text, source=str(path))
         except ToolConfigError as exc:
             raise OpenAPIError(f"generated tool does not load: {exc.message}") from exc
         if progress is not None:
