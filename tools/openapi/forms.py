@@ -17,7 +17,7 @@ from tools.openapi.document import (
     openapi_text,
     too_large,
 )
-from tools.openapi.generate import Operation
+from tools.openapi.generate import Operation, Selection
 
 
 class SourceForm(forms.Form):
@@ -42,6 +42,18 @@ class SourceForm(forms.Form):
         help_text="Names the env variables the tools read: <PREFIX>_BASE_URL, <PREFIX>_TOKEN…",
     )
 
+    tags = forms.CharField(
+        required=False,
+        max_length=2000,
+        help_text="Only operations with one of these tags (comma-separated); empty: all.",
+    )
+    path_prefixes = forms.CharField(
+        required=False,
+        max_length=2000,
+        label="Path prefixes",
+        help_text="Or whose path begins with one of these (comma-separated), e.g. /v1/customers.",
+    )
+
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         upload, url = data.get("document"), data.get("url")
@@ -56,6 +68,12 @@ class SourceForm(forms.Form):
             data["parsed"] = openapi_parse(data["text"], source=data["source"])
         except OpenAPIError as exc:
             raise forms.ValidationError(exc.message) from exc
+        selection = Selection.of(data.get("tags") or "", data.get("path_prefixes") or "")
+        unmatched = selection.unmatched(data["parsed"], options=("tag", "", "path prefix"))
+        if unmatched:
+            raise forms.ValidationError(
+                f"{data['source']}: no operation matches " + "; ".join(unmatched)
+            )
         return data
 
 

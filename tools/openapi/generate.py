@@ -206,9 +206,29 @@ class Selection:
             or any(path.startswith(prefix) for prefix in self.path_prefixes)
         )
 
-    def unmatched(self, document: dict[str, Any]) -> list[str]:
+    @classmethod
+    def of(cls, tags: str, path_prefixes: str) -> Selection:
+        """From comma-separated text, as a form field gives it."""
+        return cls(_items(tags), [], _items(path_prefixes))
+
+    def keeps(self, op: Operation) -> bool:
+        """Whether ``op`` (as listed for a person to pick) is chosen."""
+        if not (self.tags or self.operations or self.path_prefixes):
+            return True
+        path = op.key.split(" ", 1)[1]
+        return (
+            bool(set(op.tags) & set(self.tags))
+            or op.operation_id in self.operations
+            or op.key in self.operations
+            or any(path.startswith(prefix) for prefix in self.path_prefixes)
+        )
+
+    def unmatched(self, document: dict[str, Any], *, options: tuple[str, str, str] = (
+        "--tag", "--operation", "--path-prefix")) -> list[str]:  # fmt: skip
         """One line per tag, operation or path prefix asked for that chooses no
-        operation of ``document``, with the nearest names it has."""
+        operation of ``document``, with the nearest names it has; each named by its
+        entry of ``options`` (the command's options by default)."""
+        tag_option, operation_option, prefix_option = options
         listed = openapi_operations(document)
         tags = sorted({tag for op in listed for tag in op.tags})
         ids = sorted({op.operation_id for op in listed if op.operation_id})
@@ -217,15 +237,20 @@ class Selection:
         lines = []
         for tag in self.tags:
             if tag not in tags:
-                lines.append(f"--tag {tag!r}{_near(tag, tags)}")
+                lines.append(f"{tag_option} {tag!r}{_near(tag, tags)}")
         for wanted in self.operations:
             if wanted not in ids and wanted not in keys:
-                lines.append(f"--operation {wanted!r}{_near(wanted, ids + keys)}")
+                lines.append(f"{operation_option} {wanted!r}{_near(wanted, ids + keys)}")
         for prefix in self.path_prefixes:
             if not any(path.startswith(prefix) for path in paths):
                 near = {path[: len(prefix)] for path in paths}
-                lines.append(f"--path-prefix {prefix!r}{_near(prefix, sorted(near), paths)}")
+                near_paths = _near(prefix, sorted(near), paths)
+                lines.append(f"{prefix_option} {prefix!r}{near_paths}")
         return lines
+
+
+def _items(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
 
 
 def _near(wanted: str, names: list[str], shown: list[str] | None = None) -> str:

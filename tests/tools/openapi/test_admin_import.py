@@ -169,3 +169,25 @@ def test_a_ref_billion_laughs_is_refused_on_the_page_naming_the_bound(importer):
     assert "references produces more than 500000 values" in page.content.decode()
     assert SESSION_KEY not in importer.session
     assert not Tool.objects.exists()
+
+
+def test_tags_and_path_prefixes_narrow_the_list_and_a_miss_names_near_matches(importer):
+    petstore = PETSTORE.read_bytes()
+
+    page = read(importer, document=upload("petstore.yaml", petstore), tags="photos",
+                path_prefixes="/pets/{petId}")  # fmt: skip
+
+    assert page.context["step"] == "choose"
+    assert [op.key for op in page.context["operations"]] == [
+        "GET /pets/{petId}", "POST /pets/{petId}/photo"]  # fmt: skip
+    assert page.content.decode().count('class="action-select" checked') == 2
+    assert "cookie parameter" not in page.content.decode()  # GET /pets is not chosen
+
+    missed = read(importer, document=upload("petstore.yaml", petstore), tags="pet, photos",
+                  path_prefixes="/cats")  # fmt: skip
+
+    assert missed.context["step"] == "source"
+    assert missed.context["form"].non_field_errors() == [
+        "petstore.yaml: no operation matches tag 'pet' (did you mean 'pets'?); "
+        "path prefix '/cats' (did you mean '/pets'?)"
+    ]
