@@ -392,6 +392,12 @@ LOGGING = {
 
 # Hosts an OpenAPI document may be fetched from by URL (importopenapi); else files only.
 FLOWPILOT_OPENAPI_HOSTS = env.list("FLOWPILOT_OPENAPI_HOSTS", default=[])
+# The largest OpenAPI document read: by importopenapi (a file or a URL), and by the admin's
+# import page (an upload or a URL, kept in the session until the import), in bytes.
+FLOWPILOT_OPENAPI_MAX_BYTES = env.int("FLOWPILOT_OPENAPI_MAX_BYTES", default=64 * 1024 * 1024)
+FLOWPILOT_OPENAPI_UPLOAD_MAX_BYTES = env.int(
+    "FLOWPILOT_OPENAPI_UPLOAD_MAX_BYTES", default=5 * 1024 * 1024
+)
 # Where the admin's OpenAPI import page writes tool files (one directory per prefix).
 FLOWPILOT_OPENAPI_IMPORT_DIR = Path(
     env("FLOWPILOT_OPENAPI_IMPORT_DIR", default=str(BASE_DIR / "imported_tools"))

@@ -31,7 +31,7 @@ from tools.mcp.config import McpServer
 from tools.paths import list_index
 from tools.spec import ToolSpec
 from tools.templating import placeholders
-from tools.yaml_strict import describe_yaml_error, strict_safe_load
+from tools.yaml_strict import describe_yaml_error, strict_safe_load_node
 
 NEW_KEYS = frozenset(
     {
@@ -160,14 +160,19 @@ def load_tool_file(path: str | Path) -> list[ToolSpec]:
 def load_tool_text(text: str, *, source: str = "<string>") -> list[ToolSpec]:
     """Parse YAML text holding one tool or a ``tools:`` list."""
     try:
-        data = strict_safe_load(text)
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data, root = strict_safe_load_node(text)
     except yaml.YAMLError as exc:
         line, _, problem = describe_yaml_error(exc)
         where = f"{source}:{line}" if line else source
         raise ToolConfigError(f"{where}: malformed YAML: {problem}") from exc
     except RecursionError as exc:
         raise ToolConfigError(f"{source}: malformed YAML: the document nests too deeply") from exc
+    return load_tool_data(data, root, source=source)
+
+
+def load_tool_data(data: Any, root: yaml.Node | None, *, source: str) -> list[ToolSpec]:
+    """``load_tool_text`` past the parse: ``data`` built from the node tree ``root`` (which
+    gives each problem its line), for a caller that parsed the text itself."""
     too_big = data_limit_problem(data) or storage_problem(data)
     if too_big:
         raise ToolConfigError(f"{source}: {too_big}")
@@ -194,8 +199,7 @@ def load_mcp_server_file(path: str | Path) -> McpServer | None:
     file = Path(path)
     try:
         text = file.read_text(encoding="utf-8")
-        data = strict_safe_load(text)
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data, root = strict_safe_load_node(text)
     except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
         return None  # reported by load_tool_file, which reads every other file
     if not (isinstance(data, dict) and "mcp_server" in data):

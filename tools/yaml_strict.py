@@ -48,6 +48,17 @@ def strict_safe_load(text: str) -> Any:
     return yaml.load(text, Loader=StrictSafeLoader)  # noqa: S506 - a SafeLoader subclass
 
 
+def strict_safe_load_node(text: str) -> tuple[Any, yaml.Node | None]:
+    """``strict_safe_load(text)`` and the node tree it was built from (for the line of a
+    value), from one parse of the text."""
+    loader = StrictSafeLoader(text)
+    try:
+        root = loader.get_single_node()
+        return (None if root is None else loader.construct_document(root)), root
+    finally:
+        loader.dispose()
+
+
 def describe_yaml_error(exc: yaml.YAMLError) -> tuple[int | None, int | None, str]:
     """``(line, column, problem)`` of a YAML error, 1-based, for messages that say where."""
     mark = getattr(exc, "problem_mark", None)

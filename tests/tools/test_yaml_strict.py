@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tools.yaml_strict import describe_yaml_error, strict_safe_load
+from tools.yaml_strict import describe_yaml_error, strict_safe_load, strict_safe_load_node
 
 
 def test_a_duplicate_key_is_an_error_with_both_lines():
@@ -39,3 +39,13 @@ def test_it_stays_a_safe_loader():
 
 def test_an_error_without_a_position_is_described_by_its_text():
     assert describe_yaml_error(yaml.YAMLError("broken")) == (None, None, "broken")
+
+
+def test_one_parse_gives_the_values_and_the_nodes_with_their_lines():
+    data, root = strict_safe_load_node("name: a\nsteps:\n  - id: b\n")
+    assert data == strict_safe_load("name: a\nsteps:\n  - id: b\n")
+    steps = {k.value: v for k, v in root.value}["steps"]
+    assert steps.value[0].start_mark.line + 1 == 3
+    assert strict_safe_load_node("") == (None, None)
+    with pytest.raises(yaml.YAMLError, match="duplicate key 'name'"):
+        strict_safe_load_node("name: a\nname: b\n")

@@ -1,7 +1,8 @@
 """The admin's OpenAPI import page (Tools → Import OpenAPI), in two steps.
 
-1. *Read*: an uploaded document or a URL on the allowed hosts (``SourceForm``); the
-   document's text is kept in the user's session for the next step.
+1. *Read*: an uploaded document or a URL on the allowed hosts (``SourceForm``), and
+   optionally tags and path prefixes that narrow the list; the document's text is
+   kept in the user's session for the next step.
 2. *Import*: the operations chosen (tag, operationId, method and path shown) are
    written and loaded by ``openapi_import_load`` — the files under
    ``FLOWPILOT_OPENAPI_IMPORT_DIR/<prefix>/``, the tools into the registry — and the
@@ -24,7 +25,7 @@ from django.utils.translation import ngettext
 from tools.errors import ToolConfigError
 from tools.openapi.document import openapi_parse
 from tools.openapi.forms import SelectForm, SourceForm
-from tools.openapi.generate import openapi_operations, openapi_tools
+from tools.openapi.generate import Selection, openapi_operations, openapi_tools
 from tools.openapi.services import IMPORT_PERMISSIONS, openapi_import_load
 
 SESSION_KEY = "flowpilot_openapi_import"
@@ -44,6 +45,8 @@ def openapi_import_view(model_admin: admin.ModelAdmin[Any], request: HttpRequest
                 "source": data["source"],
                 "text": data["text"],
                 "prefix": data["prefix"],
+                "tags": data["tags"],
+                "path_prefixes": data["path_prefixes"],
             }
             try:
                 return _choose(model_admin, request, data["parsed"], SelectForm(operations=[]))
@@ -62,9 +65,15 @@ def _choose(
     form: SelectForm,
 ) -> HttpResponse:
     stored = request.session[SESSION_KEY]
-    operations = openapi_operations(document)
+    selection = Selection.of(stored.get("tags", ""), stored.get("path_prefixes", ""))
+    operations = [op for op in openapi_operations(document) if selection.keeps(op)]
     form.set_operations(operations)
-    preview = openapi_tools(document, prefix=stored["prefix"]).unsupported
+    preview = openapi_tools(
+        document,
+        prefix=stored["prefix"],
+        tags=selection.tags,
+        path_prefixes=selection.path_prefixes,
+    ).unsupported
     return _render(
         model_admin,
         request,
@@ -74,6 +83,7 @@ def _choose(
         prefix=stored["prefix"],
         operations=operations,
         unsupported=preview,
+        preselect=bool(selection.tags or selection.path_prefixes),
     )
 
 

@@ -9,15 +9,24 @@ from django import forms
 from django.core.files.uploadedfile import UploadedFile
 from django.core.validators import RegexValidator
 
-from tools.openapi.document import MAX_DOCUMENT_BYTES, OpenAPIError, openapi_parse, openapi_text
-from tools.openapi.generate import Operation
+from tools.openapi.document import (
+    UPLOAD_MAX_BYTES_SETTING,
+    OpenAPIError,
+    max_bytes,
+    openapi_parse,
+    openapi_text,
+    too_large,
+)
+from tools.openapi.generate import Operation, Selection
 
 
 class SourceForm(forms.Form):
     """An uploaded document or a URL on ``FLOWPILOT_OPENAPI_HOSTS`` (the command's rules)."""
 
     document = forms.FileField(
-        required=False, help_text="An OpenAPI 3.0/3.1 document, YAML or JSON (at most 5 MiB)."
+        required=False,
+        help_text="An OpenAPI 3.0/3.1 document, YAML or JSON (at most "
+        "FLOWPILOT_OPENAPI_UPLOAD_MAX_BYTES, 5 MiB unless set).",
     )
     url = forms.URLField(
         required=False,
@@ -33,6 +42,18 @@ class SourceForm(forms.Form):
         help_text="Names the env variables the tools read: <PREFIX>_BASE_URL, <PREFIX>_TOKEN…",
     )
 
+    tags = forms.CharField(
+        required=False,
+        max_length=2000,
+        help_text="Only operations with one of these tags (comma-separated); empty: all.",
+    )
+    path_prefixes = forms.CharField(
+        required=False,
+        max_length=2000,
+        label="Path prefixes",
+        help_text="Or whose path begins with one of these (comma-separated), e.g. /v1/customers.",
+    )
+
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         upload, url = data.get("document"), data.get("url")
@@ -42,16 +63,23 @@ class SourceForm(forms.Form):
             if upload:
                 data["source"], data["text"] = upload.name, _uploaded_text(upload)
             elif url:
-                data["source"], data["text"] = url, openapi_text(url)
+                text = openapi_text(url, cap_setting=UPLOAD_MAX_BYTES_SETTING)
+                data["source"], data["text"] = url, text
             data["parsed"] = openapi_parse(data["text"], source=data["source"])
         except OpenAPIError as exc:
             raise forms.ValidationError(exc.message) from exc
+        selection = Selection.of(data.get("tags") or "", data.get("path_prefixes") or "")
+        unmatched = selection.unmatched(data["parsed"], options=("tag", "", "path prefix"))
+        if unmatched:
+            raise forms.ValidationError(
+                f"{data['source']}: no operation matches " + "; ".join(unmatched)
+            )
         return data
 
 
 def _uploaded_text(upload: UploadedFile) -> str:
-    if (upload.size or 0) > MAX_DOCUMENT_BYTES:
-        raise OpenAPIError(f"{upload.name}: the document is larger than {MAX_DOCUMENT_BYTES} bytes")
+    if (upload.size or 0) > max_bytes(UPLOAD_MAX_BYTES_SETTING):
+        raise too_large(str(upload.name), UPLOAD_MAX_BYTES_SETTING)
     try:
         return upload.read().decode("utf-8")
     except UnicodeDecodeError as exc:

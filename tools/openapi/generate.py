@@ -12,11 +12,13 @@ JSON schema's top-level properties. What cannot be expressed is returned in
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tools.openapi.document import ResolveBudget, resolve
+from tools.openapi.document import Resolver
 
 METHODS = ("get", "post", "put", "patch", "delete")
 OTHER_METHODS = ("head", "options", "trace")
@@ -104,41 +106,159 @@ def openapi_tools(
     prefix: str,
     tags: list[str] | None = None,
     operations: list[str] | None = None,
+    path_prefixes: list[str] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Generated:
-    """The tools of the operations chosen by tag, operationId or ``"METHOD /path"`` key
-    (none given: all)."""
+    """The tools of the operations chosen by tag, operationId or ``"METHOD /path"`` key,
+    or path prefix (none given: all; an operation matching any of them is chosen).
+
+    Only what a tool file holds is expanded — parameters and the request body in full,
+    the 2xx response's schema one level deep (its property names) — each reference
+    target once (``Resolver``). ``progress(done, total)`` is called after each chosen
+    operation."""
     out = Generated()
     env = snake(prefix).upper()
     names = tool_names(document)
-    budget = ResolveBudget()
-    for path, item in sorted(document["paths"].items()):
-        item = resolve(document, item, out.unsupported, where=f"paths.{path}", budget=budget)
+    selection = Selection(tags or [], operations or [], path_prefixes or [])
+    resolver = Resolver(document)
+    items = {
+        path: resolver.deref(item, out.unsupported, where=f"paths.{path}")
+        for path, item in sorted(document["paths"].items())
+    }
+    total = sum(
+        1
+        for path, item in items.items()
+        for method in METHODS
+        if isinstance(item, dict) and selection.chooses(item.get(method), method, path)
+    )
+    done = 0
+    for path, item in items.items():
+        if not isinstance(item, dict):
+            continue
+        level = _Level(resolver, f"paths.{path}", out.unsupported, {})
         for method in OTHER_METHODS:
-            if method in item and _chosen(item[method], tags, operations, method, path):
+            if method in item and selection.chooses(item[method], method, path):
                 out.unsupported.append(f"{method.upper()} {path}: method not supported")
         for method in METHODS:
             op = item.get(method)
-            if isinstance(op, dict) and _chosen(op, tags, operations, method, path):
-                name = names[(method, path)]
-                tool = _tool(document, (path, method, name), item, op, env, out.unsupported)
-                if tool is not None:
-                    out.tools.append(tool)
+            if not (isinstance(op, dict) and selection.chooses(op, method, path)):
+                continue
+            name = names[(method, path)]
+            tool = _tool(document, (path, method, name), item, op, env, level)
+            if tool is not None:
+                out.tools.append(tool)
+            done += 1
+            if progress is not None:
+                progress(done, total)
     return out
 
 
-def _chosen(
-    op: Any, tags: list[str] | None, operations: list[str] | None, method: str, path: str
-) -> bool:
-    if not tags and not operations:
-        return True
-    if not isinstance(op, dict):
-        return False
-    named = set(operations or [])
-    return (
-        bool(set(_tags(op)) & set(tags or []))
-        or op.get("operationId") in named
-        or operation_key(method, path) in named
-    )
+@dataclass(frozen=True)
+class _Level:
+    """Expanding the parts of one path item a tool needs, listing what cannot be."""
+
+    resolver: Resolver
+    where: str
+    unsupported: list[str]
+    shared: dict[str, Any]  # the path item's parameters, once expanded
+
+    def full(self, value: Any) -> Any:
+        return self.resolver.resolve(value, self.unsupported, where=self.where)
+
+    def one(self, value: Any) -> Any:
+        return self.resolver.deref(value, self.unsupported, where=self.where)
+
+    def mapping(self, value: Any) -> dict[Any, Any]:
+        found = self.one(value)
+        return found if isinstance(found, dict) else {}
+
+    def parameters(self, owner: dict[str, Any], *, shared: bool) -> list[dict[str, Any]]:
+        """The parameters of an operation or (``shared``) of its path item, expanded."""
+        if shared and "parameters" in self.shared:
+            return list(self.shared["parameters"])
+        found = self.full(owner.get("parameters") or [])
+        found = [p for p in found if isinstance(p, dict)] if isinstance(found, list) else []
+        if shared:
+            self.shared["parameters"] = found
+        return found
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which operations an import takes: by tag, by operationId or ``"METHOD /path"``,
+    by path prefix; nothing asked, every operation."""
+
+    tags: list[str]
+    operations: list[str]
+    path_prefixes: list[str]
+
+    def chooses(self, op: Any, method: str, path: str) -> bool:
+        if op is None:
+            return False
+        if not (self.tags or self.operations or self.path_prefixes):
+            return True
+        if not isinstance(op, dict):
+            return False
+        return (
+            bool(set(_tags(op)) & set(self.tags))
+            or op.get("operationId") in self.operations
+            or operation_key(method, path) in self.operations
+            or any(path.startswith(prefix) for prefix in self.path_prefixes)
+        )
+
+    @classmethod
+    def of(cls, tags: str, path_prefixes: str) -> Selection:
+        """From comma-separated text, as a form field gives it."""
+        return cls(_items(tags), [], _items(path_prefixes))
+
+    def keeps(self, op: Operation) -> bool:
+        """Whether ``op`` (as listed for a person to pick) is chosen."""
+        if not (self.tags or self.operations or self.path_prefixes):
+            return True
+        path = op.key.split(" ", 1)[1]
+        return (
+            bool(set(op.tags) & set(self.tags))
+            or op.operation_id in self.operations
+            or op.key in self.operations
+            or any(path.startswith(prefix) for prefix in self.path_prefixes)
+        )
+
+    def unmatched(self, document: dict[str, Any], *, options: tuple[str, str, str] = (
+        "--tag", "--operation", "--path-prefix")) -> list[str]:  # fmt: skip
+        """One line per tag, operation or path prefix asked for that chooses no
+        operation of ``document``, with the nearest names it has; each named by its
+        entry of ``options`` (the command's options by default)."""
+        tag_option, operation_option, prefix_option = options
+        listed = openapi_operations(document)
+        tags = sorted({tag for op in listed for tag in op.tags})
+        ids = sorted({op.operation_id for op in listed if op.operation_id})
+        keys = [op.key for op in listed]
+        paths = sorted({key.split(" ", 1)[1] for key in keys})
+        lines = []
+        for tag in self.tags:
+            if tag not in tags:
+                lines.append(f"{tag_option} {tag!r}{_near(tag, tags)}")
+        for wanted in self.operations:
+            if wanted not in ids and wanted not in keys:
+                lines.append(f"{operation_option} {wanted!r}{_near(wanted, ids + keys)}")
+        for prefix in self.path_prefixes:
+            if not any(path.startswith(prefix) for path in paths):
+                near = {path[: len(prefix)] for path in paths}
+                near_paths = _near(prefix, sorted(near), paths)
+                lines.append(f"{prefix_option} {prefix!r}{near_paths}")
+        return lines
+
+
+def _items(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _near(wanted: str, names: list[str], shown: list[str] | None = None) -> str:
+    """`` (did you mean 'a', 'b'?)`` — the closest of ``names`` — or nothing."""
+    close = difflib.get_close_matches(wanted, names, n=3, cutoff=0.6)
+    if shown is not None:  # path prefixes: show the paths that begin with the match
+        close = [next(p for p in shown if p.startswith(c)) for c in close]
+    return f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
 
 
 def _tags(op: dict[str, Any]) -> tuple[str, ...]:
@@ -147,13 +267,18 @@ def _tags(op: dict[str, Any]) -> tuple[str, ...]:
 
 
 def _tool(
-    doc: dict, which: tuple[str, str, str], item: dict, op: dict, env: str, unsupported: list
+    doc: dict, which: tuple[str, str, str], item: dict, op: dict, env: str, level: _Level
 ) -> dict[str, Any] | None:
     """The tool file mapping of one operation; ``which`` is (path, method, tool name)."""
     path, method, name = which
     where = f"{method.upper()} {path}"
-    params = {(p.get("in"), p.get("name")): p for p in item.get("parameters", []) if "in" in p}
-    params.update({(p.get("in"), p.get("name")): p for p in op.get("parameters", []) if "in" in p})
+    unsupported = level.unsupported
+    shared = level.parameters(item, shared=True)
+    params: dict[tuple[Any, Any], dict[str, Any]] = {
+        (p.get("in"), p.get("name")): p for p in shared if "in" in p
+    }
+    own = level.parameters(op, shared=False)
+    params.update({(p.get("in"), p.get("name")): p for p in own if "in" in p})
     properties: dict[str, Any] = {}
     required: list[str] = []
     request: dict[str, Any] = {"method": method.upper(), "url": path}
@@ -174,39 +299,43 @@ def _tool(
             request.setdefault("query", {})[pname] = "{{" + key + "}}"
         elif place == "header":
             request.setdefault("headers", {})[pname] = "{{" + key + "}}"
-    if not _body(op, request, properties, required, where, unsupported):
+    if not _body(op, request, properties, required, where, level):
         return None
     tool: dict[str, Any] = {
         "name": name,
         "description": (op.get("summary") or op.get("description") or where).strip(),
-        "base_url": _base_url(doc, (item, op), (env, name), where, unsupported),
+        "base_url": _base_url(doc, (item, op), (env, name), where, level),
         "request": request,
     }
-    auth = _auth(doc, op, env, where, unsupported)
+    auth = _auth(doc, op, env, where, level)
     if auth is not None:
         tool["auth"] = auth
     tool["inputs"] = {"type": "object", "properties": properties}
     if required:
         tool["inputs"]["required"] = sorted(set(required))
-    extract = _extract(op, where, unsupported)
+    extract = _extract(op, level)
     if extract:
         tool["response_extract"] = extract
     return tool
 
 
-def _body(op: dict, request: dict, properties: dict, required: list, where: str, bad: list) -> bool:
+def _body(
+    op: dict, request: dict, properties: dict, required: list, where: str, level: _Level
+) -> bool:
     """Add the request body to the tool; False (listed) when it cannot be expressed."""
-    body = op.get("requestBody")
+    body = level.one(op.get("requestBody"))
     if not isinstance(body, dict):
         return True
-    content = body.get("content") or {}
+    content = level.mapping(body.get("content"))
     if "application/json" in content:
-        properties["body"] = content["application/json"].get("schema") or {}
+        media = level.mapping(content["application/json"])
+        properties["body"] = level.full(media.get("schema")) or {}
         request["body"] = "{{body}}"
         if body.get("required"):
             required.append("body")
     elif "application/x-www-form-urlencoded" in content:
-        schema = content["application/x-www-form-urlencoded"].get("schema") or {}
+        media = level.mapping(content["application/x-www-form-urlencoded"])
+        schema = level.full(media.get("schema")) or {}
         request["body_type"] = "form"
         request["body"] = {}
         for pname, prop in sorted((schema.get("properties") or {}).items()):
@@ -215,13 +344,15 @@ def _body(op: dict, request: dict, properties: dict, required: list, where: str,
             request["body"][pname] = "{{" + key + "}}"
         required.extend(snake(r) for r in schema.get("required", []))
     else:
-        bad.append(f"{where}: request body types {sorted(content)} not supported; skipped")
+        level.unsupported.append(
+            f"{where}: request body types {sorted(content)} not supported; skipped"
+        )
         return False
     return True
 
 
 def _base_url(
-    doc: dict, levels: tuple[dict, dict], names: tuple[str, str], where: str, unsupported: list
+    doc: dict, levels: tuple[dict, dict], names: tuple[str, str], where: str, level: _Level
 ) -> str:
     """The ``base_url`` placeholder of an operation: the first entry of the nearest
     ``servers`` (the operation's, else its path's, else the document's; variables at
@@ -231,7 +362,7 @@ def _base_url(
     item, op = levels
     env, name = names
     variable = f"{env}_{name.upper()}_BASE_URL"
-    servers = op.get("servers") or item.get("servers")
+    servers = level.full(op.get("servers")) or level.full(item.get("servers"))
     if not servers:
         variable, servers = f"{env}_BASE_URL", doc.get("servers")
     server = (servers or [{"url": ""}])[0]
@@ -240,20 +371,21 @@ def _base_url(
     for var, spec in (variables or {}).items():
         url = url.replace("{" + var + "}", str((spec or {}).get("default", "")))
     if not re.match(r"^https?://", url):
-        unsupported.append(f"{where}: server URL {url!r} is not absolute; set {variable}")
+        level.unsupported.append(f"{where}: server URL {url!r} is not absolute; set {variable}")
         url = ""
     return _env(variable, url.rstrip("/") or None)
 
 
-def _auth(doc: dict, op: dict, env: str, where: str, unsupported: list) -> dict | None:
-    requirements = op.get("security", doc.get("security")) or []
+def _auth(doc: dict, op: dict, env: str, where: str, level: _Level) -> dict | None:
+    requirements = level.full(op["security"]) if "security" in op else doc.get("security")
+    requirements = requirements or []
     schemes = (doc.get("components") or {}).get("securitySchemes") or {}
     for requirement in requirements:
         for scheme_name, scopes in sorted(requirement.items()):
             auth = _scheme(schemes.get(scheme_name) or {}, scopes, env)
             if auth is not None:
                 return auth
-            unsupported.append(f"{where}: security scheme {scheme_name!r} not supported")
+            level.unsupported.append(f"{where}: security scheme {scheme_name!r} not supported")
     return None
 
 
@@ -284,14 +416,17 @@ def _scheme(scheme: dict, scopes: list, env: str) -> dict | None:
     return None
 
 
-def _extract(op: dict, where: str, unsupported: list) -> dict[str, str]:
-    responses = op.get("responses") or {}
+def _extract(op: dict, level: _Level) -> dict[str, str]:
+    """The suggested ``response_extract``: from the 2xx JSON schema's top level only, so
+    that is all that is expanded of it."""
+    responses = level.mapping(op.get("responses"))
     ok = next((c for c in sorted(map(str, responses)) if c.startswith("2")), None)
     if ok is None:
         return {}
-    content = (responses.get(ok) or responses.get(int(ok)) or {}).get("content") or {}
-    schema = (content.get("application/json") or {}).get("schema") or {}
+    response = level.mapping(responses.get(ok) or responses.get(int(ok)))
+    content = level.mapping(response.get("content"))
+    schema = level.mapping(level.mapping(content.get("application/json")).get("schema"))
     if schema.get("type") == "array":
         return {"items": "items", "count": "count"}
-    props = sorted(schema.get("properties") or {})
+    props = sorted(level.mapping(schema.get("properties")))
     return {snake(p) or p: p for p in props[:MAX_SUGGESTED_OUTPUTS] if re.match(r"^[\w-]+$", p)}

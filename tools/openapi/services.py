@@ -9,6 +9,7 @@ through ``openapi_write``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,12 +18,42 @@ import yaml
 from django.conf import settings
 
 from tools.errors import ToolConfigError
-from tools.loader import load_tool_text
+from tools.loader import load_tool_data
 from tools.openapi import IMPORT_PERMISSIONS
 from tools.openapi.document import OpenAPIError, openapi_read
-from tools.openapi.generate import openapi_tools, snake
+from tools.openapi.generate import Selection, openapi_tools, snake
 from tools.permissions import permission_require
 from tools.services import LoadedTool, LoadError, tools_load_dir
+
+# ``progress(stage, done, total)``: see ``openapi_write``.
+Progress = Callable[[str, int, int], None]
+
+
+class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+    """libyaml's safe dumper (PyYAML's own without it) writing every value in place:
+    an expanded reference is one object shared by every place that refers to it, and
+    a tool file spells each out rather than as a YAML anchor and alias."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def tool_yaml(tool: dict[str, Any]) -> str:
+    """One tool mapping as the YAML of its file."""
+    return yaml.dump(tool, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+
+
+def _check(text: str, *, source: str) -> None:
+    """The tool loader's check of a generated file, the text parsed by libyaml (when
+    PyYAML has it): the file is ``tool_yaml``'s, so it holds no key twice, which is all
+    the loader's own (pure Python) parse would add."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    try:
+        root = loader.get_single_node()
+        data = None if root is None else loader.construct_document(root)
+    finally:
+        loader.dispose()
+    load_tool_data(data, root, source=source)
 
 
 @dataclass
@@ -43,10 +74,13 @@ def openapi_import(
     prefix: str,
     tags: list[str] | None = None,
     operations: list[str] | None = None,
+    path_prefixes: list[str] | None = None,
     overwrite: bool = False,
+    progress: Progress | None = None,
 ) -> ImportReport:
-    """Read ``source`` (a file, or a URL on the allowed hosts) and write one
-    ``<tool>.yaml`` per selected operation into ``out_dir``."""
+    """Read ``source`` (a file, or a URL on the allowed hosts; at most
+    ``FLOWPILOT_OPENAPI_MAX_BYTES``) and write one ``<tool>.yaml`` per selected
+    operation into ``out_dir``."""
     return openapi_write(
         document=openapi_read(source),
         source=source,
@@ -54,7 +88,9 @@ def openapi_import(
         prefix=prefix,
         tags=tags,
         operations=operations,
+        path_prefixes=path_prefixes,
         overwrite=overwrite,
+        progress=progress,
     )
 
 
@@ -66,29 +102,44 @@ def openapi_write(
     prefix: str,
     tags: list[str] | None = None,
     operations: list[str] | None = None,
+    path_prefixes: list[str] | None = None,
     overwrite: bool = False,
+    progress: Progress | None = None,
 ) -> ImportReport:
     """Write one ``<tool>.yaml`` per operation chosen by tag, operationId or
-    ``"METHOD /path"`` (none: all).
+    ``"METHOD /path"``, or path prefix (none: all).
 
     Every file is checked by the tool loader before anything is written (a file
     the loader refuses is an ``OpenAPIError`` naming it); an existing file is kept
-    unless ``overwrite``. Raises ``OpenAPIError`` when nothing matches the selection.
-    """
-    generated = openapi_tools(document, prefix=prefix, tags=tags, operations=operations)
+    unless ``overwrite``. A tag, operation or path prefix asked for that chooses
+    nothing is an ``OpenAPIError`` naming it and the nearest the document has.
+    ``progress(stage, done, total)`` follows the operations: ``"generate"`` while
+    their tools are made, ``"check"`` while the files are checked."""
+    selection = Selection(tags or [], operations or [], path_prefixes or [])
+    unmatched = selection.unmatched(document)
+    if unmatched:
+        raise OpenAPIError(f"{source}: no operation matches " + "; ".join(unmatched))
+    generated = openapi_tools(
+        document,
+        prefix=prefix,
+        tags=tags,
+        operations=operations,
+        path_prefixes=path_prefixes,
+        progress=(lambda done, total: progress("generate", done, total)) if progress else None,
+    )
     if not generated.tools:
-        raise OpenAPIError(f"{source}: no operation matches tags {tags} / ids {operations}")
+        raise OpenAPIError(f"{source}: no operation of the selection can be written")
     out = Path(out_dir)
     texts: dict[Path, str] = {}
-    for tool in generated.tools:
+    for done, tool in enumerate(generated.tools, 1):
         path = out / f"{tool['name']}.yaml"
-        text = f"# Generated from {Path(source).name} by importopenapi.\n" + yaml.safe_dump(
-            tool, sort_keys=False, allow_unicode=True, width=100
-        )
+        text = f"# Generated from {Path(source).name} by importopenapi.\n" + tool_yaml(tool)
         try:
-            load_tool_text(text, source=str(path))
+            _check(text, source=str(path))
         except ToolConfigError as exc:
             raise OpenAPIError(f"generated tool does not load: {exc.message}") from exc
+        if progress is not None:
+            progress("check", done, len(generated.tools))
         if path in texts:
             raise OpenAPIError(f"two operations are both named {tool['name']!r}")
         if path.exists() and not overwrite:

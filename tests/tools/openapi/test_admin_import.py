@@ -16,7 +16,8 @@ from tests.fakes import FakeAPI, FakeResponse
 from tests.tools.openapi.test_document import laughs
 from tools.models import Tool
 from tools.openapi.admin_views import SESSION_KEY
-from tools.openapi.document import MAX_DOCUMENT_BYTES
+
+MAX_DOCUMENT_BYTES = 5 * 1024 * 1024  # FLOWPILOT_OPENAPI_UPLOAD_MAX_BYTES by default
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
@@ -101,7 +102,10 @@ def test_a_url_on_an_allowed_host_is_fetched(importer, settings):
         ({"document": ("a.txt", b"just: [text")}, "neither YAML nor JSON"),
         ({"document": ("a.bin", b"\xff\xfe\x00garbage")}, "not UTF-8 text"),
         ({"document": ("a.yaml", b"openapi: 3.1.0\npaths: {1: x}\n")}, "paths.1 must be"),
-        ({"document": ("big.yaml", b"#" * (MAX_DOCUMENT_BYTES + 1))}, "larger than 5242880"),
+        (
+            {"document": ("big.yaml", b"#" * (MAX_DOCUMENT_BYTES + 1))},
+            "larger than 5242880 bytes (5 MiB), the cap set by FLOWPILOT_OPENAPI_UPLOAD_MAX_BYTES",
+        ),
         ({}, "give either a document or a URL"),
     ],
 )
@@ -165,3 +169,25 @@ def test_a_ref_billion_laughs_is_refused_on_the_page_naming_the_bound(importer):
     assert "references produces more than 500000 values" in page.content.decode()
     assert SESSION_KEY not in importer.session
     assert not Tool.objects.exists()
+
+
+def test_tags_and_path_prefixes_narrow_the_list_and_a_miss_names_near_matches(importer):
+    petstore = PETSTORE.read_bytes()
+
+    page = read(importer, document=upload("petstore.yaml", petstore), tags="photos",
+                path_prefixes="/pets/{petId}")  # fmt: skip
+
+    assert page.context["step"] == "choose"
+    assert [op.key for op in page.context["operations"]] == [
+        "GET /pets/{petId}", "POST /pets/{petId}/photo"]  # fmt: skip
+    assert page.content.decode().count('class="action-select" checked') == 2
+    assert "cookie parameter" not in page.content.decode()  # GET /pets is not chosen
+
+    missed = read(importer, document=upload("petstore.yaml", petstore), tags="pet, photos",
+                  path_prefixes="/cats")  # fmt: skip
+
+    assert missed.context["step"] == "source"
+    assert missed.context["form"].non_field_errors() == [
+        "petstore.yaml: no operation matches tag 'pet' (did you mean 'pets'?); "
+        "path prefix '/cats' (did you mean '/pets'?)"
+    ]

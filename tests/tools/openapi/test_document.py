@@ -5,16 +5,19 @@ without bound; references nested too deep and expansion that takes too long too.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
-from tools.openapi.document import OpenAPIError, ResolveBudget, resolve
+from tools.openapi.document import OpenAPIError, ResolveBudget, Resolver, openapi_parse, resolve
 
 pytestmark = pytest.mark.django_db
 
 
 def laughs(levels: int = 40) -> dict:
-    """Schema ``s0`` refers to ``s1`` twice, ``s1`` to ``s2`` twice...: 2**levels values."""
+    """Schema ``s0`` refers to ``s1`` twice, ``s1`` to ``s2`` twice...: 2**levels values,
+    in a request body (which a tool file holds in full)."""
     schemas = {
         f"s{i}": {
             "type": "object",
@@ -26,11 +29,11 @@ def laughs(levels: int = 40) -> dict:
         for i in range(levels)
     }
     schemas[f"s{levels}"] = {"type": "string"}
-    ok = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/s0"}}}}
+    body = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/s0"}}}}
     return {
         "openapi": "3.0.3",
         "servers": [{"url": "https://api.example.com"}],
-        "paths": {"/laugh": {"get": {"operationId": "laugh", "responses": {"200": ok}}}},
+        "paths": {"/laugh": {"post": {"operationId": "laugh", "requestBody": body}}},
         "components": {"schemas": schemas},
     }
 
@@ -61,3 +64,89 @@ def test_references_nested_too_deep_and_expansion_too_slow_are_refused():
     fine = resolve(laughs(3), {"$ref": "#/components/schemas/s0"}, problems, where="x")
     assert fine["properties"]["b"]["properties"]["a"]["properties"]["b"] == {"type": "string"}
     assert problems == []
+
+
+def naive(doc: dict, value, problems: list, seen: tuple = ()):
+    """Every reference expanded afresh, cut where it repeats: what ``Resolver`` shares."""
+    if isinstance(value, list):
+        return [naive(doc, v, problems, seen) for v in value]
+    if not isinstance(value, dict):
+        return value
+    ref = value.get("$ref")
+    if isinstance(ref, str):
+        if ref in seen:
+            problems.append(f"x: recursive reference {ref} is cut (any value)")
+            return {}
+        name = ref.rsplit("/", 1)[1]
+        return naive(doc, doc["components"]["schemas"][name], problems, (*seen, ref))
+    return {k: naive(doc, v, problems, seen) for k, v in value.items()}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_sharing_expansions_gives_what_expanding_every_reference_afresh_gives(seed):
+    import random
+
+    rng = random.Random(seed)
+    names = [f"s{i}" for i in range(7)]
+    schemas = {
+        name: {
+            "type": "object",
+            "properties": {
+                f"p{j}": {"$ref": f"#/components/schemas/{rng.choice(names)}"}
+                for j in range(rng.randint(0, 2))
+            },
+        }
+        for name in names
+    }
+    document = {"components": {"schemas": schemas}}
+    value = [{"$ref": f"#/components/schemas/{name}"} for name in names * 2]
+    resolver = Resolver(document)
+    problems: list[str] = []
+
+    shared = resolver.resolve(value, problems, where="x")
+
+    expected_problems: list[str] = []
+    assert shared == naive(document, value, expected_problems)
+    assert problems == expected_problems
+    again: list[str] = []
+    assert resolver.resolve(value, again, where="x") == shared  # from the memo
+    assert again == expected_problems
+
+
+def test_a_circular_reference_is_cut_and_listed_where_it_repeats():
+    schemas = {
+        "node": {"type": "object", "properties": {"next": {"$ref": "#/components/schemas/node"},
+                                                  "value": {"type": "string"}}},
+    }  # fmt: skip
+    document = {"components": {"schemas": schemas}}
+    problems: list[str] = []
+
+    node = resolve(document, {"$ref": "#/components/schemas/node"}, problems, where="paths./n")
+
+    assert node == {"type": "object", "properties": {"next": {}, "value": {"type": "string"}}}
+    assert problems == [
+        "paths./n: recursive reference #/components/schemas/node is cut (any value)"
+    ]
+
+
+def test_a_billion_laughs_is_refused_after_a_few_expansions_not_billions():
+    budget = ResolveBudget()
+    resolver = Resolver(laughs(40), budget)
+
+    with pytest.raises(OpenAPIError, match="produces more than 500000 values"):
+        resolver.resolve({"$ref": "#/components/schemas/s0"}, [], where="paths./laugh")
+
+    # Each schema was expanded once and then counted as the values it stands for.
+    assert budget.nodes_left < 0
+    assert 0 < len(resolver._memo) <= 40
+
+
+def test_json_is_read_as_yaml_would_read_it():
+    document = laughs(3)
+    as_json = openapi_parse(json.dumps(document, indent=2), source="laughs.json")
+    as_yaml = openapi_parse(yaml.safe_dump(document), source="laughs.yaml")
+    assert as_json == as_yaml == document
+    flow = openapi_parse("{openapi: 3.1.0, paths: {}}", source="flow.yaml")  # YAML, not JSON
+    assert flow == {"openapi": "3.1.0", "paths": {}}
+    with pytest.raises(OpenAPIError, match="neither YAML nor JSON"):
+        openapi_parse('{"openapi": "3.1.0", "paths": {', source="cut.json")

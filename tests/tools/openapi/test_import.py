@@ -139,14 +139,17 @@ def test_an_operation_is_chosen_by_method_and_path_too(cli, tmp_path):
     assert "1 tool file(s)" in result.out
 
 
-def test_a_file_larger_than_the_limit_is_not_read(tmp_path):
-    from tools.openapi.document import MAX_DOCUMENT_BYTES
-
+def test_a_file_larger_than_the_cap_is_not_read_naming_the_setting(tmp_path, settings):
+    settings.FLOWPILOT_OPENAPI_MAX_BYTES = 1000
     big = tmp_path / "big.yaml"
-    big.write_bytes(b"#" * (MAX_DOCUMENT_BYTES + 1))
+    big.write_bytes(b"#" * 1001)
 
-    with pytest.raises(OpenAPIError, match="larger than"):
+    with pytest.raises(OpenAPIError) as refused:
         openapi_read(str(big))
+    assert refused.value.message == (
+        f"{big}: the document is larger than 1000 bytes (0.000953674 MiB), "
+        "the cap set by FLOWPILOT_OPENAPI_MAX_BYTES"
+    )
 
 
 def test_operations_are_listed_for_choosing_whatever_their_tags_say():

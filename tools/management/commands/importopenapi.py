@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, TextIO, cast
 
 from django.core.management.base import CommandError, CommandParser
 
 from tools.commands import FlowpilotCommand
 from tools.errors import ToolConfigError
-from tools.openapi.services import openapi_import
+from tools.openapi.services import Progress, openapi_import
+
+STAGES = {"generate": "operations", "check": "files checked"}
 
 
 class Command(FlowpilotCommand):
     help = (
         "Write one http tool YAML per operation of an OpenAPI 3.0/3.1 document (a file, or a "
-        "URL on FLOWPILOT_OPENAPI_HOSTS), chosen by --tag / --operation (default: all). "
-        "Constructs that cannot be expressed are listed."
+        "URL on FLOWPILOT_OPENAPI_HOSTS; at most FLOWPILOT_OPENAPI_MAX_BYTES), chosen by "
+        "--tag / --operation / --path-prefix (default: all). Constructs that cannot be "
+        "expressed are listed. A progress bar is shown on a terminal."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -31,18 +36,28 @@ class Command(FlowpilotCommand):
             default=[],
             help='Operations by operationId (or "METHOD /path").',
         )
+        parser.add_argument(
+            "--path-prefix",
+            action="append",
+            default=[],
+            help="Operations whose path begins with this (e.g. /v1/customers).",
+        )
         parser.add_argument("--overwrite", action="store_true", help="Replace existing files.")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        stream = cast("TextIO", self.stderr._out)  # the stream itself: the bar writes no "\n"
         try:
-            report = openapi_import(
-                source=options["source"],
-                out_dir=options["out"],
-                prefix=options["prefix"],
-                tags=options["tag"],
-                operations=options["operation"],
-                overwrite=options["overwrite"],
-            )
+            with progress_bar(stream if self.stderr.isatty() else None) as progress:
+                report = openapi_import(
+                    source=options["source"],
+                    out_dir=options["out"],
+                    prefix=options["prefix"],
+                    tags=options["tag"],
+                    operations=options["operation"],
+                    path_prefixes=options["path_prefix"],
+                    overwrite=options["overwrite"],
+                    progress=progress,
+                )
         except ToolConfigError as exc:
             raise CommandError(exc.message) from exc
         for path in report.written:
@@ -51,3 +66,27 @@ class Command(FlowpilotCommand):
             self.stdout.write(self.style.WARNING(f"unsupported {line}"))
         written, unsupported = len(report.written), len(report.unsupported)
         self.stdout.write(f"{written} tool file(s), {unsupported} unsupported construct(s)")
+
+
+@contextmanager
+def progress_bar(stream: TextIO | None) -> Iterator[Progress | None]:
+    """A bar per stage on ``stream`` (a terminal), counting operations; nothing when
+    ``stream`` is None (output piped or captured)."""
+    if stream is None:
+        yield None
+        return
+    from rich.console import Console  # loaded only for a terminal
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress as Bar
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())  # fmt: skip
+    with Bar(*columns, console=Console(file=stream, force_terminal=True)) as bar:
+        tasks: dict[str, Any] = {}
+
+        def update(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(STAGES.get(stage, stage), total=total)
+            bar.update(tasks[stage], completed=done)
+
+        yield update
