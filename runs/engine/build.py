@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+import httpx
 from django.conf import settings
 
 from runs.engine.context import CallTaps, Limits, RunContext
@@ -43,6 +44,7 @@ def build_run_context(
     rand: random.Random | None = None,
     llm: LLMClient | None = None,
     taps: CallTaps | None = None,
+    http: httpx.Client | None = None,
 ) -> RunContext:
     """A fresh context for one run: its own registry view, clients and redactor.
 
@@ -52,6 +54,8 @@ def build_run_context(
     The LLM client is ``llm`` when given, else built from settings when the
     workflow needs one (and closed with the context); with no LLM configured
     (``LLMNotConfigured``) there is none, and each llm step fails saying what to set.
+    ``http`` is a client shared beyond the run (``runs.engine.http.process_http_client``),
+    left open when the context closes; without it the run gets a client of its own.
     """
     if plan is None:
         if spec is None:
@@ -70,7 +74,8 @@ def build_run_context(
         registry=registry,
         env=_readable_env(full_env, spec, registry),
         redactor=redactor_for(registry, full_env),
-        http=run_http_client(),
+        http=run_http_client() if http is None else http,
+        owns_http=http is None,
         limits=limits,
         output_dir=Path(settings.FLOWPILOT_OUTPUT_DIR),
         data_dirs=tuple(Path(p) for p in settings.FLOWPILOT_DATA_DIRS),

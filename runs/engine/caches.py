@@ -88,13 +88,18 @@ def tools_state() -> tuple[Any, ...]:
     ORM's aggregate costs more to build than to run), the same on every database.
     """
     with connection.cursor() as cursor:
-        cursor.execute(_tools_state_sql())
+        cursor.execute(tools_state_sql())
         updated, count, enabled = cursor.fetchone()
     return state_key(updated, count, enabled or 0)
 
 
+def tools_state_sql() -> str:
+    """The statement of ``tools_state``'s three values (a sub-select of other reads)."""
+    return _tools_state_sql(connection.vendor)
+
+
 @functools.cache
-def _tools_state_sql() -> str:
+def _tools_state_sql(vendor: str) -> str:
     quote, opts = connection.ops.quote_name, Tool._meta
     updated, enabled = quote("updated_at"), quote("enabled")  # the fields' own column names
     return (

@@ -110,6 +110,7 @@ class RunContext:
     ready: ReadyPlan  # the graph's child lists and order, for the incremental readiness
     llm: LLMClient | None = None  # for llm steps and LLM decisions; None when none needs it
     owns_llm: bool = False  # built here (closed with the context), not passed in
+    owns_http: bool = True  # False: a client shared by the process, left open on close
     named_llms: dict[str, LLMClient] = field(default_factory=dict)  # named endpoints, lazily
     breakers: CircuitBreakers | None = None  # per-host circuit breakers; None: off
     mcp: McpSessions | None = None  # this run's MCP sessions, opened on first use
@@ -136,7 +137,8 @@ class RunContext:
     def close(self) -> None:
         if self.taps is not None:
             self.taps.close()
-        self.http.close()
+        if self.owns_http:
+            self.http.close()
         if self.llm is not None and self.owns_llm:
             self.llm.close()
         for client in self.named_llms.values():

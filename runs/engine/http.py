@@ -11,6 +11,7 @@ one session (``tool_session``): one attempt of a ``tool`` step, or one item of a
 from __future__ import annotations
 
 import functools
+import os
 import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +25,20 @@ from tools.registry import ToolRegistry
 def run_http_client() -> httpx.Client:
     """The run's shared client: pooled connections, no redirects, no cookies kept."""
     return _client(CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])))
+
+
+def process_http_client() -> httpx.Client:
+    """A ``run_http_client`` shared by this process's Celery step tasks, never closed by
+    them (``build_run_context(http=…)``): its pooled connections outlive each task, as a
+    worker's database connection does. One per process id: a forked worker process
+    never uses its parent's sockets. httpx clients are safe to share across threads.
+    """
+    return _process_client(os.getpid())
+
+
+@functools.cache
+def _process_client(pid: int) -> httpx.Client:
+    return run_http_client()
 
 
 def _client(jar: CookieJar) -> httpx.Client:

@@ -10,6 +10,7 @@ that long is forgotten, which only ever closes it.
 
 from __future__ import annotations
 
+import functools
 import math
 from datetime import UTC, datetime
 
@@ -74,15 +75,32 @@ class RedisBreakerStore:
 
     errors: tuple[type[Exception], ...] = (redis.RedisError,)
 
-    def __init__(self, client: redis.Redis, *, prefix: str = "flowpilot:breaker:") -> None:
+    def __init__(
+        self, client: redis.Redis, *, prefix: str = "flowpilot:breaker:", owned: bool = True
+    ) -> None:
+        """``owned``: ``close`` closes ``client`` (False for a client shared by the process)."""
         self.client = client
         self.prefix = prefix
+        self.owned = owned
         self._admit = client.register_script(_ADMIT)
         self._failure = client.register_script(_FAILURE)
 
     @classmethod
     def from_url(cls, url: str, *, prefix: str = "flowpilot:breaker:") -> RedisBreakerStore:
+        """A store with a client (and connections) of its own, closed with it."""
         return cls(redis.Redis.from_url(url, socket_timeout=5), prefix=prefix)
+
+    @classmethod
+    def shared(cls, url: str) -> RedisBreakerStore:
+        """The store of ``url`` this process shares (``close`` leaves it open).
+
+        Every run, and every Celery step task, needs the breakers: a store of its own
+        per task meant a new Redis client and connection (and its handshake) for each
+        call, several times the cost of the one script the call runs. The store holds
+        no state but its connection pool, which redis-py keeps per process (a forked
+        worker process opens connections of its own) and which is safe across threads.
+        """
+        return _shared_store(url)
 
     def _key(self, host: str) -> str:
         return self.prefix + host
@@ -138,4 +156,11 @@ class RedisBreakerStore:
         return int(self.client.delete(*keys)) if keys else 0
 
     def close(self) -> None:
-        self.client.close()
+        if self.owned:
+            self.client.close()
+
+
+@functools.cache
+def _shared_store(url: str) -> RedisBreakerStore:
+    """One per URL and process (the settings name one URL; tests may name a few)."""
+    return RedisBreakerStore(redis.Redis.from_url(url, socket_timeout=5), owned=False)

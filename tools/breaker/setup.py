@@ -36,12 +36,14 @@ def breaker_backend() -> str:
 
 
 def breaker_store_from_settings() -> BreakerStore | None:
-    """A new store for the configured backend (None when ``off``); the caller closes it."""
+    """The store for the configured backend (None when ``off``); the caller closes it
+    (closing the process's shared Redis store, ``RedisBreakerStore.shared``, leaves it
+    open for the next caller)."""
     backend = breaker_backend()
     if backend == "off":
         return None
     if backend == "redis":
-        return RedisBreakerStore.from_url(settings.FLOWPILOT_BREAKER_REDIS_URL)
+        return RedisBreakerStore.shared(settings.FLOWPILOT_BREAKER_REDIS_URL)
     return DatabaseBreakerStore()
 
 

@@ -45,12 +45,22 @@ def env_name_allowed(name: str, *, declared: frozenset[str], allow: Sequence[str
 def allowed_env(
     env: Mapping[str, str], *, declared: frozenset[str], allow: Sequence[str]
 ) -> dict[str, str]:
-    """The part of ``env`` a run may read (the rest is never in the run's context)."""
+    """The part of ``env`` a run may read (the rest is never in the run's context).
+
+    Without a glob in ``allow`` the allowed names are looked up one by one: a run (each
+    Celery step task builds one) then never walks, nor decodes, the whole environment.
+    """
+    if not any(_GLOB.intersection(pattern) for pattern in allow):
+        names = sorted(declared.union(allow))
+        return {name: env[name] for name in names if name in env}
     return {
         name: value
         for name, value in sorted(env.items())
         if env_name_allowed(name, declared=declared, allow=allow)
     }
+
+
+_GLOB = frozenset("*?[")  # what makes an ``fnmatchcase`` pattern more than a name
 
 
 def check_env_access(

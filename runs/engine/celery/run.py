@@ -4,17 +4,17 @@
 transaction (``advance.advance_locked``); the step tasks are published when it commits.
 ``run_context`` is the fresh context of one task of a run; the plan and the tool
 registry come from this process's caches, keyed by what the task read beside its row
-(``TOOLS_KEY``).
+(``read_step``).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
-from typing import Any
 
-from django.db import transaction
-from django.db.models import Func, Subquery
+from django.db import connection, transaction
+from django.db.models import Field
 from kombu.exceptions import OperationalError as KombuOperationalError
 
 from runs.engine import caches
@@ -22,9 +22,9 @@ from runs.engine.build import build_run_context
 from runs.engine.celery.advance import advance_locked
 from runs.engine.celery.broker import Publish, publish_step
 from runs.engine.context import CallTaps, RunContext
-from runs.models import Run
+from runs.engine.http import process_http_client
+from runs.models import Run, StepResult
 from runs.state import RunError, RunStateError, RunStatus, run_transition
-from tools.models import Tool
 from workflows.services import workflow_spec
 
 logger = logging.getLogger("flowpilot.engine")
@@ -38,8 +38,10 @@ TapsFor = Callable[[Run], CallTaps | None]
 def run_context(
     run: Run, *, tools_key: tuple | None = None, taps_for: TapsFor | None = None
 ) -> RunContext:
-    """A fresh context for one task of ``run`` (its own redactor and HTTP client), with
-    the taps ``taps_for`` gives (None: a task that makes no tool or model call).
+    """A fresh context for one task of ``run`` (its own redactor), with the taps
+    ``taps_for`` gives (None: a task that makes no tool or model call). Its HTTP client
+    is the process's (``process_http_client``): a task is often one step, and a client
+    of its own would connect anew for every step.
 
     The compiled plan (by the version's hash: a version never changes) and the tool
     registry (by the tool table's state, ``tools_key``) come from this process's caches
@@ -52,31 +54,72 @@ def run_context(
         plan=caches.plan_for_version(run.definition_hash, lambda: workflow_spec(run.workflow)),
         registry=caches.registry_for(caches.tools_state() if tools_key is None else tools_key),
         taps=None if taps_for is None else taps_for(run),
+        http=process_http_client(),
     )
 
 
-# The Tool table's state, read beside the step row (no extra round trip): the newest
-# update, the number of rows and of enabled rows.
-TOOLS_KEY = {
-    "tools_updated": Subquery(Tool.objects.order_by("-updated_at").values("updated_at")[:1]),
-    "tools_count": Subquery(
-        Tool.objects.order_by().annotate(n=Func("pk", function="COUNT")).values("n")
-    ),
-    "tools_enabled": Subquery(
-        Tool.objects.filter(enabled=True)
-        .order_by()
-        .annotate(n=Func("pk", function="COUNT"))
-        .values("n")
-    ),
-}
+def read_step(step_result_id: int) -> tuple[StepResult, tuple]:
+    """A step task's first read, one precompiled statement: the step (its id, run, step
+    id and status; other fields load on use) with its whole run, and the tool table's
+    state (``caches.tools_state``, the key of the process's registry).
+
+    Raises ``StepResult.DoesNotExist`` for an unknown id. Building this read with the
+    ORM (a related run, three aggregates) cost more CPU than running it, on every task.
+    """
+    sql, run_fields, converters = _step_read()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [step_result_id])
+        row = cursor.fetchone()
+    if row is None:
+        raise StepResult.DoesNotExist(f"StepResult matching id={step_result_id} does not exist.")
+    values = list(row)
+    for index, convert in converters:
+        for fn in convert:
+            values[index] = fn(values[index], None, connection)
+    db = connection.alias
+    result = StepResult.from_db(db, list(_STEP_FIELDS), values[: len(_STEP_FIELDS)])
+    at = len(_STEP_FIELDS)
+    run = Run.from_db(db, [f.attname for f in run_fields], values[at : at + len(run_fields)])
+    result.run = run
+    updated, count, enabled = values[at + len(run_fields) :]
+    return result, caches.state_key(updated, count, enabled or 0)
 
 
-def tools_key(row: Any = None) -> tuple:
-    """The Tool table's state (``caches.tools_state``), from a row annotated with
-    ``TOOLS_KEY`` (read beside the step row, no extra round trip), or queried."""
-    if row is not None:
-        return caches.state_key(row.tools_updated, row.tools_count, row.tools_enabled or 0)
-    return caches.tools_state()
+_STEP_FIELDS = ("id", "run_id", "step_id", "status")  # in the model's order (``from_db``)
+
+
+@functools.cache
+def _step_read_for(vendor: str) -> tuple[str, tuple[Field, ...], tuple[tuple[int, tuple], ...]]:
+    """The statement for ``vendor`` (names from the models' metadata; the id is its
+    one parameter), the run's fields, and each converted column's converters (what the
+    ORM applies to a value read: JSON, dates and booleans as the backend returns them)."""
+    quote = connection.ops.quote_name
+    steps, runs = StepResult._meta, Run._meta
+    step_table, run_table = quote(steps.db_table), quote(runs.db_table)
+    run_fields = tuple(runs.concrete_fields)
+    by_attname = {f.attname: f for f in steps.concrete_fields}
+    step_fields = tuple(by_attname[name] for name in _STEP_FIELDS)
+    columns = [f"{step_table}.{quote(f.column)}" for f in step_fields]
+    columns += [f"{run_table}.{quote(f.column)}" for f in run_fields]
+    converters = []
+    for index, field in enumerate((*step_fields, *run_fields)):
+        col = field.get_col(run_table if index >= len(step_fields) else step_table)
+        own = field.get_db_converters(connection)  # type: ignore[attr-defined]  # untyped
+        found = (*connection.ops.get_db_converters(col), *own)
+        if found:
+            converters.append((index, tuple(found)))
+    sql = (
+        f"SELECT {', '.join(columns)}, tools.* FROM {step_table} "  # noqa: S608
+        f"INNER JOIN {run_table} ON {run_table}.{quote(runs.pk.column)} = "
+        f"{step_table}.{quote(steps.get_field('run').column)} "
+        f"CROSS JOIN ({caches.tools_state_sql()}) tools "
+        f"WHERE {step_table}.{quote(steps.pk.column)} = %s"
+    )
+    return sql, run_fields, tuple(converters)
+
+
+def _step_read() -> tuple[str, tuple[Field, ...], tuple[tuple[int, tuple], ...]]:
+    return _step_read_for(connection.vendor)
 
 
 def lock_run(run_id: int) -> Run:

@@ -51,7 +51,7 @@ from runs.engine.attempt import attempt_request, execute_attempt
 from runs.engine.celery.broker import Publish, publish_step, time_limit_of
 from runs.engine.celery.claim import Claim, Taken, claim, claim_ready, claim_step
 from runs.engine.celery.heartbeat import heartbeat
-from runs.engine.celery.run import TOOLS_KEY, TapsFor, run_context, tools_key
+from runs.engine.celery.run import TapsFor, read_step, run_context
 from runs.engine.celery.settle import (
     Verdict,
     settle,
@@ -96,13 +96,13 @@ def step_execute(
     task (``continue_chain``); its verdict is in ``Verdict.continued``. ``taps_for``
     gives the run's call taps (``runs.tasks``: a validation run records its calls).
     """
-    result = StepResult.objects.select_related("run").annotate(**TOOLS_KEY).get(pk=step_result_id)
+    result, tools = read_step(step_result_id)
     if result.status != StepStatus.QUEUED:
         logger.debug("step result %s is %s: duplicate or stale message", result.pk, result.status)
         return Verdict(claimed=False)
     run = result.run
     try:
-        context = run_context(run, tools_key=tools_key(result), taps_for=taps_for)
+        context = run_context(run, tools_key=tools, taps_for=taps_for)
     except FlowpilotError as exc:
         return _fail_unstartable(result, run, exc, worker=worker, now=now)
     with context as ctx:

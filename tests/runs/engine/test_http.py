@@ -83,3 +83,31 @@ def test_a_step_session_keeps_cookies_within_one_item_only(site, cli, tmp_path):
     assert other.path == "/sticky/b"
     assert "cookie" not in other.headers  # another step: a new session
     assert StepResult.objects.get(step_id="first").output["items"] == [{"ok": 1}]
+
+
+def test_the_process_client_is_shared_refuses_cookies_and_outlives_a_context_that_uses_it():
+    """Celery step tasks share one client per process: a context built with it leaves it
+    open; one built without it closes its own."""
+    import httpx
+
+    from runs.engine.build import build_run_context
+    from runs.engine.http import process_http_client
+    from workflows.schema import WorkflowSpec
+
+    shared = process_http_client()
+    assert process_http_client() is shared
+    shared.cookies.extract_cookies(
+        httpx.Response(
+            200, headers={"set-cookie": "s=1"}, request=httpx.Request("GET", "http://a.test/")
+        )
+    )
+    assert not shared.cookies  # its jar refuses every cookie
+    spec = WorkflowSpec.model_validate(
+        {"name": "noop", "steps": [{"id": "a", "kind": "transform", "expression": "`1`"}]}
+    )
+    with build_run_context(run_id=0, spec=spec, http=shared) as ctx:
+        assert ctx.http is shared
+    assert not shared.is_closed
+    with build_run_context(run_id=0, spec=spec) as own:
+        assert own.http is not shared
+    assert own.http.is_closed

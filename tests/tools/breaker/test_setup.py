@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from tests.celery_support import redis_url
+from tests.tools.breaker.conftest import redis_client
 from tools.breaker.db_store import DatabaseBreakerStore
 from tools.breaker.redis_store import RedisBreakerStore
 from tools.breaker.setup import breaker_backend, breakers_from_settings
@@ -66,3 +68,25 @@ def test_a_bad_setting_is_named(settings, changes, message):
         setattr(settings, name, value)
     with pytest.raises(ImproperlyConfigured, match=message):
         breakers_from_settings()
+
+
+def test_runs_share_the_process_redis_store_and_closing_a_run_leaves_it_open(settings, clock):
+    """A run (a Celery step task) takes the process's store: no Redis client, connection
+    and handshake per task; a run closing its breakers does not close the next one's."""
+    redis_client()  # skipped without a test Redis
+    settings.FLOWPILOT_BREAKER_BACKEND = "redis"
+    settings.FLOWPILOT_BREAKER_REDIS_URL = redis_url()
+    first, second = breakers_from_settings(clock=clock), breakers_from_settings(clock=clock)
+    assert first is not None
+    assert second is not None
+    assert first.store is second.store
+    first.close()
+    store = second.store
+    assert isinstance(store, RedisBreakerStore)
+    store.record_success("shared.example")  # still connected
+    assert store.client.ping()
+    own = RedisBreakerStore.from_url(redis_url())  # one of its own is closed with it
+    assert own is not store
+    assert own.owned
+    assert not store.owned
+    own.close()

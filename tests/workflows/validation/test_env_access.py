@@ -56,3 +56,19 @@ def test_names_match_declared_names_or_case_sensitive_globs(name, allowed):
     assert env_name_allowed(name, declared=declared, allow=["REPORT_*"]) is allowed
     kept = allowed_env({name: "v"}, declared=declared, allow=["REPORT_*"])
     assert (name in kept) is allowed
+
+
+@pytest.mark.parametrize("allow", [[], ["TEAM"], ["TEAM", "REPORT_*"], ["T?AM"], ["[T]EAM"]])
+def test_the_allowed_part_is_the_same_with_and_without_globs(allow):
+    """Names alone are looked up one by one; a glob walks the environment: same answer."""
+    env = {"API_TOKEN": "t", "TEAM": "a", "REPORT_NOTE": "n", "HOME": "/h", "team": "b"}
+    declared = frozenset({"API_TOKEN", "MISSING"})
+    expected = {
+        name: value
+        for name, value in sorted(env.items())
+        if env_name_allowed(name, declared=declared, allow=allow)
+    }
+    kept = allowed_env(env, declared=declared, allow=allow)
+    assert kept == expected
+    assert list(kept) == sorted(kept)
+    assert not {"HOME", "team", "MISSING"} & kept.keys()

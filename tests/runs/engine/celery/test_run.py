@@ -166,3 +166,34 @@ def test_a_step_in_flight_when_the_run_is_cancelled_finishes_and_nothing_follows
     rows = results(run)
     assert rows["s01"].status == "running"
     assert rows["join"].status == "skipped"
+
+
+# --- a task's first read -------------------------------------------------------------
+
+
+def test_read_step_reads_the_step_its_run_and_the_tool_tables_state_as_the_orm_does(echo_api):
+    """One precompiled statement; the values converted as the ORM converts them (JSON
+    inputs, aware datetimes, the UUID), the tool table's state as ``tools_state``."""
+    from runs.engine import caches
+    from runs.engine.celery.run import read_step
+    from runs.models import StepResult
+
+    _, bus = started(fan_out_flow("read", 2), tag="beta")
+    pk = bus.published[0].step_result_id
+    result, tools = read_step(pk)
+
+    expected = StepResult.objects.select_related("run").get(pk=pk)
+    assert (result.pk, result.run_id, result.step_id, result.status) == (
+        expected.pk,
+        expected.run_id,
+        expected.step_id,
+        "queued",
+    )
+    for field in Run._meta.concrete_fields:
+        assert getattr(result.run, field.attname) == getattr(expected.run, field.attname)
+    assert result.run.inputs == {"tag": "beta"}
+    assert result.run.started_at is not None
+    assert result.run.started_at.tzinfo is not None
+    assert tools == caches.tools_state()
+    with pytest.raises(StepResult.DoesNotExist):
+        read_step(pk + 10_000)
