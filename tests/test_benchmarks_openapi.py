@@ -23,7 +23,7 @@ def test_the_openapi_benchmark_prints_its_table():
         "x plain parse", "result"]  # fmt: skip
     body = {row[0].strip(): row[-1].strip() for row in rows[2:] if "(shipped)" in row[0]}
     assert body == {
-        "petstore (shipped)": "3 tool file(s), 2 unsupported construct(s)",
-        "GitHub subset (shipped)": "4 tool file(s), 1 unsupported construct(s)",
+        "petstore (shipped)": "imported 3 operations, skipped 0; 2 unsupported construct(s)",
+        "GitHub subset (shipped)": "imported 4 operations, skipped 0; 1 unsupported construct(s)",
     }
     assert rows[-1][0].strip() == "target"

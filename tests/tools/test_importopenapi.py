@@ -96,7 +96,7 @@ def test_a_stripe_sized_document_imports_whole(cli, tmp_path):
     result = cli("importopenapi", str(source), "--out", str(out), "--prefix", "stripe")
 
     assert result.code == 0, result.err
-    assert result.out.endswith("600 tool file(s), 0 unsupported construct(s)\n")
+    assert result.out.endswith("imported 600 operations, skipped 0; 0 unsupported construct(s)\n")
     [tool] = load_tool_file(out / "post_v1_account_reports.yaml")
     assert tool.http is not None
     assert tool.http.request.body_type == "form"
@@ -112,8 +112,114 @@ def test_a_github_sized_document_imports_whole(cli, tmp_path):
     result = cli("importopenapi", str(source), "--out", str(out), "--prefix", "gh")
 
     assert result.code == 0, result.err
-    written, _, skipped = result.out.rpartition("\n")[0].rpartition("\n")[2].partition(", ")
-    assert written == "878 tool file(s)"
-    assert skipped == "22 unsupported construct(s)"
+    summary = result.out.rpartition("\n")[0].rpartition("\n")[2]
+    assert summary == "imported 878 operations, skipped 0; 22 unsupported construct(s)"
     assert len(list(out.iterdir())) == 878
     assert result.out.count("not supported; skipped") == 22
+
+
+def deep_document() -> dict:
+    """Three plain operations and one whose request body nests 70 deep in distinct
+    schemas (``D0`` refers to ``D1``, … ``D69`` to ``D70``): past the 64-deep bound."""
+    schemas: dict = {
+        f"D{i}": {
+            "type": "object",
+            "properties": {"next": {"$ref": f"#/components/schemas/D{i + 1}"}},
+        }
+        for i in range(70)
+    }
+    schemas["D70"] = {"type": "string"}
+
+    def plain(op_id: str) -> dict:
+        ok = {"200": {"description": "ok"}}
+        return {"operationId": op_id, "tags": ["plain"], "responses": ok}
+
+    body = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/D0"}}}}
+    return {
+        "openapi": "3.0.3",
+        "servers": [{"url": "https://api.example.com"}],
+        "paths": {
+            "/a": {"get": plain("listA")},
+            "/b": {"get": plain("listB")},
+            "/c": {"get": plain("listC")},
+            "/deep": {"post": {**plain("makeDeep"), "requestBody": body}},
+        },
+        "components": {"schemas": schemas},
+    }
+
+
+DEEP_REASON = (
+    "POST /deep (makeDeep): $ref references nest more than 64 deep at "
+    "#/components/schemas/D64, reached from #/paths/~1deep/post/requestBody"
+)
+
+
+@pytest.fixture
+def deep(tmp_path):
+    source = tmp_path / "deep.yaml"
+    source.write_text(yaml.safe_dump(deep_document()), encoding="utf-8")
+    return source
+
+
+def test_an_operation_that_cannot_be_expanded_is_skipped_and_the_rest_imported(cli, deep, tmp_path):
+    out = tmp_path / "out"
+
+    result = cli("importopenapi", str(deep), "--out", str(out), "--prefix", "x")
+
+    assert result.code == 0, result.err
+    assert sorted(p.name for p in out.iterdir()) == ["list_a.yaml", "list_b.yaml", "list_c.yaml"]
+    assert result.err == f"skipped {DEEP_REASON}\n"
+    assert result.out.endswith("imported 3 operations, skipped 1; 0 unsupported construct(s)\n")
+    for path in out.iterdir():
+        assert load_tool_file(path)[0].http is not None
+
+
+def test_strict_refuses_the_import_and_writes_nothing(cli, deep, tmp_path):
+    out = tmp_path / "out"
+
+    result = cli("importopenapi", str(deep), "--out", str(out), "--prefix", "x", "--strict")
+
+    assert result.code == 1
+    assert result.err == (
+        f"CommandError: {deep}: 1 operation(s) cannot be imported (--strict), nothing "
+        f"written: {DEEP_REASON}\n"
+    )
+    assert not out.exists()
+
+
+def test_an_operation_asked_for_by_name_that_cannot_be_imported_is_an_error(cli, deep, tmp_path):
+    out = tmp_path / "out"
+    named = cli("importopenapi", str(deep), "--out", str(out), "--prefix", "x",
+                "--operation", "listA", "--operation", "makeDeep")  # fmt: skip
+
+    assert named.code == 1
+    assert named.err == (
+        f"CommandError: {deep}: the operation(s) asked for cannot be imported, nothing "
+        f"written: {DEEP_REASON}\n"
+    )
+    assert not out.exists()
+
+    # Chosen by tag (not by name) it is skipped like any other.
+    tagged = cli("importopenapi", str(deep), "--out", str(out), "--prefix", "x", "--tag", "plain")
+    assert tagged.code == 0, tagged.err
+    assert "imported 3 operations, skipped 1;" in tagged.out
+
+
+def test_a_billion_laughs_shared_by_many_operations_skips_each_and_keeps_the_rest(tmp_path):
+    from tools.openapi.generate import openapi_tools
+
+    document = laughs(40)
+    bomb = document["paths"]["/laugh"]["post"]
+    document["paths"] = {f"/laugh{n}": {"post": {**bomb, "operationId": f"laugh{n}"}}
+                         for n in range(100)}  # fmt: skip
+    document["paths"]["/fine"] = {"get": {"operationId": "fine", "responses": {}}}
+
+    generated = openapi_tools(document, prefix="x")
+
+    assert [tool["name"] for tool in generated.tools] == ["fine"]
+    assert len(generated.skipped) == 100
+    assert all(
+        "produces more than 500000 values (references that multiply) at #/components/schemas/s"
+        in skipped.reason
+        for skipped in generated.skipped
+    )

@@ -6,7 +6,9 @@
 2. *Import*: the operations chosen (tag, operationId, method and path shown) are
    written and loaded by ``openapi_import_load`` — the files under
    ``FLOWPILOT_OPENAPI_IMPORT_DIR/<prefix>/``, the tools into the registry — and the
-   page lists the files, the tools and every unsupported construct.
+   page lists the files, the tools and every unsupported construct, and warns of each
+   operation that could not be imported (listed already in step 2; the others are
+   imported all the same).
 
 Staff with ``tools.add_tool`` and ``tools.change_tool`` only; the admin's
 ``admin_view`` adds the login check and CSRF protection.
@@ -73,7 +75,7 @@ def _choose(
         prefix=stored["prefix"],
         tags=selection.tags,
         path_prefixes=selection.path_prefixes,
-    ).unsupported
+    )
     return _render(
         model_admin,
         request,
@@ -82,7 +84,8 @@ def _choose(
         source=stored["source"],
         prefix=stored["prefix"],
         operations=operations,
-        unsupported=preview,
+        unsupported=preview.unsupported,
+        skipped=preview.skipped,
         preselect=bool(selection.tags or selection.path_prefixes),
     )
 
@@ -116,6 +119,8 @@ def _import(model_admin: admin.ModelAdmin[Any], request: HttpRequest) -> HttpRes
         % {"count": count},
         messages.ERROR if report.errors else messages.SUCCESS,
     )
+    for skipped in report.skipped:
+        model_admin.message_user(request, f"Skipped {skipped}", messages.WARNING)
     return _render(model_admin, request, step="done", report=report, source=stored["source"])
 
 

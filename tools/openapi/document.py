@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -133,15 +134,45 @@ def _fetch(url: str, *, http: httpx.Client | None, cap_setting: str) -> str:
         raise OpenAPIError(f"{url}: not {encoding} text: {exc}") from exc
 
 
+class ResolveLimit(OpenAPIError):
+    """Expanding references went past a bound. ``whole_import`` when the bound is the
+    import's (its total of values, of distinct values expanded, of seconds), else the
+    bound of one operation (its values, how deep its references nest), which the
+    import skips. ``ref`` is the innermost reference being expanded when the bound was
+    passed, ``origin`` the JSON pointer of the part of the operation that reached it."""
+
+    def __init__(self, where: str, reason: str, *, whole_import: bool) -> None:
+        super().__init__(f"{where}: {reason}; not imported")
+        self.reason = reason
+        self.whole_import = whole_import
+        self.ref: str | None = None
+        self.origin: str | None = None
+
+    def at(self) -> str:
+        """Where the bound was passed: `` at #/ref, reached from #/origin``, or less."""
+        places = [f"at {self.ref}"] if self.ref else []
+        if self.origin:
+            places.append(f"reached from {self.origin}" if self.ref else f"at {self.origin}")
+        return ", ".join(places)
+
+
 class ResolveBudget:
-    """How far one document's references may be expanded: at most ``nodes`` values
-    produced, references nested at most ``depth`` deep, and ``seconds`` of work, for
-    every ``resolve`` of one import together.
+    """How far one document's references may be expanded, for every ``resolve`` of
+    one import together: at most ``nodes`` values written (what the tool files spell
+    out: a shared expansion counts each time it is used) and ``nodes`` distinct values
+    produced, and ``seconds`` of work; for each operation, at most ``nodes`` values and
+    references nested at most ``depth`` deep.
 
     Cycles alone are not the danger: schemas that each refer to the next one twice
     (a ``$ref`` "billion laughs") expand exponentially without ever repeating along
-    one path, so a few kilobytes would grow without bound. Past a bound the import
-    stops with ``OpenAPIError`` naming the bound and where it was hit."""
+    one path, so a few kilobytes would grow without bound. Past a bound,
+    ``ResolveLimit`` naming the bound and where it was hit.
+
+    Inside ``operation()`` a failed operation's values are given back (nothing of it
+    is written), but not the distinct values it produced nor its time: those stay
+    spent, so a "billion laughs" shared by many operations costs its work once (each
+    later use is refused after a few steps, its parts being shared) and the import's
+    memory and time stay bounded however many operations fail."""
 
     def __init__(
         self,
@@ -153,32 +184,59 @@ class ResolveBudget:
     ) -> None:
         self.nodes = nodes
         self.nodes_left = nodes
+        self.distinct_left = nodes
         self.depth = depth
         self.seconds = seconds
         self._clock = clock
         self._deadline = clock() + seconds
         self._unclocked = 0
+        self._spent = 0  # values counted by the current operation
 
-    def spend(self, where: str, depth: int, count: int = 1) -> None:
-        """Count ``count`` produced values, the deepest at reference depth ``depth``;
-        raise past a bound."""
+    @contextmanager
+    def operation(self) -> Iterator[None]:
+        """Count one operation's expansion: its own bounds, its values given back when
+        it passes one of them (``ResolveLimit`` with ``whole_import`` false)."""
+        left, self._spent = self.nodes_left, 0
+        try:
+            yield
+        except ResolveLimit as exc:
+            if not exc.whole_import:
+                self.nodes_left = left
+            raise
+
+    def spend(self, where: str, depth: int, count: int = 1, *, shared: bool = False) -> None:
+        """Count ``count`` produced values, the deepest at reference depth ``depth``
+        (``shared``: an expansion already made, used again); raise past a bound."""
         self.nodes_left -= count
-        if self.nodes_left < 0:
-            raise OpenAPIError(
-                f"{where}: expanding the document's $ref references produces more than "
-                f"{self.nodes} values (references that multiply); not imported"
+        self._spent += count
+        if not shared:
+            self.distinct_left -= count
+        if self._spent > self.nodes:
+            raise ResolveLimit(
+                where,
+                f"expanding the document's $ref references produces more than {self.nodes} "
+                "values (references that multiply)",
+                whole_import=False,
             )
         if depth > self.depth:
-            raise OpenAPIError(
-                f"{where}: $ref references nest more than {self.depth} deep; not imported"
+            raise ResolveLimit(
+                where, f"$ref references nest more than {self.depth} deep", whole_import=False
+            )
+        if self.nodes_left < 0 or self.distinct_left < 0:
+            raise ResolveLimit(
+                where,
+                "expanding the document's $ref references for the operations together "
+                f"produces more than {self.nodes} values",
+                whole_import=True,
             )
         self._unclocked += count
         if self._unclocked >= 1024:
             self._unclocked = 0
             if self._clock() > self._deadline:
-                raise OpenAPIError(
-                    f"{where}: expanding the document's $ref references took more than "
-                    f"{self.seconds:g}s; not imported"
+                raise ResolveLimit(
+                    where,
+                    f"expanding the document's $ref references took more than {self.seconds:g}s",
+                    whole_import=True,
                 )
 
 
@@ -216,7 +274,7 @@ class Resolver:
         """``value`` with every local ``$ref`` (``#/…``) replaced by its target, recursively.
 
         An external reference, a missing target or a cycle is kept as ``{}`` (any value)
-        and listed in ``problems`` naming ``where``. Past the budget, ``OpenAPIError``."""
+        and listed in ``problems`` naming ``where``. Past the budget, ``ResolveLimit``."""
         found: list[str] = []
         result, _, _ = self._expand(value, (), where, found)
         problems.extend(f"{where}: {problem}" for problem in found)
@@ -234,7 +292,11 @@ class Resolver:
                 return {}
             seen.append(ref)
             if len(seen) > self.budget.depth:
-                self.budget.spend(where, len(seen))
+                try:
+                    self.budget.spend(where, len(seen))
+                except ResolveLimit as exc:
+                    exc.ref = exc.ref or ref
+                    raise
             value = self._target(ref)
         return value
 
@@ -288,13 +350,17 @@ class Resolver:
     ) -> tuple[Any, int, int]:
         key = (ref, frozenset(seen) & self._reachable(ref))
         known = self._memo.get(key)
-        if known is None:
-            found: list[str] = []
-            value, size, deepest = self._expand(self._target(ref), (*seen, ref), where, found)
-            known = _Expansion(value, size, deepest, tuple(found))
-            self._memo[key] = known
-        else:
-            self.budget.spend(where, len(seen) + 1 + known.deepest, known.size)
+        try:
+            if known is None:
+                found: list[str] = []
+                value, size, deepest = self._expand(self._target(ref), (*seen, ref), where, found)
+                known = _Expansion(value, size, deepest, tuple(found))
+                self._memo[key] = known
+            else:
+                self.budget.spend(where, len(seen) + 1 + known.deepest, known.size, shared=True)
+        except ResolveLimit as exc:
+            exc.ref = exc.ref or ref  # the innermost reference: set first, kept outward
+            raise
         problems.extend(known.problems)
         return known.value, known.size + 1, known.deepest + 1
 

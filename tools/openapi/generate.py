@@ -14,23 +14,56 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from tools.openapi.document import Resolver
+from tools.openapi.document import ResolveLimit, Resolver
 
 METHODS = ("get", "post", "put", "patch", "delete")
 OTHER_METHODS = ("head", "options", "trace")
 MAX_SUGGESTED_OUTPUTS = 12
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """An operation of the selection that was not imported: ``key`` is ``"POST /pets"``
+    (the path alone when its whole path item could not be read), ``reason`` says why
+    and where (a JSON pointer into the document)."""
+
+    key: str
+    operation_id: str
+    reason: str
+
+    def __str__(self) -> str:
+        named = f" ({self.operation_id})" if self.operation_id else ""
+        return f"{self.key}{named}: {self.reason}"
+
+
 @dataclass
 class Generated:
-    """The tool files of an import and everything that was left out."""
+    """The tool files of an import and everything that was left out: the constructs
+    that cannot be expressed, and the operations that could not be imported at all."""
 
     tools: list[dict[str, Any]] = field(default_factory=list)
     unsupported: list[str] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+def pointer(*parts: str) -> str:
+    """The JSON pointer ``#/a/b`` of ``parts`` (``/`` and ``~`` escaped)."""
+    return "#" + "".join("/" + p.replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+@contextmanager
+def _at(origin: str) -> Iterator[None]:
+    """Name ``origin`` (a JSON pointer) as where a bound passed inside was reached."""
+    try:
+        yield
+    except ResolveLimit as exc:
+        exc.origin = exc.origin or origin
+        raise
 
 
 def snake(text: str) -> str:
@@ -115,16 +148,26 @@ def openapi_tools(
     Only what a tool file holds is expanded — parameters and the request body in full,
     the 2xx response's schema one level deep (its property names) — each reference
     target once (``Resolver``). ``progress(done, total)`` is called after each chosen
-    operation."""
+    operation.
+
+    An operation whose expansion passes one of its bounds (references nested too deep,
+    references that multiply) is left out and listed in ``skipped`` with the reason and
+    where; the others are imported. A bound of the whole import (the values of every
+    operation together, the time) is ``ResolveLimit`` itself."""
     out = Generated()
     env = snake(prefix).upper()
     names = tool_names(document)
     selection = Selection(tags or [], operations or [], path_prefixes or [])
     resolver = Resolver(document)
-    items = {
-        path: resolver.deref(item, out.unsupported, where=f"paths.{path}")
-        for path, item in sorted(document["paths"].items())
-    }
+    items: dict[str, Any] = {}
+    for path, item in sorted(document["paths"].items()):
+        try:
+            with resolver.budget.operation(), _at(pointer("paths", path)):
+                items[path] = resolver.deref(item, out.unsupported, where=f"paths.{path}")
+        except ResolveLimit as exc:
+            if exc.whole_import:
+                raise
+            out.skipped.append(Skipped(path, "", f"{exc.reason} {exc.at()}"))
     total = sum(
         1
         for path, item in items.items()
@@ -144,7 +187,18 @@ def openapi_tools(
             if not (isinstance(op, dict) and selection.chooses(op, method, path)):
                 continue
             name = names[(method, path)]
-            tool = _tool(document, (path, method, name), item, op, env, level)
+            listed = len(out.unsupported)
+            try:
+                with resolver.budget.operation():
+                    tool = _tool(document, (path, method, name), item, op, env, level)
+            except ResolveLimit as exc:
+                if exc.whole_import:
+                    raise
+                del out.unsupported[listed:]  # of an operation not imported
+                op_id = str(op.get("operationId") or "")
+                reason = f"{exc.reason} {exc.at()}"
+                out.skipped.append(Skipped(operation_key(method, path), op_id, reason))
+                tool = None
             if tool is not None:
                 out.tools.append(tool)
             done += 1
@@ -160,7 +214,7 @@ class _Level:
     resolver: Resolver
     where: str
     unsupported: list[str]
-    shared: dict[str, Any]  # the path item's parameters, once expanded
+    shared: dict[str, Any]  # the path item's parameters, once expanded (or why not)
 
     def full(self, value: Any) -> Any:
         return self.resolver.resolve(value, self.unsupported, where=self.where)
@@ -175,8 +229,18 @@ class _Level:
     def parameters(self, owner: dict[str, Any], *, shared: bool) -> list[dict[str, Any]]:
         """The parameters of an operation or (``shared``) of its path item, expanded."""
         if shared and "parameters" in self.shared:
-            return list(self.shared["parameters"])
-        found = self.full(owner.get("parameters") or [])
+            known = self.shared["parameters"]
+            if isinstance(known, ResolveLimit):  # every operation of the path is skipped
+                again = ResolveLimit(self.where, known.reason, whole_import=False)
+                again.ref, again.origin = known.ref, known.origin
+                raise again
+            return list(known)
+        try:
+            found = self.full(owner.get("parameters") or [])
+        except ResolveLimit as exc:
+            if shared and not exc.whole_import:
+                self.shared["parameters"] = exc
+            raise
         found = [p for p in found if isinstance(p, dict)] if isinstance(found, list) else []
         if shared:
             self.shared["parameters"] = found
@@ -273,11 +337,14 @@ def _tool(
     path, method, name = which
     where = f"{method.upper()} {path}"
     unsupported = level.unsupported
-    shared = level.parameters(item, shared=True)
+    with _at(pointer("paths", path, "parameters")):
+        shared = level.parameters(item, shared=True)
     params: dict[tuple[Any, Any], dict[str, Any]] = {
         (p.get("in"), p.get("name")): p for p in shared if "in" in p
     }
-    own = level.parameters(op, shared=False)
+    at = pointer("paths", path, method)
+    with _at(f"{at}/parameters"):
+        own = level.parameters(op, shared=False)
     params.update({(p.get("in"), p.get("name")): p for p in own if "in" in p})
     properties: dict[str, Any] = {}
     required: list[str] = []
@@ -299,21 +366,26 @@ def _tool(
             request.setdefault("query", {})[pname] = "{{" + key + "}}"
         elif place == "header":
             request.setdefault("headers", {})[pname] = "{{" + key + "}}"
-    if not _body(op, request, properties, required, where, level):
-        return None
+    with _at(f"{at}/requestBody"):
+        if not _body(op, request, properties, required, where, level):
+            return None
+    with _at(f"{at}/servers"):
+        base_url = _base_url(doc, (item, op), (env, name), where, level)
     tool: dict[str, Any] = {
         "name": name,
         "description": (op.get("summary") or op.get("description") or where).strip(),
-        "base_url": _base_url(doc, (item, op), (env, name), where, level),
+        "base_url": base_url,
         "request": request,
     }
-    auth = _auth(doc, op, env, where, level)
+    with _at(f"{at}/security"):
+        auth = _auth(doc, op, env, where, level)
     if auth is not None:
         tool["auth"] = auth
     tool["inputs"] = {"type": "object", "properties": properties}
     if required:
         tool["inputs"]["required"] = sorted(set(required))
-    extract = _extract(op, level)
+    with _at(f"{at}/responses"):
+        extract = _extract(op, level)
     if extract:
         tool["response_extract"] = extract
     return tool

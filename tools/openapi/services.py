@@ -21,7 +21,7 @@ from tools.errors import ToolConfigError
 from tools.loader import load_tool_data
 from tools.openapi import IMPORT_PERMISSIONS
 from tools.openapi.document import OpenAPIError, openapi_read
-from tools.openapi.generate import Selection, openapi_tools, snake
+from tools.openapi.generate import Selection, Skipped, openapi_operations, openapi_tools, snake
 from tools.permissions import permission_require
 from tools.services import LoadedTool, LoadError, tools_load_dir
 
@@ -58,11 +58,13 @@ def _check(text: str, *, source: str) -> None:
 
 @dataclass
 class ImportReport:
-    """The files written, every construct that could not be expressed, and — when the
-    files were loaded — the tools stored and the files that did not load."""
+    """The files written, every construct that could not be expressed, the operations
+    that could not be imported, and — when the files were loaded — the tools stored and
+    the files that did not load."""
 
     written: list[Path] = field(default_factory=list)
     unsupported: list[str] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
     loaded: list[LoadedTool] = field(default_factory=list)
     errors: list[LoadError] = field(default_factory=list)
 
@@ -76,6 +78,7 @@ def openapi_import(
     operations: list[str] | None = None,
     path_prefixes: list[str] | None = None,
     overwrite: bool = False,
+    strict: bool = False,
     progress: Progress | None = None,
 ) -> ImportReport:
     """Read ``source`` (a file, or a URL on the allowed hosts; at most
@@ -90,6 +93,7 @@ def openapi_import(
         operations=operations,
         path_prefixes=path_prefixes,
         overwrite=overwrite,
+        strict=strict,
         progress=progress,
     )
 
@@ -104,15 +108,22 @@ def openapi_write(
     operations: list[str] | None = None,
     path_prefixes: list[str] | None = None,
     overwrite: bool = False,
+    strict: bool = False,
+    named_must_import: bool = True,
     progress: Progress | None = None,
 ) -> ImportReport:
     """Write one ``<tool>.yaml`` per operation chosen by tag, operationId or
     ``"METHOD /path"``, or path prefix (none: all).
 
-    Every file is checked by the tool loader before anything is written (a file
-    the loader refuses is an ``OpenAPIError`` naming it); an existing file is kept
-    unless ``overwrite``. A tag, operation or path prefix asked for that chooses
-    nothing is an ``OpenAPIError`` naming it and the nearest the document has.
+    An operation that cannot be imported — its references expand past one of its
+    bounds, or its file would not load — is skipped and listed in ``skipped``, the
+    others written. It is an ``OpenAPIError`` naming every such operation, and nothing
+    is written, when ``strict``, when it was named in ``operations`` (unless not
+    ``named_must_import``: the admin page, where every operation is picked by name),
+    or when nothing is left. Every file is checked by the tool loader before anything
+    is written; an existing file is kept unless ``overwrite``. A tag, operation or path
+    prefix asked for that chooses nothing is an ``OpenAPIError`` naming it and the
+    nearest the document has.
     ``progress(stage, done, total)`` follows the operations: ``"generate"`` while
     their tools are made, ``"check"`` while the files are checked."""
     selection = Selection(tags or [], operations or [], path_prefixes or [])
@@ -127,30 +138,55 @@ def openapi_write(
         path_prefixes=path_prefixes,
         progress=(lambda done, total: progress("generate", done, total)) if progress else None,
     )
-    if not generated.tools:
-        raise OpenAPIError(f"{source}: no operation of the selection can be written")
     out = Path(out_dir)
     texts: dict[Path, str] = {}
+    skipped = list(generated.skipped)
+    listed = {op.tool_name: op for op in openapi_operations(document)} if generated.tools else {}
     for done, tool in enumerate(generated.tools, 1):
         path = out / f"{tool['name']}.yaml"
         text = f"# Generated from {Path(source).name} by importopenapi.\n" + tool_yaml(tool)
+        if progress is not None:
+            progress("check", done, len(generated.tools))
         try:
             _check(text, source=str(path))
         except ToolConfigError as exc:
-            raise OpenAPIError(f"generated tool does not load: {exc.message}") from exc
-        if progress is not None:
-            progress("check", done, len(generated.tools))
+            op = listed[tool["name"]]
+            reason = f"the generated tool does not load: {exc.message}"
+            skipped.append(Skipped(op.key, op.operation_id, reason))
+            continue
         if path in texts:
             raise OpenAPIError(f"two operations are both named {tool['name']!r}")
         if path.exists() and not overwrite:
             raise OpenAPIError(f"{path} exists; pass --overwrite to replace it")
         texts[path] = text
+    named = (operations or []) if named_must_import else []
+    _refuse(source, skipped, texts, strict=strict, named=named)
     out.mkdir(parents=True, exist_ok=True)
-    report = ImportReport(unsupported=generated.unsupported)
+    report = ImportReport(unsupported=generated.unsupported, skipped=skipped)
     for path, text in texts.items():
         path.write_text(text, encoding="utf-8")
         report.written.append(path)
     return report
+
+
+def _refuse(
+    source: str, skipped: list[Skipped], texts: dict[Path, str], *, strict: bool, named: list[str]
+) -> None:
+    """Refuse the whole import when operations were skipped and that is not allowed."""
+    asked = [s for s in skipped if s.key in named or (s.operation_id and s.operation_id in named)]
+    if asked:
+        raise OpenAPIError(
+            f"{source}: the operation(s) asked for cannot be imported, nothing written: "
+            + "; ".join(map(str, asked))
+        )
+    if skipped and strict:
+        raise OpenAPIError(
+            f"{source}: {len(skipped)} operation(s) cannot be imported (--strict), nothing "
+            "written: " + "; ".join(map(str, skipped))
+        )
+    if not texts:
+        why = (": " + "; ".join(map(str, skipped))) if skipped else ""
+        raise OpenAPIError(f"{source}: no operation of the selection can be written{why}")
 
 
 def openapi_import_load(
@@ -179,6 +215,7 @@ def openapi_import_load(
         prefix=prefix,
         operations=operations,
         overwrite=overwrite,
+        named_must_import=False,
     )
     for path in report.written:
         loaded = tools_load_dir(directory=path, sync_builtin=False)

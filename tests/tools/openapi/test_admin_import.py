@@ -14,6 +14,7 @@ from tests.api.conftest import grant
 from tests.factories import UserFactory
 from tests.fakes import FakeAPI, FakeResponse
 from tests.tools.openapi.test_document import laughs
+from tests.tools.test_importopenapi import DEEP_REASON, deep_document
 from tools.models import Tool
 from tools.openapi.admin_views import SESSION_KEY
 
@@ -161,14 +162,45 @@ def test_the_page_needs_a_login_and_a_csrf_token(client, importer):
     assert strict.post(URL, {"read": "1", "prefix": "p"}).status_code == 403
 
 
-def test_a_ref_billion_laughs_is_refused_on_the_page_naming_the_bound(importer):
+def test_a_ref_billion_laughs_is_listed_as_not_importable_naming_the_bound(importer):
     page = read(importer, document=upload("laughs.yaml", yaml.safe_dump(laughs()).encode()))
 
     assert page.status_code == 200
-    assert page.context["step"] == "source"
+    assert page.context["step"] == "choose"
+    [skipped] = page.context["skipped"]
+    assert skipped.key == "POST /laugh"
     assert "references produces more than 500000 values" in page.content.decode()
-    assert SESSION_KEY not in importer.session
+
+    refused = importer.post(URL, {"import": "1", "operations": ["POST /laugh"]})
+
+    assert refused.context["step"] == "choose"
+    assert "no operation of the selection can be written: POST /laugh (laugh)" in (
+        refused.content.decode()
+    )
     assert not Tool.objects.exists()
+
+
+def test_an_operation_that_cannot_be_expanded_is_skipped_with_a_warning(importer, import_dir):
+    document = yaml.safe_dump(deep_document()).encode()
+    page = read(importer, document=upload("deep.yaml", document))
+
+    assert page.context["step"] == "choose"
+    assert [str(op) for op in page.context["skipped"]] == [DEEP_REASON]
+    keys = [op.key for op in page.context["operations"]]
+    assert keys == ["GET /a", "GET /b", "GET /c", "POST /deep"]
+
+    done = importer.post(URL, {"import": "1", "operations": keys})
+
+    assert done.context["step"] == "done"
+    assert sorted(Tool.objects.values_list("name", flat=True)) == ["list_a", "list_b", "list_c"]
+    shown = [(m.level_tag, m.message) for m in done.context["messages"]]
+    assert shown == [
+        ("success", "3 tools were imported."),
+        ("warning", f"Skipped {DEEP_REASON}"),
+    ]
+    html = done.content.decode()
+    assert '<li class="warning">Skipped POST /deep (makeDeep): $ref references nest more' in html
+    assert "#/components/schemas/D64, reached from #/paths/~1deep/post/requestBody" in html
 
 
 def test_tags_and_path_prefixes_narrow_the_list_and_a_miss_names_near_matches(importer):

@@ -10,7 +10,14 @@ import json
 import pytest
 import yaml
 
-from tools.openapi.document import OpenAPIError, ResolveBudget, Resolver, openapi_parse, resolve
+from tools.openapi.document import (
+    OpenAPIError,
+    ResolveBudget,
+    ResolveLimit,
+    Resolver,
+    openapi_parse,
+    resolve,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -44,9 +51,12 @@ def test_a_ref_billion_laughs_stops_at_the_bound_with_a_clear_error(cli, tmp_pat
     assert source.stat().st_size < 8000
     result = cli("importopenapi", str(source), "--out", str(tmp_path / "out"), "--prefix", "x")
     assert result.code != 0
-    assert "paths./laugh: expanding the document's $ref references produces more than" in (
-        result.err
+    assert result.err.startswith(
+        f"CommandError: {source}: no operation of the selection can be written: POST /laugh "
+        "(laugh): expanding the document's $ref references produces more than 500000 values "
+        "(references that multiply) at #/components/schemas/s"
     )
+    assert result.err.endswith(", reached from #/paths/~1laugh/post/requestBody\n")
     assert not (tmp_path / "out").exists()
 
 
@@ -139,6 +149,47 @@ def test_a_billion_laughs_is_refused_after_a_few_expansions_not_billions():
     # Each schema was expanded once and then counted as the values it stands for.
     assert budget.nodes_left < 0
     assert 0 < len(resolver._memo) <= 40
+
+
+def test_a_billion_laughs_used_by_many_operations_costs_its_work_once():
+    budget = ResolveBudget()
+    resolver = Resolver(laughs(40), budget)
+    refusals = []
+
+    for _ in range(1000):
+        with pytest.raises(ResolveLimit) as refused, budget.operation():
+            resolver.resolve({"$ref": "#/components/schemas/s0"}, [], where="paths./laugh")
+        refusals.append(refused.value)
+
+    assert {exc.whole_import for exc in refusals} == {False}  # each operation's own bound
+    assert budget.nodes_left == budget.nodes  # nothing of them is written: given back
+    # The work is not given back, and each operation did little of it: the first
+    # expanded each schema once; every later one walks down the twenty-odd schemas
+    # whose expansion passed the bound (not kept) to the parts that were kept, and is
+    # refused there. So the values produced for all of them stay within the import's
+    # bound: a thousand operations cost a fifth of it, not a thousand times it.
+    assert budget.nodes - budget.distinct_left < 1000 * 200 < budget.nodes
+    assert 0 < len(resolver._memo) <= 40
+
+
+def test_the_bounds_of_the_whole_import_stop_it_and_are_not_given_back():
+    schemas = {"big": {"type": "object", "properties": {f"p{i}": {"type": "string"}
+                                                         for i in range(20)}}}  # fmt: skip
+    document = {"components": {"schemas": schemas}}
+    budget = ResolveBudget(nodes=100)
+    resolver = Resolver(document, budget)
+    with budget.operation():
+        resolver.resolve({"$ref": "#/components/schemas/big"}, [], where="a")
+    with budget.operation():
+        resolver.resolve({"$ref": "#/components/schemas/big"}, [], where="b")
+
+    with pytest.raises(ResolveLimit, match="for the operations together produces more than 100"
+                       ) as refused, budget.operation():  # fmt: skip
+        resolver.resolve({"$ref": "#/components/schemas/big"}, [], where="c")
+
+    assert refused.value.whole_import
+    assert refused.value.ref == "#/components/schemas/big"
+    assert budget.nodes_left < 0
 
 
 def test_json_is_read_as_yaml_would_read_it():

@@ -110,3 +110,23 @@ def test_path_and_operation_servers_give_the_base_url(cli, tmp_path):
     out = tmp_path / "out"
     assert cli("importopenapi", str(source), "--out", str(out), "--prefix", "meteo").code == 0
     assert tools_load_dir(directory=out, sync_builtin=False).ok
+
+
+def test_path_parameters_that_cannot_be_expanded_skip_every_operation_of_the_path():
+    from tests.tools.test_importopenapi import deep_document
+
+    document = deep_document()
+    deep = {"name": "filter", "in": "query", "schema": {"$ref": "#/components/schemas/D0"}}
+    document["paths"]["/c"]["parameters"] = [deep]
+    document["paths"]["/c"]["post"] = {"operationId": "postC", "responses": {}}
+
+    generated = openapi_tools(document, prefix="x")
+
+    assert [tool["name"] for tool in generated.tools] == ["list_a", "list_b"]
+    assert [(s.key, s.operation_id) for s in generated.skipped] == [
+        ("GET /c", "listC"), ("POST /c", "postC"), ("POST /deep", "makeDeep")]  # fmt: skip
+    assert generated.skipped[1].reason == (
+        "$ref references nest more than 64 deep at #/components/schemas/D64, "
+        "reached from #/paths/~1c/parameters"
+    )
+    assert generated.unsupported == []

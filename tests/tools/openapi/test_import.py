@@ -136,7 +136,7 @@ def test_an_operation_is_chosen_by_method_and_path_too(cli, tmp_path):
     )
 
     assert [p.name for p in tmp_path.iterdir()] == ["show_pet_by_id.yaml"]
-    assert "1 tool file(s)" in result.out
+    assert "imported 1 operation, skipped 0;" in result.out
 
 
 def test_a_file_larger_than_the_cap_is_not_read_naming_the_setting(tmp_path, settings):

@@ -20,7 +20,9 @@ class Command(FlowpilotCommand):
         "Write one http tool YAML per operation of an OpenAPI 3.0/3.1 document (a file, or a "
         "URL on FLOWPILOT_OPENAPI_HOSTS; at most FLOWPILOT_OPENAPI_MAX_BYTES), chosen by "
         "--tag / --operation / --path-prefix (default: all). Constructs that cannot be "
-        "expressed are listed. A progress bar is shown on a terminal."
+        "expressed are listed; an operation whose references cannot be expanded is skipped "
+        "with a warning on stderr (--strict: nothing is written). A progress bar is shown "
+        "on a terminal."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -43,6 +45,11 @@ class Command(FlowpilotCommand):
             help="Operations whose path begins with this (e.g. /v1/customers).",
         )
         parser.add_argument("--overwrite", action="store_true", help="Replace existing files.")
+        parser.add_argument(
+            "--strict",
+            action="store_true",
+            help="All or nothing: write no file when an operation cannot be imported.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         stream = cast("TextIO", self.stderr._out)  # the stream itself: the bar writes no "\n"
@@ -56,6 +63,7 @@ class Command(FlowpilotCommand):
                     operations=options["operation"],
                     path_prefixes=options["path_prefix"],
                     overwrite=options["overwrite"],
+                    strict=options["strict"],
                     progress=progress,
                 )
         except ToolConfigError as exc:
@@ -64,8 +72,14 @@ class Command(FlowpilotCommand):
             self.stdout.write(self.style.SUCCESS(f"wrote {path}"))
         for line in report.unsupported:
             self.stdout.write(self.style.WARNING(f"unsupported {line}"))
+        for skipped in report.skipped:
+            self.stderr.write(self.style.WARNING(f"skipped {skipped}"))
         written, unsupported = len(report.written), len(report.unsupported)
-        self.stdout.write(f"{written} tool file(s), {unsupported} unsupported construct(s)")
+        plural = "" if written == 1 else "s"
+        self.stdout.write(
+            f"imported {written} operation{plural}, skipped {len(report.skipped)}; "
+            f"{unsupported} unsupported construct(s)"
+        )
 
 
 @contextmanager
