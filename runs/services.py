@@ -113,14 +113,18 @@ def run_create(
             replay_of=replay_of,
         )
         reuse = reuse or {}
-        StepResult.objects.bulk_create(
+        rows = StepResult.objects.bulk_create(
             _reused_copy(run, reuse[s.id]) if s.id in reuse else StepResult(run=run, step_id=s.id)
             for s in spec.steps
         )
     logger.info("run %s created for %s (%s)", run.pk, workflow, trigger)
     # Executed in this process right away (runflow, the admin), the run uses the registry
-    # it was just validated against instead of reading the tool table's state again.
+    # it was just validated against instead of reading the tool table's state again, and
+    # the step rows just written instead of reading them back (where the database gave
+    # their ids).
     run.validated_registry = registry
+    if all(row.pk is not None for row in rows):
+        run.created_results = {row.step_id: row for row in sorted(rows, key=lambda r: r.step_id)}
     return run
 
 
@@ -146,6 +150,8 @@ def run_execute(
 ) -> Run:
     """Execute a pending (or resumed) run in this process and record how it ended."""
     started = {"started_at": run.started_at or timezone.now()}
+    # The rows run_create wrote, valid while the run has never started: its first start.
+    created, run.created_results = run.created_results, None
     if not run_transition(run, RunStatus.RUNNING, **started):
         run.refresh_from_db()
         raise RunStateError(f"run {run.pk} is {run.status}; it cannot start")
@@ -162,7 +168,7 @@ def run_execute(
             )
         if ctx.run_child is None:
             ctx.run_child = _execute_child
-        driven = drive_local(ctx, run, observer=observer)
+        driven = drive_local(ctx, run, observer=observer, results=created)
         if driven is not None:
             run_finish(ctx, run, driven.views, results=driven.results)
     except BaseException as exc:
@@ -287,6 +293,7 @@ def run_enqueue(*, run: Run, observer: Observer | None = None) -> Run:
     """
     if in_process():
         return run_execute(run=run, observer=observer)
+    run.created_results = None  # started elsewhere: this instance's rows go stale
     return run_start(run=run)
 
 
