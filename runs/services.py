@@ -26,6 +26,7 @@ from runs.engine.celery.run import run_start
 from runs.engine.context import RunContext
 from runs.engine.finish import MAX_SUMMARY_CHARS, run_finish, run_finished_announce
 from runs.engine.local import Observer, drive_local
+from runs.engine.rows import run_rows_create
 from runs.engine.secrets import inputs_refuse_secrets
 from runs.models import Run, StepResult
 from runs.replay.recorder import call_recorder_for
@@ -102,21 +103,21 @@ def run_create(
         workflow_pins_check(workflow=workflow, registry=registry)
     resolved = resolve_inputs(spec.inputs, dict(inputs or {}))
     inputs_refuse_secrets(inputs=resolved, registry=registry, env=os.environ)
-    with transaction.atomic():
-        run = Run.objects.create(
-            workflow=workflow,
-            definition_hash=workflow.definition_hash,
-            trigger=trigger,
-            inputs=resolved,
-            restarted_from=restarted_from,
-            restarted_from_step=restarted_from_step,
-            replay_of=replay_of,
-        )
-        reuse = reuse or {}
-        rows = StepResult.objects.bulk_create(
-            _reused_copy(run, reuse[s.id]) if s.id in reuse else StepResult(run=run, step_id=s.id)
-            for s in spec.steps
-        )
+    run = Run(
+        workflow=workflow,
+        definition_hash=workflow.definition_hash,
+        trigger=trigger,
+        inputs=resolved,
+        restarted_from=restarted_from,
+        restarted_from_step=restarted_from_step,
+        replay_of=replay_of,
+    )
+    reuse = reuse or {}
+    rows = [
+        _reused_copy(run, reuse[s.id]) if s.id in reuse else StepResult(run=run, step_id=s.id)
+        for s in spec.steps
+    ]
+    run_rows_create(run, rows)
     logger.info("run %s created for %s (%s)", run.pk, workflow, trigger)
     # Executed in this process right away (runflow, the admin), the run uses the registry
     # it was just validated against instead of reading the tool table's state again, and
