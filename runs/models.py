@@ -35,6 +35,10 @@ class Run(models.Model):
     # instance it returns so a run executed right away in this process does not read the
     # tool table's state again (``runs.services.run_execute``).
     validated_registry: ToolRegistry | None = None
+    # Not a column either: the step rows ``run_create`` has just written (by step id), so
+    # ``run_execute`` starting this instance first does not read them back. Taken (and
+    # cleared) by the first start in this process.
+    created_results: "dict[str, StepResult] | None" = None
     uuid = models.UUIDField(
         default=uuid.uuid4,
         unique=True,

@@ -26,6 +26,7 @@ from runs.engine.celery.run import run_start
 from runs.engine.context import RunContext
 from runs.engine.finish import MAX_SUMMARY_CHARS, run_finish, run_finished_announce
 from runs.engine.local import Observer, drive_local
+from runs.engine.rows import run_rows_create
 from runs.engine.secrets import inputs_refuse_secrets
 from runs.models import Run, StepResult
 from runs.replay.recorder import call_recorder_for
@@ -102,25 +103,29 @@ def run_create(
         workflow_pins_check(workflow=workflow, registry=registry)
     resolved = resolve_inputs(spec.inputs, dict(inputs or {}))
     inputs_refuse_secrets(inputs=resolved, registry=registry, env=os.environ)
-    with transaction.atomic():
-        run = Run.objects.create(
-            workflow=workflow,
-            definition_hash=workflow.definition_hash,
-            trigger=trigger,
-            inputs=resolved,
-            restarted_from=restarted_from,
-            restarted_from_step=restarted_from_step,
-            replay_of=replay_of,
-        )
-        reuse = reuse or {}
-        StepResult.objects.bulk_create(
-            _reused_copy(run, reuse[s.id]) if s.id in reuse else StepResult(run=run, step_id=s.id)
-            for s in spec.steps
-        )
+    run = Run(
+        workflow=workflow,
+        definition_hash=workflow.definition_hash,
+        trigger=trigger,
+        inputs=resolved,
+        restarted_from=restarted_from,
+        restarted_from_step=restarted_from_step,
+        replay_of=replay_of,
+    )
+    reuse = reuse or {}
+    rows = [
+        _reused_copy(run, reuse[s.id]) if s.id in reuse else StepResult(run=run, step_id=s.id)
+        for s in spec.steps
+    ]
+    run_rows_create(run, rows)
     logger.info("run %s created for %s (%s)", run.pk, workflow, trigger)
     # Executed in this process right away (runflow, the admin), the run uses the registry
-    # it was just validated against instead of reading the tool table's state again.
+    # it was just validated against instead of reading the tool table's state again, and
+    # the step rows just written instead of reading them back (where the database gave
+    # their ids).
     run.validated_registry = registry
+    if all(row.pk is not None for row in rows):
+        run.created_results = {row.step_id: row for row in sorted(rows, key=lambda r: r.step_id)}
     return run
 
 
@@ -146,6 +151,8 @@ def run_execute(
 ) -> Run:
     """Execute a pending (or resumed) run in this process and record how it ended."""
     started = {"started_at": run.started_at or timezone.now()}
+    # The rows run_create wrote, valid while the run has never started: its first start.
+    created, run.created_results = run.created_results, None
     if not run_transition(run, RunStatus.RUNNING, **started):
         run.refresh_from_db()
         raise RunStateError(f"run {run.pk} is {run.status}; it cannot start")
@@ -162,7 +169,7 @@ def run_execute(
             )
         if ctx.run_child is None:
             ctx.run_child = _execute_child
-        driven = drive_local(ctx, run, observer=observer)
+        driven = drive_local(ctx, run, observer=observer, results=created)
         if driven is not None:
             run_finish(ctx, run, driven.views, results=driven.results)
     except BaseException as exc:
@@ -287,6 +294,7 @@ def run_enqueue(*, run: Run, observer: Observer | None = None) -> Run:
     """
     if in_process():
         return run_execute(run=run, observer=observer)
+    run.created_results = None  # started elsewhere: this instance's rows go stale
     return run_start(run=run)
 
 

@@ -13,8 +13,10 @@ so ``runs.models`` can declare its fields from the enums here without an import 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection, connections, models, router, transaction
@@ -149,6 +151,25 @@ def _row_update(
     fields: dict[str, Any],
     run_status: str | None,
 ) -> int:
+    write = _row_write(instance, sources, to, fields, run_status)
+    with (
+        transaction.mark_for_rollback_on_error(using=write.alias),
+        connections[write.alias].cursor() as c,
+    ):
+        c.execute(write.sql, write.params)
+        updated = c.rowcount
+    if updated:
+        write.apply()
+    return updated
+
+
+def _row_write(
+    instance: models.Model,
+    sources: list[str],
+    to: str,
+    fields: dict[str, Any],
+    run_status: str | None,
+) -> RowWrite:
     model = type(instance)
     connection = connections[instance._state.db or router.db_for_write(model)]
     names = tuple(fields)
@@ -158,12 +179,101 @@ def _row_update(
     params += [instance.pk, *sources]
     if run_status is not None:
         params.append(run_status)
-    with transaction.mark_for_rollback_on_error(using=connection.alias), connection.cursor() as c:
-        c.execute(sql, params)
-        updated = c.rowcount
-    if updated:
-        _apply(instance, to, fields)
-    return updated
+    return RowWrite(instance, to, fields, connection.alias, sql, params)
+
+
+@dataclass(frozen=True)
+class RowWrite:
+    """One row's status write, prepared but not sent: ``rows_write`` sends a batch."""
+
+    instance: models.Model
+    to: str
+    fields: Mapping[str, Any]
+    alias: str
+    sql: str  # UPDATE … WHERE …, parameters as %s
+    params: Sequence[Any]
+
+    def apply(self) -> None:
+        """Set the written values on the instance (what the row holds once written)."""
+        _apply(self.instance, self.to, self.fields)
+
+
+def step_write(result: models.Model, to: str, **fields: Any) -> RowWrite:
+    """``step_transition`` of one instance with plain values, prepared for ``rows_write``."""
+    return _row_write(result, _sources(STEP_TRANSITIONS, to), to, fields, None)
+
+
+def step_claim_write(result: models.Model, *, run_status: str, **fields: Any) -> RowWrite:
+    """``step_claim``, prepared for ``rows_write``."""
+    return _row_write(result, [StepStatus.PENDING], StepStatus.RUNNING, fields, run_status)
+
+
+def rows_write(writes: Sequence[RowWrite], *, required: int = 0) -> list[int]:
+    """Send ``writes`` as one atomic unit; how many rows each changed (0 or 1).
+
+    The first ``required`` writes are the facts the others were decided from: the
+    others are written only if every one of those changed its row (else they change
+    nothing, and report 0). On PostgreSQL the batch is one statement — each write a
+    data-modifying CTE, the later ones conditional on the earlier ones' ``RETURNING``
+    — so outside a transaction it is one round trip and one commit, atomic by itself;
+    elsewhere the writes run one after the other in a transaction. Instances are
+    updated (``RowWrite.apply``) for the writes that changed their row.
+    """
+    if not writes:
+        return []
+    alias = writes[0].alias
+    if any(w.alias != alias for w in writes):
+        raise ValueError("one batch of row writes goes to one database")
+    db = connections[alias]
+    if len(writes) == 1:
+        counts = _rows_write_each(db, writes, required)  # one statement: atomic by itself
+    elif db.vendor == "postgresql":
+        # One statement, atomic by itself. Inside a caller's transaction it gets a
+        # savepoint (as a transaction of several would), so a failed try leaves that
+        # transaction usable.
+        nested = transaction.atomic(using=alias) if db.in_atomic_block else contextlib.nullcontext()
+        with nested:
+            counts = _rows_write_cte(db, writes, required)
+    else:
+        with transaction.atomic(using=alias):
+            counts = _rows_write_each(db, writes, required)
+    for write, count in zip(writes, counts, strict=True):
+        if count:
+            write.apply()
+    return counts
+
+
+def _rows_write_each(db: Any, writes: Sequence[RowWrite], required: int) -> list[int]:
+    counts: list[int] = []
+    with transaction.mark_for_rollback_on_error(using=db.alias), db.cursor() as cursor:
+        for number, write in enumerate(writes):
+            if number >= required and sum(counts[:required]) < required:
+                counts.append(0)
+                continue
+            cursor.execute(write.sql, write.params)
+            counts.append(cursor.rowcount)
+    return counts
+
+
+def _rows_write_cte(db: Any, writes: Sequence[RowWrite], required: int) -> list[int]:
+    """``WITH w0 AS (UPDATE … RETURNING 1), … SELECT (SELECT count(*) FROM w0), …``."""
+    parts: list[str] = []
+    params: list[Any] = []
+    guard = ""
+    if required:
+        # Only generated names and numbers: every value is a parameter of the writes.
+        landed = " + ".join(f"(SELECT count(*) FROM w{n})" for n in range(required))  # noqa: S608
+        guard = f" AND ({landed}) = {int(required)}"
+    for number, write in enumerate(writes):
+        condition = guard if number >= required else ""
+        parts.append(f"w{number} AS ({write.sql}{condition} RETURNING 1)")
+        params += write.params
+    counted = ", ".join(f"(SELECT count(*) FROM w{n})" for n in range(len(writes)))  # noqa: S608
+    sql = f"WITH {', '.join(parts)} SELECT {counted}"
+    with transaction.mark_for_rollback_on_error(using=db.alias), db.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    return [int(n) for n in row]
 
 
 @functools.lru_cache(maxsize=256)

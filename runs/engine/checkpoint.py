@@ -22,7 +22,15 @@ from runs.engine.readiness import StepState
 from runs.engine.resolve import step_view_value
 from runs.engine.tries import AttemptRecord, capped_error
 from runs.models import Run, StepResult
-from runs.state import RunStatus, StepStatus, step_claim, step_transition
+from runs.state import (
+    RowWrite,
+    RunStatus,
+    StepStatus,
+    rows_write,
+    step_claim_write,
+    step_transition,
+    step_write,
+)
 from tools.jsondata import store_escape, store_unescape
 from workflows.schema import AnyStep
 
@@ -82,39 +90,82 @@ def view_of(result: StepResult) -> Any:
     return store_unescape(step_view_value(result.status, result.output, result.error))
 
 
-def mark_running(ctx: RunContext, result: StepResult, *, inputs_record: dict) -> bool:
+def mark_running(
+    ctx: RunContext,
+    result: StepResult,
+    *,
+    inputs_record: dict,
+    into: list[RowWrite] | None = None,
+) -> bool | None:
     """Claim a pending step of a running run. False when it was not pending any more
-    (a cancel skipped it, or another driver took it): then it must not start."""
-    now = ctx.now()
-    inputs, capped = stored_inputs(ctx, inputs_record)
-    claimed = step_claim(
-        result, run_status=RunStatus.RUNNING,
-        inputs=inputs, inputs_truncated=capped, started_at=now, finished_at=None, error=None,
-        updated_at=now,
-    )  # fmt: skip
+    (a cancel skipped it, or another driver took it): then it must not start.
+
+    With ``into`` the claim is only prepared, appended there for the caller to send
+    with others (``runs.state.rows_write``, which tells whether it landed): None.
+    """
+    write = _running_write(ctx, result, inputs_record=inputs_record)
+    if into is not None:
+        into.append(write)
+        return None
+    (claimed,) = rows_write([write])
     if not claimed:
         result.refresh_from_db()
     return bool(claimed)
 
 
-def mark_skipped(results: list[StepResult], now: datetime) -> None:
-    """Skip steps that never started (pending, or claimed but not yet called)."""
-    step_transition(
-        StepResult.objects.filter(pk__in=[r.pk for r in results]), StepStatus.SKIPPED,
-        finished_at=now,
+def _running_write(ctx: RunContext, result: StepResult, *, inputs_record: dict) -> RowWrite:
+    now = ctx.now()
+    inputs, capped = stored_inputs(ctx, inputs_record)
+    return step_claim_write(
+        result, run_status=RunStatus.RUNNING,
+        inputs=inputs, inputs_truncated=capped, started_at=now, finished_at=None, error=None,
+        updated_at=now,
     )  # fmt: skip
+
+
+def mark_skipped(
+    results: list[StepResult], now: datetime, *, into: list[RowWrite] | None = None
+) -> None:
+    """Skip steps that never started (pending, or claimed but not yet called).
+
+    With ``into``, one write per row is prepared and appended there (``mark_running``).
+    The rows' in-memory copies are marked skipped either way, whether or not a row was
+    still in a state that can be skipped.
+    """
+    if into is not None:
+        into += [step_write(r, StepStatus.SKIPPED, finished_at=now) for r in results]
+    else:
+        step_transition(
+            StepResult.objects.filter(pk__in=[r.pk for r in results]), StepStatus.SKIPPED,
+            finished_at=now,
+        )  # fmt: skip
     for result in results:
         result.status = StepStatus.SKIPPED
         result.finished_at = now
 
 
-def mark_finished(ctx: RunContext, result: StepResult, outcome: StepOutcome) -> None:
-    """Write the outcome of a step (its checkpoint)."""
+def mark_finished(
+    ctx: RunContext,
+    result: StepResult,
+    outcome: StepOutcome,
+    *,
+    into: list[RowWrite] | None = None,
+) -> None:
+    """Write the outcome of a step (its checkpoint); with ``into``, only prepare the
+    write and append it there (``mark_running``)."""
+    write = _finished_write(ctx, result, outcome)
+    if into is not None:
+        into.append(write)
+    else:
+        rows_write([write])
+
+
+def _finished_write(ctx: RunContext, result: StepResult, outcome: StepOutcome) -> RowWrite:
     output, capped = (None, False)
     if outcome.status == StepStatus.SUCCEEDED:
         output, capped = stored_output(ctx, outcome.output)
     now = ctx.now()
-    step_transition(
+    return step_write(
         result,
         outcome.status,
         output=output,
@@ -129,12 +180,28 @@ def mark_finished(ctx: RunContext, result: StepResult, outcome: StepOutcome) -> 
 
 
 def mark_failed_before_call(
-    ctx: RunContext, result: StepResult, error: dict, inputs_record: dict[str, Any] | None = None
+    ctx: RunContext,
+    result: StepResult,
+    error: dict,
+    inputs_record: dict[str, Any] | None = None,
+    *,
+    into: list[RowWrite] | None = None,
 ) -> None:
-    """A step that failed before its tool was called (a reference or template error)."""
+    """A step that failed before its tool was called (a reference or template error);
+    with ``into``, only prepare the write and append it there (``mark_running``)."""
+    write = _failed_before_call_write(ctx, result, error, inputs_record)
+    if into is not None:
+        into.append(write)
+    else:
+        rows_write([write])
+
+
+def _failed_before_call_write(
+    ctx: RunContext, result: StepResult, error: dict, inputs_record: dict[str, Any] | None = None
+) -> RowWrite:
     now = ctx.now()
     inputs, capped = stored_inputs(ctx, inputs_record)
-    step_transition(
+    return step_write(
         result,
         StepStatus.FAILED,
         error=storable(capped_error(ctx.redactor.scrub(error))),

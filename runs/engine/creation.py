@@ -16,8 +16,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from django.db import transaction
-
+from runs.engine.rows import run_rows_create
 from runs.engine.secrets import inputs_refuse_secrets
 from runs.models import Run, StepResult
 from runs.state import RunTrigger
@@ -54,16 +53,15 @@ def child_run_create(
         workflow_pins_check(workflow=workflow, registry=registry)
     resolved = resolve_inputs(spec.inputs, dict(inputs))
     inputs_refuse_secrets(inputs=resolved, registry=registry, env=os.environ)
-    with transaction.atomic():
-        run = Run.objects.create(
-            workflow=workflow,
-            definition_hash=workflow.definition_hash,
-            trigger=RunTrigger.WORKFLOW if replay_of is None else RunTrigger.REPLAY,
-            inputs=resolved,
-            replay_of=replay_of,
-            parent_run_id=parent_step.run_id,
-            parent_step=parent_step,
-        )
-        StepResult.objects.bulk_create(StepResult(run=run, step_id=s.id) for s in spec.steps)
+    run = Run(
+        workflow=workflow,
+        definition_hash=workflow.definition_hash,
+        trigger=RunTrigger.WORKFLOW if replay_of is None else RunTrigger.REPLAY,
+        inputs=resolved,
+        replay_of=replay_of,
+        parent_run_id=parent_step.run_id,
+        parent_step=parent_step,
+    )
+    run_rows_create(run, [StepResult(run=run, step_id=s.id) for s in spec.steps])
     logger.info("run %s created for %s (step %s)", run.pk, workflow, parent_step.step_id)
     return run

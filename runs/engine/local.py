@@ -18,8 +18,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import transaction
-
 from runs.engine import checkpoint
 from runs.engine.attempt import StepOutcome, run_with_retries
 from runs.engine.context import RunContext
@@ -27,7 +25,7 @@ from runs.engine.db_retry import with_db_retries
 from runs.engine.readiness import Actions, Readiness, StepState
 from runs.engine.resolve import resolve_step_call
 from runs.models import Run, StepResult
-from runs.state import RunStatus, StepStatus
+from runs.state import RowWrite, RunStateError, RunStatus, StepStatus, rows_write
 from tools.breaker.run_view import REFRESH_SECONDS, in_process_view
 from tools.errors import FlowpilotError
 from workflows.references import StepRef, iter_refs
@@ -48,17 +46,25 @@ class Driven:
     results: Mapping[str, StepResult]
 
 
-def drive_local(ctx: RunContext, run: Run, *, observer: Observer | None = None) -> Driven | None:
+def drive_local(
+    ctx: RunContext,
+    run: Run,
+    *,
+    observer: Observer | None = None,
+    results: Mapping[str, StepResult] | None = None,
+) -> Driven | None:
     """Run every runnable step of ``run``; None when the run was cancelled.
 
-    The checkpoint is read once; from then on each finished step touches only its
+    The checkpoint is read once (unless ``results``: the rows of a run just created and
+    never started, as written); from then on each finished step touches only its
     children (``Readiness``), so a step costs the same at any position of any run.
-    Each turn is one transaction: the outcomes of the steps that just finished, the
+    Each turn is one atomic write: the outcomes of the steps that just finished, the
     skips they decide and the claims of the steps they free commit together, before
-    any of those steps is called.
+    any of those steps is called (``runs.state.rows_write``: on PostgreSQL one
+    statement, a round trip and a commit; elsewhere one transaction).
     """
     spec = ctx.spec
-    results = checkpoint.load_results(run)
+    results = dict(results) if results is not None else checkpoint.load_results(run)
     ready = Readiness(
         ctx.ready, {sid: checkpoint.state_of(r, spec.step(sid)) for sid, r in results.items()}
     )
@@ -158,11 +164,12 @@ class _Decided:
 
 
 class _Turn:
-    """One turn's writes, as one transaction that can be tried again.
+    """One turn's writes, as one atomic write that can be tried again.
 
     The decisions (what is skipped, what starts, with which arguments) are made once,
-    on the first try; a try that fails on a database error is rolled back, the rows'
-    in-memory copies are restored, and the next try writes the same decisions again.
+    on the first try, from the rows as the outcomes will leave them; a try that fails
+    on a database error writes nothing, the rows' in-memory copies are restored, and
+    the next try writes the same decisions again.
     """
 
     def __init__(
@@ -182,18 +189,20 @@ class _Turn:
         touched = [self.results[sid] for sid, _ in done]
         saved = [dict(r.__dict__) for r in touched]
         try:
-            with transaction.atomic():
-                for step_id, outcome in done:
-                    checkpoint.mark_finished(self.ctx, self.results[step_id], outcome)
-                if self._decided is None:
-                    self._decided = self._decide(done)
-                decided = self._decided
-                more = [self.results[sid] for sid in decided.actions.skip]
-                more += [self.results[sid] for sid, _ in decided.failed]
-                more += [self.results[sid] for sid, _, _ in decided.claims]
-                touched += more
-                saved += [dict(r.__dict__) for r in more]
-                self._write_decisions(decided)
+            finished: list[RowWrite] = []
+            for step_id, outcome in done:
+                checkpoint.mark_finished(self.ctx, self.results[step_id], outcome, into=finished)
+            for write in finished:  # the rows as written: what the decisions are made from
+                write.apply()
+            if self._decided is None:
+                self._decided = self._decide(done)
+            decided = self._decided
+            more = [self.results[sid] for sid in decided.actions.skip]
+            more += [self.results[sid] for sid, _ in decided.failed]
+            more += [self.results[sid] for sid, _, _ in decided.claims]
+            touched += more
+            saved += [dict(r.__dict__) for r in more]
+            self._write_decisions(decided, finished)
         except BaseException:
             for result, state in zip(touched, saved, strict=True):
                 result.__dict__.update(state)
@@ -222,16 +231,30 @@ class _Turn:
             decided.claims.append((step_id, args, record))
         return decided
 
-    def _write_decisions(self, decided: _Decided) -> None:
+    def _write_decisions(self, decided: _Decided, finished: list[RowWrite]) -> None:
+        """The turn's outcomes and decisions, as one atomic unit (``rows_write``: one
+        statement on PostgreSQL); the decisions are written only if every outcome was."""
+        writes = list(finished)
         skipped = [self.results[sid] for sid in decided.actions.skip]
         if skipped:
-            checkpoint.mark_skipped(skipped, self.ctx.now())
+            checkpoint.mark_skipped(skipped, self.ctx.now(), into=writes)
         for step_id, error in decided.failed:
-            checkpoint.mark_failed_before_call(self.ctx, self.results[step_id], error)
-        decided.claimed = [
-            checkpoint.mark_running(self.ctx, self.results[sid], inputs_record=record)
-            for sid, _, record in decided.claims
-        ]
+            checkpoint.mark_failed_before_call(self.ctx, self.results[step_id], error, into=writes)
+        claims: list[RowWrite] = []
+        for sid, _, record in decided.claims:
+            checkpoint.mark_running(self.ctx, self.results[sid], inputs_record=record, into=claims)
+        counts = rows_write([*writes, *claims], required=len(finished))
+        lost = [sid for (sid, _), count in zip(decided.finished, counts, strict=False) if not count]
+        if lost:
+            names = ", ".join(f"`{sid}`" for sid in lost)
+            raise RunStateError(
+                f"run {self.run.pk}: the outcome of step {names} could not be recorded: "
+                "another process changed the step while this one ran it"
+            )
+        decided.claimed = [bool(count) for count in counts[len(writes) :]]
+        for (sid, _, _), claimed in zip(decided.claims, decided.claimed, strict=True):
+            if not claimed:
+                self.results[sid].refresh_from_db()
 
     def after_commit(
         self, decided: _Decided, notify: Observer

@@ -98,6 +98,19 @@ def resolve_mapping(
     return values, record
 
 
+def record_of(parsed: Any, value: Any, redactor: Redactor) -> Any:
+    """The checkpoint record of ``value``, which ``parsed`` resolved to: what
+    ``resolve(parsed, …)`` records, without resolving again (every leaf scrubbed, an
+    ``$env`` reference by its name)."""
+    if isinstance(parsed, dict):
+        return {k: record_of(p, value[k], redactor) for k, p in parsed.items()}
+    if isinstance(parsed, list):
+        return [record_of(p, v, redactor) for p, v in zip(parsed, value, strict=True)]
+    if isinstance(parsed, EnvRef):
+        return str(parsed)
+    return redactor.scrub(value)
+
+
 EACH_KEY = "$each"  # per-item arguments of a foreach step (parameter names never start with $)
 
 
@@ -122,9 +135,18 @@ def resolve_step_call(
         "redactor": ctx.redactor,
     }
     cap = ctx.limits.step_output_cap(step.max_output_bytes)
-    values, _ = resolve_mapping(ctx.parsed[step.id], **common, recorded=False)
+    mapping = ctx.parsed[step.id]
+    resolved = {
+        name: resolve(parsed, **common, record=False)[0] for name, parsed in mapping.items()
+    }
+    # Unmapped, as resolve_mapping leaves them: parameters that resolved to null.
+    values = {name: value for name, value in resolved.items() if value is not None}
     check_size(values, cap=cap, step=step.id, what="arguments")
-    args, record = resolve_mapping(ctx.parsed[step.id], **common)
+    # The record from the values just resolved (resolving again would give the same).
+    record = {
+        name: record_of(parsed, resolved[name], ctx.redactor) for name, parsed in mapping.items()
+    }
+    args = dict(values)
     if step.id not in ctx.parsed_items or not isinstance(args.get("items"), list):
         return args, record
     _check_count(step.id, args["items"])

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from django.db import connection
 from django.db.models import F
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from runs.models import Run, StepResult
@@ -18,9 +20,12 @@ from runs.state import (
     StepStatus,
     StepUnstartable,
     WorkerLost,
+    rows_write,
     run_transition,
     step_claim,
+    step_claim_write,
     step_transition,
+    step_write,
 )
 from tools.errors import ToolConfigError
 from workflows.services import workflow_import
@@ -154,3 +159,70 @@ def test_the_error_records_keep_their_stored_form():
         "message": "x" * 4000,
         "retryable": False,
     }
+
+
+@pytest.fixture
+def two_steps(run):
+    """The run, running, with step ``a`` running and a pending step ``b``."""
+    run_transition(run, RunStatus.RUNNING)
+    a = run.step_results.get()
+    step_transition(a, StepStatus.RUNNING)
+    b = StepResult.objects.create(run=run, step_id="b")
+    return a, b
+
+
+def test_a_batch_of_row_writes_lands_whole_and_the_instances_follow(two_steps):
+    a, b = two_steps
+    now = timezone.now()
+    writes = [
+        step_write(a, StepStatus.SUCCEEDED, output={"v": [1, "ü"]}, finished_at=now),
+        step_claim_write(b, run_status=RunStatus.RUNNING, started_at=now),
+    ]
+
+    with CaptureQueriesContext(connection) as sent:
+        assert rows_write(writes, required=1) == [1, 1]
+
+    if connection.vendor == "postgresql":  # one statement: a CTE per write
+        assert [q["sql"].split()[0] for q in sent.captured_queries if "UPDATE" in q["sql"]] == [
+            "WITH"
+        ]
+    assert (a.status, a.output) == ("succeeded", {"v": [1, "ü"]})
+    assert (b.status, b.started_at) == ("running", now)
+    stored = {r.step_id: r for r in StepResult.objects.all()}
+    assert (stored["a"].status, stored["a"].output) == ("succeeded", {"v": [1, "ü"]})
+    assert (stored["b"].status, stored["b"].started_at) == ("running", now)
+
+
+def test_the_writes_decided_from_an_outcome_wait_for_it_to_land(two_steps):
+    """An outcome that changed no row (another writer moved the step) takes the writes
+    after it along: none of them lands."""
+    a, b = two_steps
+    StepResult.objects.filter(pk=a.pk).update(status=StepStatus.PENDING)
+    writes = [
+        step_write(a, StepStatus.SUCCEEDED, output=1),
+        step_claim_write(b, run_status=RunStatus.RUNNING),
+    ]
+
+    assert rows_write(writes, required=1) == [0, 0]
+
+    assert (a.status, b.status) == ("running", "pending")  # the instances did not move
+    assert sorted(StepResult.objects.values_list("step_id", "status")) == [
+        ("a", "pending"),
+        ("b", "pending"),
+    ]
+
+
+def test_writes_not_decided_from_others_land_on_their_own(two_steps):
+    a, b = two_steps
+    run_transition(a.run, RunStatus.CANCELLED)  # no claim in a run that is not running
+    writes = [
+        step_write(a, StepStatus.SUCCEEDED, output=1),
+        step_claim_write(b, run_status=RunStatus.RUNNING),
+    ]
+
+    assert rows_write(writes) == [1, 0]
+
+    assert sorted(StepResult.objects.values_list("step_id", "status")) == [
+        ("a", "succeeded"),
+        ("b", "pending"),
+    ]

@@ -228,3 +228,30 @@ def test_a_run_executed_right_after_its_creation_uses_the_registry_it_was_valida
 
     monkeypatch.setattr(caches, "tools_state", unread)
     assert run_execute(run=run).status == "succeeded"
+
+
+def test_an_outcome_another_process_took_away_fails_the_run_and_frees_nothing():
+    """The step's row was moved while its call ran (two drivers on one run): its outcome
+    cannot be recorded, so none of what the turn decided from it is written either (the
+    next step is not claimed), and the run fails naming the step."""
+    from runs.models import StepResult
+    from runs.state import RunStateError
+
+    steps = [
+        {"id": "a", "kind": "transform", "expression": "{n: `1`}"},
+        {"id": "b", "kind": "transform", "expression": "n", "input_mapping": {"n": "a.n"}},
+    ]
+    workflow, _ = workflow_import(data={"name": "taken_away", "steps": steps})
+    run = run_create(workflow=workflow, trigger="cli")
+
+    def observer(event: str, result) -> None:
+        if event == "started" and result.step_id == "a":  # the other process resets it
+            StepResult.objects.filter(pk=result.pk).update(status="pending")
+
+    with pytest.raises(RunStateError, match="step `a` could not be recorded"):
+        run_execute(run=run, observer=observer)
+
+    run.refresh_from_db()
+    assert run.status == "failed"
+    assert "step `a` could not be recorded" in run.error_summary
+    assert statuses(run) == {"a": "pending", "b": "pending"}

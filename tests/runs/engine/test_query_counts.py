@@ -102,12 +102,28 @@ def test_one_transaction_per_step_in_a_chain():
             transactions.append([])
         elif transactions and not _control(sql):
             transactions[-1].append(sql.split()[0])
-    # The first turn claims c000; each later one writes an outcome and the next claim
-    # (the driver's COMMIT is not a logged statement: the last turn's list runs on into
-    # the run's finish, written outside any turn).
-    assert len(transactions) == 101
-    assert transactions[0] == ["UPDATE"]
-    assert transactions[1:100] == [["UPDATE", "UPDATE"]] * 99
+    # Each turn but the first and the last writes an outcome and the next claim; the
+    # first (c000's claim) and the last (c099's outcome) are one statement each, atomic
+    # without a transaction of their own (the driver's COMMIT is not a logged statement:
+    # the last transaction's list runs on into them and the run's finish).
+    assert len(transactions) == 99
+    assert transactions[:98] == [["UPDATE", "UPDATE"]] * 98
+    assert transactions[98] == ["UPDATE"] * 4
+
+
+def test_one_statement_per_step_in_a_chain_on_postgresql():
+    """On PostgreSQL a turn is one statement (a data-modifying CTE): its outcome and
+    the claim it frees, atomic without BEGIN and COMMIT — one round trip per step."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the one-statement turn is PostgreSQL's")
+    _, executed = executions_of(chain(100))
+
+    sent = [q["sql"] for q in executed.captured_queries]
+    writes = [sql for sql in sent if '"runs_stepresult"' in sql.split("SET")[0]]
+    # The first turn (c000's claim) and the last (c099's outcome) are one UPDATE each.
+    assert [sql.split()[0] for sql in writes] == ["UPDATE", *["WITH"] * 99, "UPDATE"]
+    assert all(sql.count("UPDATE ") == 2 for sql in writes[1:-1])
+    assert not [q for q in executed.captured_queries if _control(q["sql"])]
 
 
 def test_creating_a_run_costs_the_same_queries_at_any_size():
