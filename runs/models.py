@@ -38,7 +38,7 @@ class Run(models.Model):
     # Not a column either: the step rows ``run_create`` has just written (by step id), so
     # ``run_execute`` starting this instance first does not read them back. Taken (and
     # cleared) by the first start in this process.
-    created_results: "dict[str, StepResult] | None" = None
+    created_results: dict[str, StepResult] | None = None
     uuid = models.UUIDField(
         default=uuid.uuid4,
         unique=True,
