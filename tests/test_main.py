@@ -211,3 +211,24 @@ def test_one_pass_alone_below_the_floor_fails(half_covered, tmp_path, capfd):
 def test_no_recorded_data_fails(tmp_path, capsys):
     assert combine_coverage([tmp_path / "missing" / ".coverage"], tmp_path / ".coverage") == 1
     assert "no pass recorded any data" in capsys.readouterr().out
+
+
+def test_fast_leaves_out_worker_processes_browsers_and_the_documented_commands():
+    parts = ["tests/runs/test_celery_workers.py", "tests/browser/test_run_page.py"]
+    parts += ["tests/test_doc_commands.py", "tests/tools/breaker/test_shared.py"]
+    select = ["--co", "-q", "-m", "not slow", "-p", "no:cacheprovider", "-p", "no:xdist"]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", *select, *parts],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    kept = {line.split("::")[1].split("[")[0] for line in done.stdout.splitlines() if "::" in line}
+    # What stays: the checks of the documented commands' list, which start nothing.
+    assert kept == {
+        "test_every_skipped_or_prepared_command_is_still_shown",
+        "test_the_commands_are_found_in_code_blocks_as_written",
+    }

@@ -63,6 +63,7 @@ def test_a_crash_is_answered_as_internal_error_without_its_text(mcp_http, monkey
     assert "MCP tool list_tools failed" in caplog.text
 
 
+@pytest.mark.slow
 def test_mcpserve_over_http_as_a_process(shared_database):
     token = token_of(agent("workflows.view_workflow"))
     with socket.socket() as probe:
