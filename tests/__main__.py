@@ -156,6 +156,8 @@ def _start(each: Pass, log: IO[str] | None) -> None:
     """Start the pass, its output into ``log`` (None: onto this terminal)."""
     each.log = log
     print(f"=== {each.label}: pytest {' '.join(each.args)} ===", flush=True)
+    if log is not None:
+        print(f"    (shown when the pass ends; to follow it: tail -f {log.name})", flush=True)
     each.started = time.monotonic()
     each.process = subprocess.Popen(
         each.command(),
@@ -208,8 +210,9 @@ def run(passes: list[Pass], coverage_file: Path) -> int:
                 each.args[:0] = args
                 each.env.update(env)
         for each in passes:
+            log = Path(scratch) / f"{each.label.split()[0].lower()}.log"
             buffered = len(passes) > 1  # two passes at once: each one's output in one piece
-            _start(each, stack.enter_context(tempfile.TemporaryFile("w+")) if buffered else None)
+            _start(each, stack.enter_context(log.open("w+")) if buffered else None)
         running = list(passes)
         while running:  # each pass's output as soon as it ends
             for each in [p for p in running if p.process and p.process.poll() is not None]:
