@@ -146,6 +146,7 @@ def plan(argv: list[str], environ: dict[str, str], *, pg_up: bool) -> list[Pass]
             "FLOWPILOT_TEST_REDIS_URL": redis_for_pass(redis, max(workers, 1)),
         }
         passes.append(Pass(POSTGRES, pg_env, _with_workers(args, workers)))
+    redis_for_pass(redis, len(passes) * max(workers, 1) - 1)  # the last worker's db exists
     if "--no-cov" not in own:
         for each in passes:
             each.coverage_file = Path(each.label.split()[0].lower()) / ".coverage"
@@ -237,7 +238,11 @@ def main(argv: list[str]) -> int:
     fast = "--fast" in argv
     pg_url = os.environ.get("FLOWPILOT_TEST_POSTGRES_URL", DEFAULT_PG)
     pg_up = not fast and _reachable(pg_url)
-    passes = plan(argv, dict(os.environ), pg_up=pg_up)
+    try:
+        passes = plan(argv, dict(os.environ), pg_up=pg_up)
+    except ValueError as refused:
+        print(f"python -m tests: {refused}", file=sys.stderr)
+        return 2
     status = run(passes, Path(os.environ.get("COVERAGE_FILE", ".coverage")).resolve())
     if fast or pg_up:
         return status

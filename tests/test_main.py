@@ -83,6 +83,13 @@ def test_the_pass_after_the_sqlite_one_counts_its_redis_dbs_from_the_given_url()
     assert serial.env["FLOWPILOT_TEST_REDIS_URL"] == "redis://:pw@10.0.0.5:6380/4"
 
 
+def test_more_workers_than_redis_dbs_is_refused_before_anything_runs():
+    with pytest.raises(ValueError, match=r"gw5 would use Redis db 17 .*run fewer workers"):
+        plan(["-n", "3"], ENV, pg_up=True)
+    # Alone, the SQLite pass has the dbs it needs.
+    assert len(plan(["-n", "3"], ENV, pg_up=False)) == 1
+
+
 def test_without_postgresql_the_sqlite_pass_runs_alone_with_every_test():
     (sqlite,) = plan([], ENV, pg_up=False)
     assert "FLOWPILOT_TEST_PASS" not in sqlite.env
