@@ -134,7 +134,8 @@ def plan(argv: list[str], environ: dict[str, str], *, pg_up: bool) -> list[Pass]
     if "--fast" in own:
         env = {**base, "FLOWPILOT_TEST_REDIS_URL": redis}
         return [Pass(SQLITE, env, _with_workers(["-m", "not slow", *args], WORKERS))]
-    workers = _workers(args) or (0 if "no:xdist" in args else WORKERS)
+    asked = _workers(args)
+    workers = asked if asked is not None else 0 if "no:xdist" in args else WORKERS
     sqlite = Pass(SQLITE, {**base, "FLOWPILOT_TEST_REDIS_URL": redis}, _with_workers(args, workers))
     passes = [sqlite]
     if pg_up:

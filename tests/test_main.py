@@ -79,8 +79,10 @@ def test_the_pass_after_the_sqlite_one_counts_its_redis_dbs_from_the_given_url()
     assert sqlite.env["FLOWPILOT_TEST_REDIS_URL"] == "redis://:pw@10.0.0.5:6380/3"
     assert pg.env["FLOWPILOT_TEST_REDIS_URL"] == "redis://:pw@10.0.0.5:6380/6"
     # One process per pass: the PostgreSQL pass still has a db of its own.
-    _, serial = plan(["-p", "no:xdist"], environ, pg_up=True)
-    assert serial.env["FLOWPILOT_TEST_REDIS_URL"] == "redis://:pw@10.0.0.5:6380/4"
+    for serial_args in (["-p", "no:xdist"], ["-n", "0"]):
+        _, serial = plan(serial_args, environ, pg_up=True)
+        assert serial.args == serial_args
+        assert serial.env["FLOWPILOT_TEST_REDIS_URL"] == "redis://:pw@10.0.0.5:6380/4"
 
 
 def test_more_workers_than_redis_dbs_is_refused_before_anything_runs():
