@@ -31,10 +31,14 @@ from urllib.parse import quote, urlparse
 import pytest
 
 from tests.fakes import FakeAPI, FakeResponse
+from tests.startup import start_deadline
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CELERY = Path(sys.executable).with_name("celery")
-DEFAULT_TEST_REDIS = "redis://127.0.0.1:6379/15"
+# The first of the Redis dbs the tests use: a serial run uses this one; pytest-xdist's
+# worker ``gwN`` uses db 12 + N (see ``redis_url``).
+DEFAULT_TEST_REDIS = "redis://127.0.0.1:6379/12"
+REDIS_DBS = 16  # Redis's default `databases`
 
 FAST_RETRY = {"max_attempts": 3, "initial_delay": 0.05, "max_delay": 0.2, "jitter": 0}
 
@@ -248,7 +252,27 @@ def _reachable(url: str, default_port: int) -> bool:
 
 
 def redis_url() -> str:
-    return os.environ.get("FLOWPILOT_TEST_REDIS_URL", DEFAULT_TEST_REDIS)
+    """The Redis db of this test process (``FLOWPILOT_TEST_REDIS_URL``, default db 12).
+
+    Under pytest-xdist each worker has a db of its own, so no worker consumes another's
+    Celery messages, answers its broadcasts or loses its keys to a FLUSHDB."""
+    base = os.environ.get("FLOWPILOT_TEST_REDIS_URL", DEFAULT_TEST_REDIS)
+    return worker_redis_url(base, os.environ.get("PYTEST_XDIST_WORKER", ""))
+
+
+def worker_redis_url(base: str, worker: str) -> str:
+    """``base`` with its db moved up by the xdist worker's number (``gw2``: db + 2)."""
+    if not worker:
+        return base
+    parsed = urlparse(base)
+    path = parsed.path.strip("/")
+    db = (int(path) if path else 0) + int(worker.removeprefix("gw"))
+    if db >= REDIS_DBS:
+        raise ValueError(
+            f"xdist worker {worker} would use Redis db {db} of {base} (FLOWPILOT_TEST_REDIS_URL)"
+            f", past db {REDIS_DBS - 1}: start the tests' dbs lower or run fewer workers"
+        )
+    return parsed._replace(path=f"/{db}").geturl()
 
 
 def require_services() -> None:
@@ -347,7 +371,7 @@ class CeleryCluster:
             )
         process = Process(name, popen, log)
         self.processes[name] = process
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + start_deadline(starts=2)  # and its pool
         while ready not in process.output():
             if not process.alive or time.monotonic() > deadline:
                 self.stop(name)

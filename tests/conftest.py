@@ -168,6 +168,23 @@ def pytest_configure(config):
     )
 
 
+# --- the `slow` mark: what `python -m tests --fast` leaves out -------------------------
+
+# A test using one of these starts processes that each pay a Django start, or a browser:
+# real Celery workers and beat, chromium, httpbin under gunicorn, a spawned `mcpserve`.
+SLOW_FIXTURES = frozenset({"celery_cluster", "playwright_api", "httpbin", "stdio_env"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m "not slow"` deselects
+def pytest_collection_modifyitems(config, items):
+    """Mark ``slow`` every test marked ``celery`` or using a fixture of ``SLOW_FIXTURES``
+    (others are marked where they are written: the documented commands, Schemathesis…)."""
+    for item in items:
+        uses = set(getattr(item, "fixturenames", ()))
+        if item.get_closest_marker("celery") or SLOW_FIXTURES & uses:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="module")
 def celery_cluster(request, django_db_setup, tmp_path_factory):
     """Two real workers (``w1``, ``w2``: prefork, concurrency 4) on a queue of their own.

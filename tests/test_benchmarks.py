@@ -39,6 +39,7 @@ def table_rows(text: str, first_cell: str) -> list[list[str]]:
     ]
 
 
+@pytest.mark.slow
 def test_the_sqlite_sections_print_the_comparison_the_scaling_table_and_the_targets():
     out = harness("--no-postgres")
 
@@ -68,6 +69,7 @@ def test_the_sqlite_sections_print_the_comparison_the_scaling_table_and_the_targ
 @pytest.mark.postgres
 @pytest.mark.celery
 @pytest.mark.django_db
+@pytest.mark.slow
 def test_the_postgresql_and_celery_sections_measure_raw_celery_beside_flowpilot():
     require_services()
     server = os.environ.get("DATABASE_URL") or os.environ["FLOWPILOT_TEST_POSTGRES_URL"]

@@ -155,6 +155,7 @@ ONCE = pytest.mark.skipif(
 
 
 @ONCE
+@pytest.mark.slow
 @pytest.mark.parametrize("block", BLOCKS, ids=lambda b: f"{b[0]}:{b[1]}")
 def test_the_commands_of_a_block_run_as_written(block, migrated, tmp_path):
     workdir = tmp_path / "work"

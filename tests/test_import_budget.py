@@ -131,6 +131,7 @@ def test_every_guarded_module_exists(module: str) -> None:
     assert importlib.util.find_spec(module) is not None
 
 
+@pytest.mark.slow
 def test_the_parser_names_a_module_and_its_importers(tmp_path: Path) -> None:
     """The reading of ``-X importtime`` finds a module imported two levels down, with
     the chain that imported it (so the budget test cannot pass by reading nothing)."""
@@ -153,6 +154,7 @@ def test_the_parser_names_a_module_and_its_importers(tmp_path: Path) -> None:
 
 @ONCE
 @pytest.mark.parametrize("command", [["check"], ["listruns"]], ids=" ".join)
+@pytest.mark.slow
 def test_a_command_imports_no_heavy_module(command: list[str], tmp_path: Path) -> None:
     migrated = _manage(["migrate", "-v0"], cwd=tmp_path)
     assert migrated.returncode == 0, migrated.stderr[-2000:]

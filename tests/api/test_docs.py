@@ -106,6 +106,7 @@ def assert_walkthrough(lines: list[str], output_dir, approval: tuple[str, ...]) 
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
 def test_the_curl_walkthrough_runs_as_written(live_server, planner_llm, output_dir, fast_passwords):
     planner_llm.reply_json(digest_plan())
 

@@ -175,6 +175,7 @@ def fuzz_cli(url: str, token: str, report: Path) -> subprocess.CompletedProcess:
     os.environ.get("FLOWPILOT_TEST_PASS") == "first",
     reason="runs once per `python -m tests`: on its last (PostgreSQL) pass",
 )
+@pytest.mark.slow
 @pytest.mark.parametrize("who", ["superuser", "viewer"])
 def test_schemathesis_checks_all_pass_on_the_live_server(
     api_schema, tmp_path, who, make_user, monkeypatch

@@ -178,10 +178,15 @@ class FakeAPI(LoopbackServer):
         self._requests: list[RecordedRequest] = []
         self._faults: dict[str, list[_Fault]] = {}
         self._delays: dict[str, float] = {}
+        self._holds: dict[str, threading.Event] = {}
 
     @property
     def url(self) -> str:
         return self.origin
+
+    def stop(self) -> None:
+        self.heal()  # no answer stays held after the test
+        super().stop()
 
     # --- routes and faults ---------------------------------------------------
 
@@ -224,10 +229,22 @@ class FakeAPI(LoopbackServer):
         with self._lock:
             self._delays[name] = seconds
 
-    def heal(self, name: str | None = None) -> None:
-        """Drop the faults and delays of one route (or of all)."""
+    def hold(self, name: str) -> threading.Event:
+        """Answers on route ``name`` wait until the returned event is set: a request
+        stays in flight exactly until the test lets it go, however slow the machine
+        (``heal`` and ``stop`` let held answers go too)."""
+        self._known(name)
         with self._lock:
-            for table in (self._faults, self._delays):
+            release = self._holds[name] = threading.Event()
+        return release
+
+    def heal(self, name: str | None = None) -> None:
+        """Drop the faults, delays and holds of one route (or of all)."""
+        with self._lock:
+            for held in self._holds.values() if name is None else [self._holds.get(name)]:
+                if held is not None:
+                    held.set()
+            for table in (self._faults, self._delays, self._holds):
                 if name is None:
                     table.clear()
                 else:
@@ -279,6 +296,10 @@ class FakeAPI(LoopbackServer):
             fault, pause = self._take_fault(route.name)
             if pause:
                 time.sleep(pause)
+            with self._lock:
+                held = self._holds.get(route.name)
+            if held is not None:
+                held.wait()
             if fault is not None:
                 body = fault.body if fault.body is not None else {"message": "injected failure"}
                 if isinstance(body, bytes):

@@ -22,6 +22,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.startup import start_deadline
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VENV = REPO_ROOT / ".venv-httpbin"
 PACKAGES = ("httpbin", "gunicorn")
@@ -90,7 +92,8 @@ def run_httpbin() -> Iterator[str]:
 
 
 def _wait_ready(url: str, process: subprocess.Popen) -> None:
-    deadline = time.monotonic() + 30
+    limit = start_deadline()
+    deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
         if process.poll() is not None:
             _unavailable(f"gunicorn exited with {process.returncode}")
@@ -100,4 +103,4 @@ def _wait_ready(url: str, process: subprocess.Popen) -> None:
         except httpx.HTTPError:
             pass
         time.sleep(0.1)
-    _unavailable("gunicorn did not answer within 30 s")
+    _unavailable(f"gunicorn did not answer within {limit:.0f} s")

@@ -21,6 +21,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from tests.startup import start_deadline
+
 TOKEN = "fake-mcp-token-1234"
 
 
@@ -104,9 +106,11 @@ def running_mcp_fake() -> Iterator[McpFake]:
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + start_deadline()  # a thread, but on the same busy CPUs
     while not server.started and time.monotonic() < deadline:
         time.sleep(0.02)
+    if not server.started:
+        raise RuntimeError("the fake MCP server did not start")
     try:
         yield fake
     finally:

@@ -14,6 +14,7 @@ import pytest
 from celery import current_app
 
 from tests.celery_support import wait_until
+from tests.startup import start_deadline
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -33,7 +34,9 @@ def test_health_with_everything_up_then_each_part_stopped(cli, workers, settings
     settings.FLOWPILOT_HEALTH_BEAT_MAX_AGE = 4
     workers.start_beat()
     wait_until(
-        lambda: report(cli, "beat")[0] == 0, timeout=30, what="beat's first recorded tick"
+        lambda: report(cli, "beat")[0] == 0,
+        timeout=start_deadline(),
+        what="beat's first recorded tick",
     )
 
     code, got = report(cli)

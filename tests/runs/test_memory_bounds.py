@@ -120,6 +120,7 @@ def _assert_peak(report: dict[str, Any]) -> None:
     assert peak < PEAK_RSS_KB, f"peak RSS {peak} kB (self {report['self_kb']} kB)"
 
 
+@pytest.mark.slow
 def test_in_process_amplification_and_gzip_bomb_fail_within_200_mb(bomb_server, tmp_path):
     report = _probe("local", bomb_server.url, _database_env(tmp_path))
 
@@ -129,6 +130,7 @@ def test_in_process_amplification_and_gzip_bomb_fail_within_200_mb(bomb_server, 
 
 @pytest.mark.postgres
 @pytest.mark.celery
+@pytest.mark.slow
 def test_on_a_celery_worker_amplification_and_gzip_bomb_fail_within_200_mb(bomb_server, tmp_path):
     require_services()
     url, queue = redis_url(), new_queue_name()

@@ -23,6 +23,7 @@ from runs.models import Run, RunStatus
 from schedules.models import FireOutcome, Schedule, ScheduleFire
 from schedules.services import Policy, schedule_create
 from tests.celery_support import import_flow, wait_until
+from tests.startup import start_deadline
 from workflows.services import workflow_activate_trusted
 
 pytestmark = [
@@ -120,7 +121,7 @@ def test_schedules_fire_on_real_beat_and_workers(workers, echo_tools):
     try:
         first_back = wait_until(
             lambda: fires(quick, FireOutcome.STARTED).filter(fire_time__gt=down_since).first(),
-            timeout=30,
+            timeout=start_deadline(),
             what="the first fire after the restart",
         )
     finally:

@@ -14,6 +14,7 @@ import pytest
 from api.mcp import handlers, server
 from tests.api.mcp.conftest import agent, calls, over_http, token_of
 from tests.conftest import REPO_ROOT
+from tests.startup import start_deadline
 
 
 @pytest.mark.parametrize(
@@ -62,6 +63,7 @@ def test_a_crash_is_answered_as_internal_error_without_its_text(mcp_http, monkey
     assert "MCP tool list_tools failed" in caplog.text
 
 
+@pytest.mark.slow
 def test_mcpserve_over_http_as_a_process(shared_database):
     token = token_of(agent("workflows.view_workflow"))
     with socket.socket() as probe:
@@ -83,12 +85,13 @@ def test_mcpserve_over_http_as_a_process(shared_database):
         assert listed.structured_content == {"workflows": [], "truncated": False}
     finally:
         process.terminate()
-        out, _ = process.communicate(timeout=20)
+        out, _ = process.communicate(timeout=start_deadline())
     assert f"flowpilot MCP server on http://127.0.0.1:{port}/agents" in out.decode()
 
 
 def _wait_for_port(port: int, process: subprocess.Popen) -> None:
-    deadline = time.monotonic() + 30
+    limit = start_deadline()
+    deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
         assert process.poll() is None, process.stdout.read().decode()
         try:
@@ -96,4 +99,4 @@ def _wait_for_port(port: int, process: subprocess.Popen) -> None:
             return
         except OSError:
             time.sleep(0.1)
-    raise AssertionError("mcpserve --transport http did not listen")
+    raise AssertionError(f"mcpserve --transport http did not listen within {limit:.0f} s")

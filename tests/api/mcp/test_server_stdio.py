@@ -15,6 +15,7 @@ from runs.models import Run
 from tests.api.mcp.conftest import AGENT_PERMS, agent, calls, over_stdio, token_of
 from tests.conftest import REPO_ROOT
 from tests.factories import DIGEST_GOAL, UserFactory, digest_plan
+from tests.startup import start_deadline
 from workflows.models import Workflow
 
 
@@ -94,7 +95,7 @@ def test_without_a_valid_token_the_server_refuses_to_start(stdio_env, token, mes
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=start_deadline(),
         stdin=subprocess.DEVNULL,
     )
     assert done.returncode == 1

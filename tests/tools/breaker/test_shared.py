@@ -105,6 +105,7 @@ def ours(store, host: str) -> list:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
 def test_two_processes_see_one_breaker(server, shared, workers):
     _, store = shared
     a, b = workers
