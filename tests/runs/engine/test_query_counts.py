@@ -25,10 +25,12 @@ FIXED = 10  # run start, tools' state, checkpoint read, one cancel check, finish
 
 
 @pytest.fixture(autouse=True)
-def one_cancel_check(monkeypatch):
-    """The driver looks for a cancel every 0.2 s: a count that depends on the clock
-    would make this a timing. Once per run here (the first check is always made)."""
+def checks_once_per_run(monkeypatch):
+    """The driver looks for a cancel every 0.2 s and re-reads the breaker hosts every
+    second: a count that depends on the clock would make this a timing (a slow machine
+    would see more of them). Once per run here (the first of each is always made)."""
     monkeypatch.setattr(local, "CANCEL_CHECK_SECONDS", 3600.0)
+    monkeypatch.setattr(local, "REFRESH_SECONDS", 3600.0)
 
 
 def chain(n: int) -> dict:
