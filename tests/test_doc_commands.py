@@ -51,6 +51,7 @@ SKIPPED: dict[str, str] = {
     "python manage.py mcpserve --transport http --host 127.0.0.1 --port 8001   # endpoint "
     "/mcp (--path)": SERVER,
     "python manage.py runflow eur_rates": READERS_OWN,
+    "python manage.py importopenapi api.yaml --out tools/api --prefix api": READERS_OWN,
     "python manage.py loadtools tools/        # rates.yaml gained an `amount` parameter": (
         READERS_OWN
     ),

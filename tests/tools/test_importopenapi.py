@@ -137,6 +137,7 @@ def deep_document() -> dict:
     body = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/D0"}}}}
     return {
         "openapi": "3.0.3",
+        "info": {"title": "t", "version": "1"},
         "servers": [{"url": "https://api.example.com"}],
         "paths": {
             "/a": {"get": plain("listA")},

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
@@ -30,6 +30,56 @@ class OpenAPIError(ToolConfigError):
     """The document cannot be read or is not OpenAPI 3.0/3.1."""
 
     code = "openapi_invalid"
+
+
+class ShapeError(OpenAPIError):
+    """A part of the document is not of the type OpenAPI gives it: ``pointer`` names the
+    part (a JSON pointer, ``#/paths/~1pets/get``), ``reason`` what was expected and found."""
+
+    def __init__(self, pointer: str, reason: str) -> None:
+        super().__init__(f"{pointer}: {reason}")
+        self.pointer = pointer
+        self.reason = reason
+
+
+T = TypeVar("T")
+_TYPE_NAMES: dict[type, str] = {
+    dict: "an object",
+    list: "an array",
+    str: "a string",
+    bool: "a boolean",
+}
+
+
+def kind(value: Any) -> str:
+    """What ``value`` is, in the words of JSON: ``an array``, ``null``…"""
+    if value is None:
+        return "null"
+    for cls, name in _TYPE_NAMES.items():
+        if isinstance(value, cls):
+            return name
+    return "a number" if isinstance(value, int | float) else f"a {type(value).__name__}"
+
+
+def child(at: str, key: object) -> str:
+    """The JSON pointer of ``key`` inside the part at ``at`` (``/`` and ``~`` escaped)."""
+    return f"{at}/" + str(key).replace("~", "~0").replace("/", "~1")
+
+
+def expect(value: Any, at: str, expected: type[T]) -> T:
+    """``value`` when it is an ``expected`` (dict, list, str, bool); else ``ShapeError``
+    naming ``at``."""
+    if isinstance(value, expected):
+        return value
+    raise ShapeError(at, f"expected {_TYPE_NAMES[expected]}, got {kind(value)}")
+
+
+def field(owner: dict[str, Any], key: str, at: str, expected: type[T]) -> T | None:
+    """``owner[key]`` (``owner`` being the part at ``at``) when it is an ``expected``,
+    None when absent; ``ShapeError`` naming the field when it is something else."""
+    if key not in owner:
+        return None
+    return expect(owner[key], child(at, key), expected)
 
 
 def openapi_read(
@@ -85,12 +135,55 @@ def openapi_parse(text: str, *, source: str) -> dict[str, Any]:
     if not (version.startswith("3.0") or version.startswith("3.1")):
         found = repr(version) if version else "no 'openapi' field"
         raise OpenAPIError(f"{source}: not an OpenAPI 3.0/3.1 document ({found})")
-    if not isinstance(data.get("paths"), dict):
+    if "paths" not in data:
         raise OpenAPIError(f"{source}: the document has no 'paths'")
-    for path, item in data["paths"].items():
-        if not isinstance(path, str) or not isinstance(item, dict):
-            raise OpenAPIError(f"{source}: paths.{path} must be a string key with an object")
+    try:
+        document_check(data)
+    except ShapeError as exc:
+        raise OpenAPIError(f"{source}: {exc.message}; nothing imported") from exc
     return data
+
+
+def document_check(data: dict[str, Any]) -> None:
+    """``ShapeError`` naming the first part of the document as a whole that is not of
+    its type: ``info``, ``paths`` (string keys, an object each), ``servers``,
+    ``components`` and its ``securitySchemes``, ``security``. These are read for every
+    operation, so an import cannot go on without them; an operation's own parts are
+    checked as its tool is made (a wrong one skips that operation)."""
+    expect(data.get("info"), "#/info", dict)
+    paths = expect(data["paths"], "#/paths", dict)
+    for path, item in paths.items():
+        at = child("#/paths", path)
+        if not isinstance(path, str):
+            raise ShapeError(at, f"a path must be a string, got {kind(path)}")
+        expect(item, at, dict)
+    for n, server in enumerate(field(data, "servers", "#", list) or []):
+        at = child("#/servers", n)
+        expect(server, at, dict)
+        field(server, "url", at, str)
+        variables = field(server, "variables", at, dict) or {}
+        for name, variable in variables.items():
+            var_at = child(f"{at}/variables", name)
+            expect(variable, var_at, dict)
+            field(variable, "default", var_at, str)
+    components = field(data, "components", "#", dict) or {}
+    schemes = field(components, "securitySchemes", "#/components", dict) or {}
+    for name, scheme in schemes.items():
+        expect(scheme, child("#/components/securitySchemes", name), dict)
+    security_check(data, "#")
+
+
+def security_check(owner: dict[str, Any], at: str) -> list[dict[str, Any]] | None:
+    """``owner``'s ``security``: a list of objects whose values are lists (of scopes);
+    None when absent."""
+    requirements = field(owner, "security", at, list)
+    for n, requirement in enumerate(requirements or []):
+        item_at = child(f"{at}/security", n)
+        for name, scopes in expect(requirement, item_at, dict).items():
+            scopes_at = child(item_at, name)
+            for m, scope in enumerate(expect(scopes, scopes_at, list)):
+                expect(scope, child(scopes_at, m), str)
+    return requirements
 
 
 def _load(text: str) -> Any:
@@ -203,6 +296,9 @@ class ResolveBudget:
             if not exc.whole_import:
                 self.nodes_left = left
             raise
+        except ShapeError:
+            self.nodes_left = left
+            raise
 
     def spend(self, where: str, depth: int, count: int = 1, *, shared: bool = False) -> None:
         """Count ``count`` produced values, the deepest at reference depth ``depth``
@@ -283,13 +379,20 @@ class Resolver:
     def deref(self, value: Any, problems: list[str], *, where: str) -> Any:
         """``value`` itself, or — when it is a ``{"$ref": …}`` (to a ``$ref`` …) — its
         target, not expanded any further (what reading one level needs)."""
+        found, _ = self.deref_at(value, problems, where=where, at="")
+        return {} if found is None else found
+
+    def deref_at(self, value: Any, problems: list[str], *, where: str, at: str) -> tuple[Any, str]:
+        """``deref`` of ``value`` (at the JSON pointer ``at``) and the pointer of what it
+        found: ``at`` itself, or the last reference followed. None for a reference
+        that cannot be followed (listed in ``problems``)."""
         seen: list[str] = []
         while isinstance(value, dict) and isinstance(value.get("$ref"), str):
             ref = value["$ref"]
             problem = self._refusal(ref, seen)
             if problem is not None:
                 problems.append(f"{where}: {problem}")
-                return {}
+                return None, at
             seen.append(ref)
             if len(seen) > self.budget.depth:
                 try:
@@ -297,8 +400,8 @@ class Resolver:
                 except ResolveLimit as exc:
                     exc.ref = exc.ref or ref
                     raise
-            value = self._target(ref)
-        return value
+            value, at = self._target(ref), ref
+        return value, at
 
     def _refusal(self, ref: str, seen: list[str] | tuple[str, ...]) -> str | None:
         if not ref.startswith("#/"):

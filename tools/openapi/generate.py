@@ -17,13 +17,24 @@ import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from tools.openapi.document import ResolveLimit, Resolver
+from tools.openapi.document import (
+    ResolveLimit,
+    Resolver,
+    ShapeError,
+    child,
+    expect,
+    kind,
+    security_check,
+)
+from tools.openapi.document import field as field_of
 
 METHODS = ("get", "post", "put", "patch", "delete")
 OTHER_METHODS = ("head", "options", "trace")
 MAX_SUGGESTED_OUTPUTS = 12
+PLACES = ("path", "query", "header", "cookie")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -99,9 +110,10 @@ def tool_names(document: dict[str, Any]) -> dict[tuple[str, str], str]:
     for path, item in sorted(document["paths"].items()):
         for method in METHODS:
             op = item.get(method)
-            if not isinstance(op, dict):
+            if op is None:
                 continue
-            base = snake(str(op.get("operationId") or ""))[:64] or snake(f"{method}_{path}")[:64]
+            op_id = op.get("operationId") if isinstance(op, dict) else None
+            base = snake(str(op_id or ""))[:64] or snake(f"{method}_{path}")[:64]
             name, n = base, 1
             while name in taken:
                 n += 1
@@ -118,8 +130,10 @@ def openapi_operations(document: dict[str, Any]) -> list[Operation]:
     for path, item in sorted(document["paths"].items()):
         for method in METHODS:
             op = item.get(method)
-            if not isinstance(op, dict):
+            if op is None:
                 continue
+            if not isinstance(op, dict):  # listed all the same: its import says what is wrong
+                op = {}
             op_id = str(op.get("operationId") or "")
             found.append(
                 Operation(
@@ -151,52 +165,58 @@ def openapi_tools(
     operation.
 
     An operation whose expansion passes one of its bounds (references nested too deep,
-    references that multiply) is left out and listed in ``skipped`` with the reason and
-    where; the others are imported. A bound of the whole import (the values of every
-    operation together, the time) is ``ResolveLimit`` itself."""
+    references that multiply), or a part of which is not of its type (``ShapeError``:
+    the operation not an object, ``parameters`` not an array…), is left out and listed
+    in ``skipped`` with the reason and where (a JSON pointer); the others are imported.
+    A bound of the whole import (the values of every operation together, the time) is
+    ``ResolveLimit`` itself."""
     out = Generated()
     env = snake(prefix).upper()
     names = tool_names(document)
     selection = Selection(tags or [], operations or [], path_prefixes or [])
     resolver = Resolver(document)
-    items: dict[str, Any] = {}
+    items: dict[str, dict[str, Any]] = {}
     for path, item in sorted(document["paths"].items()):
         try:
             with resolver.budget.operation(), _at(pointer("paths", path)):
-                items[path] = resolver.deref(item, out.unsupported, where=f"paths.{path}")
+                level = _Level(resolver, f"paths.{path}", out.unsupported, {})
+                found, _ = level.read(item, pointer("paths", path), dict)
+            if found is not None:
+                items[path] = found
         except ResolveLimit as exc:
             if exc.whole_import:
                 raise
             out.skipped.append(Skipped(path, "", f"{exc.reason} {exc.at()}"))
+        except ShapeError as exc:
+            out.skipped.append(Skipped(path, "", str(exc.message)))
     total = sum(
         1
         for path, item in items.items()
         for method in METHODS
-        if isinstance(item, dict) and selection.chooses(item.get(method), method, path)
+        if selection.chooses(item.get(method), method, path)
     )
     done = 0
     for path, item in items.items():
-        if not isinstance(item, dict):
-            continue
         level = _Level(resolver, f"paths.{path}", out.unsupported, {})
         for method in OTHER_METHODS:
             if method in item and selection.chooses(item[method], method, path):
                 out.unsupported.append(f"{method.upper()} {path}: method not supported")
         for method in METHODS:
             op = item.get(method)
-            if not (isinstance(op, dict) and selection.chooses(op, method, path)):
+            if not selection.chooses(op, method, path):
                 continue
             name = names[(method, path)]
             listed = len(out.unsupported)
+            op_id = str(op.get("operationId") or "") if isinstance(op, dict) else ""
             try:
                 with resolver.budget.operation():
+                    op = expect(op, pointer("paths", path, method), dict)
                     tool = _tool(document, (path, method, name), item, op, env, level)
-            except ResolveLimit as exc:
-                if exc.whole_import:
+            except (ResolveLimit, ShapeError) as exc:
+                if isinstance(exc, ResolveLimit) and exc.whole_import:
                     raise
                 del out.unsupported[listed:]  # of an operation not imported
-                op_id = str(op.get("operationId") or "")
-                reason = f"{exc.reason} {exc.at()}"
+                reason = exc.message if isinstance(exc, ShapeError) else f"{exc.reason} {exc.at()}"
                 out.skipped.append(Skipped(operation_key(method, path), op_id, reason))
                 tool = None
             if tool is not None:
@@ -219,31 +239,72 @@ class _Level:
     def full(self, value: Any) -> Any:
         return self.resolver.resolve(value, self.unsupported, where=self.where)
 
-    def one(self, value: Any) -> Any:
-        return self.resolver.deref(value, self.unsupported, where=self.where)
+    def read(self, value: Any, at: str, expected: type[T]) -> tuple[T | None, str]:
+        """``value`` (the part at the JSON pointer ``at``), its references followed, when
+        it is an ``expected``, and the pointer of what was found; None for a reference
+        that cannot be followed (listed); else ``ShapeError`` naming the part."""
+        found, at = self.resolver.deref_at(value, self.unsupported, where=self.where, at=at)
+        if found is None and value is not None:
+            return None, at
+        return expect(found, at, expected), at
 
-    def mapping(self, value: Any) -> dict[Any, Any]:
-        found = self.one(value)
-        return found if isinstance(found, dict) else {}
+    def get(
+        self, owner: dict[Any, Any], at: str, key: Any, expected: type[T]
+    ) -> tuple[T | None, str]:
+        """``read`` of ``owner[key]`` (``owner`` being the part at ``at``); None when absent."""
+        if key not in owner:
+            return None, child(at, key)
+        return self.read(owner[key], child(at, key), expected)
 
-    def parameters(self, owner: dict[str, Any], *, shared: bool) -> list[dict[str, Any]]:
-        """The parameters of an operation or (``shared``) of its path item, expanded."""
+    def schema(self, owner: dict[Any, Any], at: str, key: Any) -> dict[str, Any] | None:
+        """``owner[key]``, a schema, expanded in full (``get``'s checks); None when absent."""
+        found, _ = self.get(owner, at, key, dict)
+        return None if found is None else self.full(owner[key])
+
+    def parameters(self, owner: dict[str, Any], at: str, *, shared: bool) -> list[dict[str, Any]]:
+        """The parameters of an operation or (``shared``) of its path item (``owner``, at
+        the pointer ``at``): ``name``, ``in``, ``required``, ``description`` and the
+        expanded ``schema`` of each."""
         if shared and "parameters" in self.shared:
             known = self.shared["parameters"]
             if isinstance(known, ResolveLimit):  # every operation of the path is skipped
                 again = ResolveLimit(self.where, known.reason, whole_import=False)
                 again.ref, again.origin = known.ref, known.origin
                 raise again
+            if isinstance(known, ShapeError):
+                raise ShapeError(known.pointer, known.reason)
             return list(known)
         try:
-            found = self.full(owner.get("parameters") or [])
-        except ResolveLimit as exc:
-            if shared and not exc.whole_import:
+            found = self._parameters(owner, at)
+        except (ResolveLimit, ShapeError) as exc:
+            if shared and not (isinstance(exc, ResolveLimit) and exc.whole_import):
                 self.shared["parameters"] = exc
             raise
-        found = [p for p in found if isinstance(p, dict)] if isinstance(found, list) else []
         if shared:
             self.shared["parameters"] = found
+        return found
+
+    def _parameters(self, owner: dict[str, Any], at: str) -> list[dict[str, Any]]:
+        listed, at = self.get(owner, at, "parameters", list)
+        found = []
+        for n, value in enumerate(listed or []):
+            param, param_at = self.read(value, child(at, n), dict)
+            if param is None:
+                continue
+            place = expect(param.get("in"), child(param_at, "in"), str)
+            if place not in PLACES:
+                reason = f"expected one of {', '.join(PLACES)}, got {place!r}"
+                raise ShapeError(child(param_at, "in"), reason)
+            schema = self.schema(param, param_at, "schema")
+            found.append(
+                {
+                    "name": expect(param.get("name"), child(param_at, "name"), str),
+                    "in": place,
+                    "required": field_of(param, "required", param_at, bool),
+                    "description": field_of(param, "description", param_at, str),
+                    "schema": schema or {},
+                }
+            )
         return found
 
 
@@ -261,8 +322,8 @@ class Selection:
             return False
         if not (self.tags or self.operations or self.path_prefixes):
             return True
-        if not isinstance(op, dict):
-            return False
+        if not isinstance(op, dict):  # chosen by its key or path: its import says why not
+            op = {}
         return (
             bool(set(_tags(op)) & set(self.tags))
             or op.get("operationId") in self.operations
@@ -333,32 +394,31 @@ def _tags(op: dict[str, Any]) -> tuple[str, ...]:
 def _tool(
     doc: dict, which: tuple[str, str, str], item: dict, op: dict, env: str, level: _Level
 ) -> dict[str, Any] | None:
-    """The tool file mapping of one operation; ``which`` is (path, method, tool name)."""
+    """The tool file mapping of one operation; ``which`` is (path, method, tool name).
+    A part of the operation not of its type is ``ShapeError`` naming it."""
     path, method, name = which
     where = f"{method.upper()} {path}"
     unsupported = level.unsupported
     with _at(pointer("paths", path, "parameters")):
-        shared = level.parameters(item, shared=True)
-    params: dict[tuple[Any, Any], dict[str, Any]] = {
-        (p.get("in"), p.get("name")): p for p in shared if "in" in p
-    }
+        shared = level.parameters(item, pointer("paths", path), shared=True)
+    params = {(p["in"], p["name"]): p for p in shared}
     at = pointer("paths", path, method)
     with _at(f"{at}/parameters"):
-        own = level.parameters(op, shared=False)
-    params.update({(p.get("in"), p.get("name")): p for p in own if "in" in p})
+        own = level.parameters(op, at, shared=False)
+    params.update({(p["in"], p["name"]): p for p in own})
     properties: dict[str, Any] = {}
     required: list[str] = []
     request: dict[str, Any] = {"method": method.upper(), "url": path}
-    for (place, pname), param in sorted(params.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+    for (place, pname), param in sorted(params.items()):
         key = snake(pname) or "param"
         if place == "cookie":
             unsupported.append(f"{where}: cookie parameter {pname!r} not supported")
             continue
-        schema = dict(param.get("schema") or {})
-        if param.get("description"):
+        schema = dict(param["schema"])
+        if param["description"]:
             schema.setdefault("description", param["description"])
         properties[key] = schema
-        if param.get("required") or place == "path":
+        if param["required"] or place == "path":
             required.append(key)
         if place == "path":
             request["url"] = request["url"].replace("{" + pname + "}", "{{" + key + "}}")
@@ -367,94 +427,126 @@ def _tool(
         elif place == "header":
             request.setdefault("headers", {})[pname] = "{{" + key + "}}"
     with _at(f"{at}/requestBody"):
-        if not _body(op, request, properties, required, where, level):
+        if not _body((op, at), request, properties, required, where, level):
             return None
     with _at(f"{at}/servers"):
-        base_url = _base_url(doc, (item, op), (env, name), where, level)
+        base_url = _base_url(doc, (item, op, pointer("paths", path), at), (env, name), where, level)
+    summary = field_of(op, "summary", at, str) or field_of(op, "description", at, str) or where
     tool: dict[str, Any] = {
         "name": name,
-        "description": (op.get("summary") or op.get("description") or where).strip(),
+        "description": summary.strip(),
         "base_url": base_url,
         "request": request,
     }
-    with _at(f"{at}/security"):
-        auth = _auth(doc, op, env, where, level)
+    auth = _auth(doc, (op, at), env, where, level)
     if auth is not None:
         tool["auth"] = auth
     tool["inputs"] = {"type": "object", "properties": properties}
     if required:
         tool["inputs"]["required"] = sorted(set(required))
     with _at(f"{at}/responses"):
-        extract = _extract(op, level)
+        extract = _extract(op, at, level)
     if extract:
         tool["response_extract"] = extract
     return tool
 
 
 def _body(
-    op: dict, request: dict, properties: dict, required: list, where: str, level: _Level
+    owner: tuple[dict, str],
+    request: dict,
+    properties: dict,
+    required: list,
+    where: str,
+    level: _Level,
 ) -> bool:
-    """Add the request body to the tool; False (listed) when it cannot be expressed."""
-    body = level.one(op.get("requestBody"))
-    if not isinstance(body, dict):
+    """Add the request body of the operation ``owner`` (it and its pointer) to the tool;
+    False (listed) when it cannot be expressed."""
+    body, at = level.get(*owner, "requestBody", dict)
+    if body is None:
         return True
-    content = level.mapping(body.get("content"))
+    content, content_at = level.get(body, at, "content", dict)
+    content = content or {}
     if "application/json" in content:
-        media = level.mapping(content["application/json"])
-        properties["body"] = level.full(media.get("schema")) or {}
+        media, media_at = level.get(content, content_at, "application/json", dict)
+        properties["body"] = level.schema(media or {}, media_at, "schema") or {}
         request["body"] = "{{body}}"
-        if body.get("required"):
+        if field_of(body, "required", at, bool):
             required.append("body")
     elif "application/x-www-form-urlencoded" in content:
-        media = level.mapping(content["application/x-www-form-urlencoded"])
-        schema = level.full(media.get("schema")) or {}
+        media, media_at = level.get(content, content_at, "application/x-www-form-urlencoded", dict)
+        schema, schema_at = level.get(media or {}, media_at, "schema", dict)
+        schema = schema or {}
+        props, props_at = level.get(schema, schema_at, "properties", dict)
         request["body_type"] = "form"
         request["body"] = {}
-        for pname, prop in sorted((schema.get("properties") or {}).items()):
+        for pname in props or {}:
+            if not isinstance(pname, str):
+                raise ShapeError(
+                    child(props_at, pname), f"a name must be a string, got {kind(pname)}"
+                )
+        for pname in sorted(props or {}):
             key = snake(pname)
-            properties[key] = prop
+            properties[key] = level.schema(props or {}, props_at, pname) or {}
             request["body"][pname] = "{{" + key + "}}"
-        required.extend(snake(r) for r in schema.get("required", []))
+        names, names_at = level.get(schema, schema_at, "required", list)
+        for n, rname in enumerate(names or []):
+            required.append(snake(expect(rname, child(names_at, n), str)))
     else:
-        level.unsupported.append(
-            f"{where}: request body types {sorted(content)} not supported; skipped"
-        )
+        types = sorted(map(str, content))
+        level.unsupported.append(f"{where}: request body types {types} not supported; skipped")
         return False
     return True
 
 
 def _base_url(
-    doc: dict, levels: tuple[dict, dict], names: tuple[str, str], where: str, level: _Level
+    doc: dict,
+    levels: tuple[dict, dict, str, str],
+    names: tuple[str, str],
+    where: str,
+    level: _Level,
 ) -> str:
     """The ``base_url`` placeholder of an operation: the first entry of the nearest
     ``servers`` (the operation's, else its path's, else the document's; variables at
     their defaults). The document's servers are overridden by ``<PREFIX>_BASE_URL``;
     servers of the path or the operation (an API spread over hosts, like Open-Meteo)
     by ``<PREFIX>_<TOOL>_BASE_URL``, so one override never moves the other hosts."""
-    item, op = levels
+    item, op, item_at, op_at = levels
     env, name = names
     variable = f"{env}_{name.upper()}_BASE_URL"
-    servers = level.full(op.get("servers")) or level.full(item.get("servers"))
+    servers, at = level.get(op, op_at, "servers", list)
     if not servers:
-        variable, servers = f"{env}_BASE_URL", doc.get("servers")
-    server = (servers or [{"url": ""}])[0]
-    url = str(server.get("url", "")) if isinstance(server, dict) else ""
-    variables = server.get("variables") if isinstance(server, dict) else None
-    for var, spec in (variables or {}).items():
-        url = url.replace("{" + var + "}", str((spec or {}).get("default", "")))
+        servers, at = level.get(item, item_at, "servers", list)
+    if not servers:
+        variable = f"{env}_BASE_URL"
+        servers, at = level.get(doc, "#", "servers", list)
+    url = ""
+    if servers:
+        server, server_at = level.read(servers[0], child(at, 0), dict)
+        server = server or {}
+        url = field_of(server, "url", server_at, str) or ""
+        variables, variables_at = level.get(server, server_at, "variables", dict)
+        for var, spec in (variables or {}).items():
+            spec, spec_at = level.get(variables or {}, variables_at, var, dict)
+            default = field_of(spec or {}, "default", spec_at, str) or ""
+            url = url.replace("{" + str(var) + "}", default)
     if not re.match(r"^https?://", url):
         level.unsupported.append(f"{where}: server URL {url!r} is not absolute; set {variable}")
         url = ""
     return _env(variable, url.rstrip("/") or None)
 
 
-def _auth(doc: dict, op: dict, env: str, where: str, level: _Level) -> dict | None:
-    requirements = level.full(op["security"]) if "security" in op else doc.get("security")
-    requirements = requirements or []
-    schemes = (doc.get("components") or {}).get("securitySchemes") or {}
-    for requirement in requirements:
+def _auth(doc: dict, owner: tuple[dict, str], env: str, where: str, level: _Level) -> dict | None:
+    op, at = owner
+    requirements = security_check(op, at)
+    if requirements is None:
+        requirements = security_check(doc, "#")
+    components = doc.get("components") or {}
+    schemes = components.get("securitySchemes") or {}
+    for requirement in requirements or []:
         for scheme_name, scopes in sorted(requirement.items()):
-            auth = _scheme(schemes.get(scheme_name) or {}, scopes, env)
+            scheme_at = child("#/components/securitySchemes", scheme_name)
+            scheme, scheme_at = level.read(schemes.get(scheme_name) or {}, scheme_at, dict)
+            auth = _scheme((scheme or {}, scheme_at), scopes, env)
             if auth is not None:
                 return auth
             level.unsupported.append(f"{where}: security scheme {scheme_name!r} not supported")
@@ -466,39 +558,52 @@ def _env(name: str, default: str | None = None) -> str:
     return "{{env." + name + ("" if default is None else ":-" + default) + "}}"
 
 
-def _scheme(scheme: dict, scopes: list, env: str) -> dict | None:
-    kind, token = scheme.get("type"), _env(f"{env}_TOKEN")
-    if kind == "http" and str(scheme.get("scheme", "")).lower() == "bearer":
+def _scheme(owner: tuple[dict, str], scopes: list, env: str) -> dict | None:
+    scheme, at = owner
+    kind_, token = field_of(scheme, "type", at, str), _env(f"{env}_TOKEN")
+    http_scheme = (field_of(scheme, "scheme", at, str) or "").lower()
+    if kind_ == "http" and http_scheme == "bearer":
         return {"type": "bearer", "token": token}
-    if kind == "http" and str(scheme.get("scheme", "")).lower() == "basic":
+    if kind_ == "http" and http_scheme == "basic":
         user, password = _env(f"{env}_USERNAME"), _env(f"{env}_PASSWORD")
         return {"type": "basic", "username": user, "password": password}
-    if kind == "apiKey" and scheme.get("in") in ("header", "query"):
+    place = field_of(scheme, "in", at, str)
+    if kind_ == "apiKey" and place in ("header", "query"):
         value = _env(f"{env}_API_KEY")
-        return {"type": "api_key", "in": scheme["in"], "name": scheme["name"], "value": value}
-    flow = ((scheme.get("flows") or {}).get("clientCredentials")) if kind == "oauth2" else None
+        name = expect(scheme.get("name"), child(at, "name"), str)
+        return {"type": "api_key", "in": place, "name": name, "value": value}
+    if kind_ != "oauth2":
+        return None
+    flows = field_of(scheme, "flows", at, dict) or {}
+    flow = field_of(flows, "clientCredentials", f"{at}/flows", dict)
     if flow:
+        flow_at = f"{at}/flows/clientCredentials"
+        token_url = expect(flow.get("tokenUrl"), child(flow_at, "tokenUrl"), str)
         return {
             "type": "oauth2",
-            "token_url": _env(f"{env}_TOKEN_URL", flow["tokenUrl"]),
+            "token_url": _env(f"{env}_TOKEN_URL", token_url),
             "client_id": _env(f"{env}_CLIENT_ID"),
             "client_secret": _env(f"{env}_CLIENT_SECRET"),
-            "scopes": list(scopes or []),
+            "scopes": list(scopes),
         }
     return None
 
 
-def _extract(op: dict, level: _Level) -> dict[str, str]:
+def _extract(op: dict, at: str, level: _Level) -> dict[str, str]:
     """The suggested ``response_extract``: from the 2xx JSON schema's top level only, so
     that is all that is expanded of it."""
-    responses = level.mapping(op.get("responses"))
-    ok = next((c for c in sorted(map(str, responses)) if c.startswith("2")), None)
+    responses, at = level.get(op, at, "responses", dict)
+    responses = responses or {}
+    ok = next((c for c in sorted(responses, key=str) if str(c).startswith("2")), None)
     if ok is None:
         return {}
-    response = level.mapping(responses.get(ok) or responses.get(int(ok)))
-    content = level.mapping(response.get("content"))
-    schema = level.mapping(level.mapping(content.get("application/json")).get("schema"))
+    response, at = level.get(responses, at, ok, dict)
+    content, at = level.get(response or {}, at, "content", dict)
+    media, at = level.get(content or {}, at, "application/json", dict)
+    schema, at = level.get(media or {}, at, "schema", dict)
+    schema = schema or {}
     if schema.get("type") == "array":
         return {"items": "items", "count": "count"}
-    props = sorted(level.mapping(schema.get("properties")))
-    return {snake(p) or p: p for p in props[:MAX_SUGGESTED_OUTPUTS] if re.match(r"^[\w-]+$", p)}
+    props, _ = level.get(schema, at, "properties", dict)
+    names = sorted(p for p in props or {} if isinstance(p, str) and re.match(r"^[\w-]+$", p))
+    return {snake(p) or p: p for p in names[:MAX_SUGGESTED_OUTPUTS]}

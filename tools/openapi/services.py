@@ -21,7 +21,14 @@ from tools.errors import ToolConfigError
 from tools.loader import load_tool_data
 from tools.openapi import IMPORT_PERMISSIONS
 from tools.openapi.document import OpenAPIError, openapi_read
-from tools.openapi.generate import Selection, Skipped, openapi_operations, openapi_tools, snake
+from tools.openapi.generate import (
+    Selection,
+    Skipped,
+    openapi_operations,
+    openapi_tools,
+    pointer,
+    snake,
+)
 from tools.permissions import permission_require
 from tools.services import LoadedTool, LoadError, tools_load_dir
 
@@ -116,14 +123,14 @@ def openapi_write(
     ``"METHOD /path"``, or path prefix (none: all).
 
     An operation that cannot be imported — its references expand past one of its
-    bounds, or its file would not load — is skipped and listed in ``skipped``, the
-    others written. It is an ``OpenAPIError`` naming every such operation, and nothing
-    is written, when ``strict``, when it was named in ``operations`` (unless not
-    ``named_must_import``: the admin page, where every operation is picked by name),
-    or when nothing is left. Every file is checked by the tool loader before anything
-    is written; an existing file is kept unless ``overwrite``. A tag, operation or path
-    prefix asked for that chooses nothing is an ``OpenAPIError`` naming it and the
-    nearest the document has.
+    bounds, a part of it is not of its type, or its file would not load — is skipped
+    and listed in ``skipped``, the others written. It is an ``OpenAPIError`` naming
+    every such operation, and nothing is written, when ``strict``, when it was named
+    in ``operations`` (unless not ``named_must_import``: the admin page, where every
+    operation is picked by name), or when nothing is left. Every file is checked by
+    the tool loader before anything is written; an existing file is kept unless
+    ``overwrite``. A tag, operation or path prefix asked for that chooses nothing is
+    an ``OpenAPIError`` naming it and the nearest the document has.
     ``progress(stage, done, total)`` follows the operations: ``"generate"`` while
     their tools are made, ``"check"`` while the files are checked."""
     selection = Selection(tags or [], operations or [], path_prefixes or [])
@@ -151,7 +158,8 @@ def openapi_write(
             _check(text, source=str(path))
         except ToolConfigError as exc:
             op = listed[tool["name"]]
-            reason = f"the generated tool does not load: {exc.message}"
+            at = pointer("paths", op.key.split(" ", 1)[1], op.key.split(" ", 1)[0].lower())
+            reason = f"{at}: the generated tool does not load: {exc.message}"
             skipped.append(Skipped(op.key, op.operation_id, reason))
             continue
         if path in texts:

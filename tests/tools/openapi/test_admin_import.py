@@ -102,7 +102,10 @@ def test_a_url_on_an_allowed_host_is_fetched(importer, settings):
         ({"document": ("a.yaml", b"swagger: '2.0'\npaths: {}\n")}, "not an OpenAPI 3.0/3.1"),
         ({"document": ("a.txt", b"just: [text")}, "neither YAML nor JSON"),
         ({"document": ("a.bin", b"\xff\xfe\x00garbage")}, "not UTF-8 text"),
-        ({"document": ("a.yaml", b"openapi: 3.1.0\npaths: {1: x}\n")}, "paths.1 must be"),
+        (
+            {"document": ("a.yaml", b"openapi: 3.1.0\ninfo: {}\npaths: {1: x}\n")},
+            "a.yaml: #/paths/1: a path must be a string, got a number; nothing imported",
+        ),
         (
             {"document": ("big.yaml", b"#" * (MAX_DOCUMENT_BYTES + 1))},
             "larger than 5242880 bytes (5 MiB), the cap set by FLOWPILOT_OPENAPI_UPLOAD_MAX_BYTES",

@@ -39,6 +39,7 @@ def laughs(levels: int = 40) -> dict:
     body = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/s0"}}}}
     return {
         "openapi": "3.0.3",
+        "info": {"title": "t", "version": "1"},
         "servers": [{"url": "https://api.example.com"}],
         "paths": {"/laugh": {"post": {"operationId": "laugh", "requestBody": body}}},
         "components": {"schemas": schemas},
@@ -197,7 +198,7 @@ def test_json_is_read_as_yaml_would_read_it():
     as_json = openapi_parse(json.dumps(document, indent=2), source="laughs.json")
     as_yaml = openapi_parse(yaml.safe_dump(document), source="laughs.yaml")
     assert as_json == as_yaml == document
-    flow = openapi_parse("{openapi: 3.1.0, paths: {}}", source="flow.yaml")  # YAML, not JSON
-    assert flow == {"openapi": "3.1.0", "paths": {}}
+    flow = openapi_parse("{openapi: 3.1.0, info: {}, paths: {}}", source="flow.yaml")  # YAML
+    assert flow == {"openapi": "3.1.0", "info": {}, "paths": {}}
     with pytest.raises(OpenAPIError, match="neither YAML nor JSON"):
         openapi_parse('{"openapi": "3.1.0", "paths": {', source="cut.json")

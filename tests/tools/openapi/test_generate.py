@@ -13,7 +13,12 @@ pytestmark = pytest.mark.django_db
 
 
 def _doc(paths: dict) -> dict:
-    return {"openapi": "3.0.3", "servers": [{"url": "https://api.example.com"}], "paths": paths}
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": "t", "version": "1"},
+        "servers": [{"url": "https://api.example.com"}],
+        "paths": paths,
+    }
 
 
 def _get(op_id: str) -> dict:
@@ -65,6 +70,7 @@ def _forecast(servers: list | None = None) -> dict:
 
 SPREAD_OVER_HOSTS = {
     "openapi": "3.0.0",
+    "info": {"title": "Open-Meteo", "version": "1"},
     "paths": {
         "/v1/forecast": {
             "servers": [{"url": "https://api.open-meteo.com/"}],

@@ -159,6 +159,7 @@ def test_operations_are_listed_for_choosing_whatever_their_tags_say():
     document = openapi_parse(
         """
 openapi: 3.0.3
+info: {title: t, version: "1"}
 paths:
   /a:
     get: {tags: notalist, description: " Only a description "}
@@ -183,11 +184,26 @@ paths:
     ]
 
 
+MINIMAL = "openapi: 3.1.0\ninfo: {}\n"
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
         ("openapi: 3.1.0\n", "the document has no 'paths'"),
-        ("openapi: 3.1.0\npaths: {/a: [1]}\n", "paths./a must be a string key with an object"),
+        ("openapi: 3.1.0\npaths: {}\n", r"#/info: expected an object, got null; nothing imported"),
+        ("openapi: 3.1.0\ninfo: x\npaths: {}\n", r"#/info: expected an object, got a string"),
+        ("openapi: 3.1.0\ninfo: {}\npaths: []\n", r"#/paths: expected an object, got an array"),
+        (f"{MINIMAL}paths: {{/a: [1]}}\n", r"#/paths/~1a: expected an object, got an array"),
+        (f"{MINIMAL}paths: {{}}\nservers: {{url: x}}\n", r"#/servers: expected an array"),
+        (f"{MINIMAL}paths: {{}}\nservers: [x]\n", r"#/servers/0: expected an object"),
+        (f"{MINIMAL}paths: {{}}\nservers: [{{url: 1}}]\n", r"#/servers/0/url: expected a string"),
+        (f"{MINIMAL}paths: {{}}\ncomponents: []\n", r"#/components: expected an object"),
+        (
+            f"{MINIMAL}paths: {{}}\ncomponents: {{securitySchemes: {{a: 1}}}}\n",
+            r"#/components/securitySchemes/a: expected an object, got a number",
+        ),
+        (f"{MINIMAL}paths: {{}}\nsecurity: [{{a: x}}]\n", r"#/security/0/a: expected an array"),
         ("- a list\n", "no 'openapi' field"),
     ],
 )

@@ -20,9 +20,9 @@ class Command(FlowpilotCommand):
         "Write one http tool YAML per operation of an OpenAPI 3.0/3.1 document (a file, or a "
         "URL on FLOWPILOT_OPENAPI_HOSTS; at most FLOWPILOT_OPENAPI_MAX_BYTES), chosen by "
         "--tag / --operation / --path-prefix (default: all). Constructs that cannot be "
-        "expressed are listed; an operation whose references cannot be expanded is skipped "
-        "with a warning on stderr (--strict: nothing is written). A progress bar is shown "
-        "on a terminal."
+        "expressed are listed; an operation whose references cannot be expanded, or a part of "
+        "which is malformed, is skipped with a warning on stderr naming where (--strict: "
+        "nothing is written). A progress bar is shown on a terminal."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
