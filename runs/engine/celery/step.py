@@ -53,6 +53,7 @@ from runs.engine.celery.claim import Claim, Taken, claim, claim_ready, claim_ste
 from runs.engine.celery.heartbeat import heartbeat
 from runs.engine.celery.run import TapsFor, read_step, run_context
 from runs.engine.celery.settle import (
+    TakeNext,
     Verdict,
     settle,
     settle_failed_before_call,
@@ -205,9 +206,27 @@ def _run_claimed(
             run.pk, step.id, tried.record.number, tried.record.status, tried.record.duration_ms,
         )  # fmt: skip
         return with_db_retries(
-            lambda: settle(ctx, result, token, tried, publish=publish, take=take),
+            lambda: _flushed_settle(ctx, result, token, tried, publish=publish, take=take),
             what=f"recording step `{step.id}` of run {run.pk}",
         )
+
+
+def _flushed_settle(
+    ctx: RunContext,
+    result: StepResult,
+    token: str,
+    tried: Tried[Attempt],
+    *,
+    publish: Publish,
+    take: TakeNext | None,
+) -> Verdict:
+    """``settle``, the try's recorded calls (a validation run's taps) stored first: the
+    outcome may finish the run, and whoever sees it finished (a replay of it) must find
+    every call. The context's close would store them only after a chain continued in
+    this task had finished the run."""
+    if ctx.taps is not None:
+        ctx.taps.flush()
+    return settle(ctx, result, token, tried, publish=publish, take=take)
 
 
 def _take(

@@ -203,3 +203,42 @@ def test_a_database_error_claiming_a_child_retries_the_whole_settle(echo_api, mo
     run.refresh_from_db()
     assert run.status == "succeeded"
     assert [r.path for r in echo_api.requests("echo")] == [f"/echo/alpha/c{i}" for i in (1, 2, 3)]
+
+
+def test_a_validation_chain_stores_each_recorded_call_before_the_run_finishes(
+    echo_api, monkeypatch
+):
+    # The whole chain runs in one task, whose context closes only after the last
+    # step's settle finished the run: the calls must be stored before that, or a replay
+    # started as soon as the run is seen finished finds none.
+    from runs.engine.celery import advance
+    from runs.engine.celery.run import run_start
+    from runs.models import ToolCallRecording
+    from runs.services import run_create
+    from tests.celery_support import Bus, import_flow
+
+    bus = Bus()
+    run = run_create(
+        workflow=import_flow(chain_flow("chain_recorded", 3)),
+        trigger="validation",
+        inputs={"tag": "gamma"},
+    )
+    run_start(run=run, publish=bus)
+    real_finish = advance.run_finish
+    seen = []
+
+    def finish(ctx, finishing, *args, **kwargs):
+        recorded = ToolCallRecording.objects.filter(step_result__run_id=finishing.pk)
+        seen.append(sorted(recorded.values_list("step_result__step_id", flat=True)))
+        return real_finish(ctx, finishing, *args, **kwargs)
+
+    monkeypatch.setattr(advance, "run_finish", finish)
+
+    verdicts = bus.drain(worker=WORKER)
+
+    run.refresh_from_db()
+    assert run.status == "succeeded", run.error_summary
+    assert len(bus.published) == 1  # one task ran the chain
+    assert [v.status for v in verdicts] == ["succeeded"] * 3
+    assert seen == [["c1", "c2", "c3"]]  # all stored when the run finished
+    assert ToolCallRecording.objects.filter(step_result__run=run).count() == 3  # once each
