@@ -73,14 +73,18 @@ class CallTaps(Protocol):
     """The taps of a run's calls: one per tool call, by step, item (foreach item or llm
     tool-call index) and tool (``tap_for``: its HTTP exchanges or MCP call), and one per
     model call of an ``llm`` step or LLM decision (``chat_tap_for``: by step, with the
-    endpoint's name and the model the step names, None for the endpoint's default);
-    ``close()`` (with the context) stores what they kept."""
+    endpoint's name and the model the step names, None for the endpoint's default).
+    ``flush()`` stores what they kept so far (a Celery step task flushes before it writes
+    the step's outcome, which may finish the run: whoever sees the run finished finds
+    its calls); ``close()`` (with the context) stores what is left."""
 
     def tap_for(self, step_id: str, item: int | None, tool: str) -> CallTap: ...
 
     def chat_tap_for(
         self, step_id: str, *, endpoint: str, model: str | None, redactor: Redactor
     ) -> ChatTap: ...
+
+    def flush(self) -> None: ...
 
     def close(self) -> None: ...
 

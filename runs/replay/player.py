@@ -142,6 +142,9 @@ class RecordedCalls:
         """A replay answers every call from the recordings and sends nothing."""
         return True
 
+    def flush(self) -> None:
+        """Nothing to store: a replay records nothing."""
+
     def close(self) -> None:
         """Nothing to store: a replay records nothing."""
 

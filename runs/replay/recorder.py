@@ -70,7 +70,7 @@ class _Pending:
 
 @dataclass
 class CallRecorder:
-    """Records a run's calls; ``close()`` stores them."""
+    """Records a run's calls; ``flush()`` and ``close()`` store them."""
 
     run_id: int
     max_bytes: int
@@ -94,17 +94,27 @@ class CallRecorder:
         with self._lock:
             self._kept.append(pending)
 
-    def close(self) -> None:
+    def flush(self) -> None:
+        """Store the calls kept so far. When the write fails, they are kept for the
+        next ``flush`` or ``close`` (a settle retried on a new connection stores them)."""
         with self._lock:
             kept, self._kept = self._kept, []
         if not kept:
             return
-        ids = dict(StepResult.objects.filter(run_id=self.run_id).values_list("step_id", "pk"))
-        ToolCallRecording.objects.bulk_create(
-            ToolCallRecording(step_result_id=ids[p.step_id], item=p.item, **p.fields)
-            for p in kept
-            if p.step_id in ids
-        )
+        try:
+            ids = dict(StepResult.objects.filter(run_id=self.run_id).values_list("step_id", "pk"))
+            ToolCallRecording.objects.bulk_create(
+                ToolCallRecording(step_result_id=ids[p.step_id], item=p.item, **p.fields)
+                for p in kept
+                if p.step_id in ids
+            )
+        except BaseException:
+            with self._lock:
+                self._kept[:0] = kept
+            raise
+
+    def close(self) -> None:
+        self.flush()
 
     # --- shared by the taps ---------------------------------------------------------
 

@@ -392,6 +392,41 @@ def _never():
     raise AssertionError("a replay never sends")
 
 
+def test_calls_a_failed_flush_could_not_store_are_stored_by_the_next(monkeypatch):
+    from django.db import OperationalError
+
+    from runs.models import StepResult
+
+    workflow, _ = workflow_import(
+        data={"name": "flush_again", "steps": [{"id": "s", "kind": "transform", "expression": "x"}]}
+    )
+    run = Run.objects.create(workflow=workflow, definition_hash="h", trigger="validation")
+    step = StepResult.objects.create(run=run, step_id="s")
+    recorder = CallRecorder(run_id=run.pk, max_bytes=1000)
+    request = {"server": "x", "tool": "t", "arguments": {"k": 1}}
+
+    def refused():
+        raise MCPError(-32602, "bad arguments")
+
+    with pytest.raises(MCPError):
+        recorder.tap_for("s", None, "x_t").mcp_exchange(request, refused, Redactor())
+    real = ToolCallRecording.objects.bulk_create
+
+    def lost_connection(*args, **kwargs):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(ToolCallRecording.objects, "bulk_create", lost_connection)
+    with pytest.raises(OperationalError):
+        recorder.flush()
+    monkeypatch.setattr(ToolCallRecording.objects, "bulk_create", real)
+    recorder.flush()  # as a settle retried on a new connection does
+    recorder.close()  # nothing left: stored once
+
+    [stored] = ToolCallRecording.objects.filter(step_result=step)
+    assert (stored.kind, stored.tool, stored.request) == ("mcp", "x_t", request)
+    assert stored.error["message"] == "bad arguments"
+
+
 def test_text_no_database_can_hold_is_stored_and_replayed_intact(db):
     import mcp_types as types
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import functools
 import logging
+import uuid
 from collections.abc import Callable
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Field
 from kombu.exceptions import OperationalError as KombuOperationalError
@@ -20,11 +22,12 @@ from kombu.exceptions import OperationalError as KombuOperationalError
 from runs.engine import caches
 from runs.engine.build import build_run_context
 from runs.engine.celery.advance import advance_locked
-from runs.engine.celery.broker import Publish, publish_step
-from runs.engine.context import CallTaps, RunContext
+from runs.engine.celery.broker import Publish, lease_until, publish_step
+from runs.engine.celery.claim import Claim, claim
+from runs.engine.context import DEFAULT_CLOCK, CallTaps, Clock, RunContext
 from runs.engine.http import process_http_client
 from runs.models import Run, StepResult
-from runs.state import RunError, RunStateError, RunStatus, run_transition
+from runs.state import RunError, RunStateError, RunStatus, StepStatus, run_transition
 from workflows.services import workflow_spec
 
 logger = logging.getLogger("flowpilot.engine")
@@ -120,6 +123,113 @@ def _step_read_for(vendor: str) -> tuple[str, tuple[Field, ...], tuple[tuple[int
 
 def _step_read() -> tuple[str, tuple[Field, ...], tuple[tuple[int, tuple], ...]]:
     return _step_read_for(connection.vendor)
+
+
+def claim_read(
+    step_result_id: int, *, worker: str, now: Clock = DEFAULT_CLOCK
+) -> tuple[Claim, tuple] | None:
+    """A step task's claim, which is also its first read: the queued step taken for this
+    task (``claim.claim``, its inputs not stored yet: they are written with the outcome),
+    read back with its whole run and the tool table's state (``read_step``). None when
+    it is no longer queued (a duplicate or stale message) or unknown.
+
+    On PostgreSQL one statement, ``UPDATE … FROM`` the run and the tool table's state
+    ``… RETURNING`` all three, built once per process; elsewhere (SQLite cannot return
+    the columns of an ``UPDATE … FROM``'s other tables) the claim, then ``read_step``.
+    """
+    if connection.vendor != "postgresql":
+        won = claim(step_result_id, worker=worker, now=now)
+        if won is None:
+            return None
+        result, tools = read_step(step_result_id)
+        won.result.run = result.run
+        return won, tools
+    token = uuid.uuid4().hex
+    at = now()
+    sql, field_of, run_fields, converters = _claim_read_for(connection.vendor)
+    written = {
+        "status": StepStatus.RUNNING,
+        "claim_token": token,
+        "worker": worker[:255],
+        "lease_expires_at": lease_until(settings.FLOWPILOT_STEP_LEASE, at),
+        "started_at": at,
+        "updated_at": at,
+    }
+    params = [field_of[name].get_db_prep_save(v, connection) for name, v in written.items()]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, step_result_id, StepStatus.QUEUED.value])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    values = _converted(row, converters)
+    db = connection.alias
+    result = StepResult.from_db(db, list(_CLAIM_FIELDS), values[: len(_CLAIM_FIELDS)])
+    result.claim_token = token
+    start, end = len(_CLAIM_FIELDS), len(_CLAIM_FIELDS) + len(run_fields)
+    run = Run.from_db(db, [f.attname for f in run_fields], values[start:end])
+    result.run = run
+    updated, count, enabled = values[end:]
+    return Claim(token, result, run.status), caches.state_key(updated, count, enabled or 0)
+
+
+# In the model's order (``from_db``): what the claim reads back of the step.
+_CLAIM_FIELDS = ("id", "run_id", "step_id", "status", "attempts", "attempt_log", "attempt_limit")
+
+
+def _converted(row: tuple, converters: tuple[tuple[int, tuple], ...]) -> list:
+    values = list(row)
+    for index, convert in converters:
+        for fn in convert:
+            values[index] = fn(values[index], None, connection)
+    return values
+
+
+def _converters_of(fields: tuple[tuple[Field, str], ...]) -> tuple[tuple[int, tuple], ...]:
+    """Each converted column's converters (what the ORM applies to a value read: JSON,
+    dates and booleans as the backend returns them), for fields read from tables."""
+    converters = []
+    for index, (field, table) in enumerate(fields):
+        col = field.get_col(table)
+        own = field.get_db_converters(connection)  # type: ignore[attr-defined]  # untyped
+        found = (*connection.ops.get_db_converters(col), *own)
+        if found:
+            converters.append((index, tuple(found)))
+    return tuple(converters)
+
+
+@functools.cache
+def _claim_read_for(
+    vendor: str,
+) -> tuple[str, dict[str, Field], tuple[Field, ...], tuple[tuple[int, tuple], ...]]:
+    """``claim_read``'s statement for ``vendor`` (names from the models' metadata; the
+    written values, the id and the queued status are its parameters), the written
+    fields by name, the run's fields and the converters of what it returns."""
+    quote = connection.ops.quote_name
+    steps, runs = StepResult._meta, Run._meta
+    step_table, run_table = quote(steps.db_table), quote(runs.db_table)
+    by_attname = {f.attname: f for f in steps.concrete_fields}
+    step_fields = tuple(by_attname[name] for name in _CLAIM_FIELDS)
+    run_fields = tuple(runs.concrete_fields)
+    written = ("status", "claim_token", "worker", "lease_expires_at", "started_at", "updated_at")
+    field_of = {name: by_attname[name] for name in written}
+    sets = []
+    for name in written:
+        column = quote(field_of[name].column)
+        keep = f"COALESCE({step_table}.{column}, %s)" if name == "started_at" else "%s"
+        sets.append(f"{column} = {keep}")  # a step tried before keeps its first start
+    columns = [f"{step_table}.{quote(f.column)}" for f in step_fields]
+    columns += [f"{run_table}.{quote(f.column)}" for f in run_fields]
+    sql = (
+        f"UPDATE {step_table} SET {', '.join(sets)} "  # noqa: S608 - names from metadata
+        f"FROM {run_table}, ({caches.tools_state_sql()}) tools "
+        f"WHERE {step_table}.{quote(steps.pk.column)} = %s "
+        f"AND {step_table}.{quote('status')} = %s "
+        f"AND {run_table}.{quote(runs.pk.column)} = "
+        f"{step_table}.{quote(steps.get_field('run').column)} "
+        f"RETURNING {', '.join(columns)}, tools.*"
+    )
+    tables = [(f, steps.db_table) for f in step_fields] + [(f, runs.db_table) for f in run_fields]
+    return sql, field_of, run_fields, _converters_of(tuple(tables))
 
 
 def lock_run(run_id: int) -> Run:

@@ -83,8 +83,11 @@ def settle(
     *,
     publish: Publish,
     take: TakeNext | None = None,
+    inputs: tuple[Any, bool] | None = None,
 ) -> Verdict:
     """Record the try: a retry (``next_try``), or the outcome and an advance of the run.
+    ``inputs`` (the resolved-inputs record as stored, and whether it was capped) are
+    written with it when the claim did not store them.
 
     The try's number within the retry budget is counted from ``attempt_limit`` (the
     policy's tries end there; a try lost with its worker raised it by one, so it does
@@ -96,9 +99,11 @@ def settle(
         budget_try = tried.record.number - (result.attempt_limit - policy.max_attempts)
         decision = next_try(policy, budget_try, tried.error, ctx.rand.random)
         if isinstance(decision, Retry):
-            return _settle_retry(ctx, result, token, tried, decision, publish=publish)
+            return _settle_retry(
+                ctx, result, token, tried, decision, publish=publish, inputs=inputs
+            )
     outcome = outcome_of(tried, (tried.record,))
-    return settle_outcome(ctx, result, token, outcome, publish=publish, take=take)
+    return settle_outcome(ctx, result, token, outcome, publish=publish, take=take, inputs=inputs)
 
 
 def settle_outcome(
@@ -109,6 +114,7 @@ def settle_outcome(
     *,
     publish: Publish,
     take: TakeNext | None = None,
+    inputs: tuple[Any, bool] | None = None,
 ) -> Verdict:
     """Write the outcome if the claim is still ours, then advance under the run lock.
 
@@ -125,7 +131,9 @@ def settle_outcome(
         output, capped = (None, False)
         if outcome.status == StepStatus.SUCCEEDED:
             output, capped = checkpoint.stored_output(ctx, outcome.output)
-        run_status = _write_outcome(result, token, outcome, now, output=output, capped=capped)
+        run_status = _write_outcome(
+            result, token, outcome, now, output=output, capped=capped, inputs=inputs
+        )
         if run_status is None:
             logger.warning(
                 "step `%s` of run %s: stale claim, result ignored", result.step_id, result.run_id
@@ -150,9 +158,11 @@ def _write_outcome(
     *,
     output: Any,
     capped: bool,
+    inputs: tuple[Any, bool] | None,
 ) -> str | None:
     """``checkpoint.mark_finished`` as one UPDATE conditional on the claim, which locks
-    the run row (``FOR UPDATE``) and returns its status; None when the claim is stale."""
+    the run row (``FOR UPDATE``) and returns its status; None when the claim is stale.
+    With ``inputs``, the step's resolved inputs are written too."""
     row = step_update_returning(
         StepResult,
         outcome.status,
@@ -169,11 +179,19 @@ def _write_outcome(
             ],
             "finished_at": now,
             "updated_at": now,
+            **_inputs_fields(inputs),
         },
         plus={"attempts": ("attempts", len(outcome.attempts))},
         returning_sql=(run_status_sql(lock=True),),
     )
     return None if row is None else row[0]
+
+
+def _inputs_fields(inputs: tuple[Any, bool] | None) -> dict[str, Any]:
+    if inputs is None:
+        return {}
+    record, capped = inputs
+    return {"inputs": record, "inputs_truncated": capped}
 
 
 def _settle_retry(
@@ -184,6 +202,7 @@ def _settle_retry(
     wait: Retry,
     *,
     publish: Publish,
+    inputs: tuple[Any, bool] | None = None,
 ) -> Verdict:
     """Back to ``queued``, due after ``wait``, unless the run ended meanwhile (then the
     try is the step's outcome)."""
@@ -194,10 +213,13 @@ def _settle_retry(
         run, current = locked
         if run.status == RunStatus.RUNNING:
             entry = tried.record.waiting(wait).entry()
-            requeue(current, entry, ctx.now(), delay=wait.delay, error=tried.record.error)
+            requeue(
+                current, entry, ctx.now(), delay=wait.delay, error=tried.record.error,
+                **_inputs_fields(inputs),
+            )  # fmt: skip
             return Verdict(claimed=True, status=StepStatus.QUEUED, retry_in=wait.delay)
     outcome = outcome_of(tried, (tried.record,))
-    return settle_outcome(ctx, result, token, outcome, publish=publish)
+    return settle_outcome(ctx, result, token, outcome, publish=publish, inputs=inputs)
 
 
 def settle_failed_before_call(
@@ -236,9 +258,10 @@ def requeue(
     *,
     delay: float,
     error: dict[str, Any] | None,
+    **also: Any,
 ) -> None:
     """Back to ``queued`` with the try's log ``entry`` recorded; due ``delay`` seconds
-    from now."""
+    from now (``also``: further fields, the try's inputs)."""
     step_transition(
         result,
         StepStatus.QUEUED,
@@ -249,4 +272,5 @@ def requeue(
         claim_token="",
         lease_expires_at=lease_until(delay + settings.FLOWPILOT_QUEUED_LEASE, now),
         updated_at=now,
+        **also,
     )

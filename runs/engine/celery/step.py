@@ -1,11 +1,15 @@
 """One step as a Celery task: claim, heartbeat, one try, settle (``runs.tasks``).
 
-``step_execute`` reads its StepResult (with its run and the Tool table's state) and
-the upstream outputs the step references, resolves the inputs, then *claims* the step
-with one conditional ``UPDATE … SET status='running' WHERE status='queued' RETURNING
-…`` that also stores the resolved inputs and reads back the attempt counters and the
-run's status. A duplicate or late message finds the step no longer queued, or loses
-the claim, and does nothing, so a succeeded step never runs again.
+``step_execute`` first *claims* the step (``run.claim_read``): one conditional
+``UPDATE … SET status='running' WHERE status='queued' RETURNING …`` that reads back
+the attempt counters, the whole run and the Tool table's state (on PostgreSQL one
+statement, ``UPDATE … FROM``; elsewhere a read follows). A duplicate or late message
+finds the step no longer queued and does nothing, so a succeeded step never runs
+again. It then reads the upstream outputs the step references and resolves its
+inputs, which are written with the step's outcome (or its retry). A database error
+before the try gives the claim back (``running → queued``) and the task is retried;
+a worker that dies leaves a running step without inputs, which the sweeper takes
+back when its lease runs out, and the next claim resolves them again.
 
 It makes **one** attempt; one that outlives a second has its lease renewed by the
 process's heartbeat thread (``heartbeat``). The Celery soft time limit (the step's
@@ -44,15 +48,17 @@ from functools import partial
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
 from django.db import transaction
 
 from runs.engine import checkpoint
 from runs.engine.attempt import attempt_request, execute_attempt
-from runs.engine.celery.broker import Publish, publish_step, time_limit_of
-from runs.engine.celery.claim import Claim, Taken, claim, claim_ready, claim_step
+from runs.engine.celery.broker import Publish, lease_until, publish_step, time_limit_of
+from runs.engine.celery.claim import Claim, Taken, claim, claim_ready
 from runs.engine.celery.heartbeat import heartbeat
-from runs.engine.celery.run import TapsFor, read_step, run_context
+from runs.engine.celery.run import TapsFor, claim_read, run_context
 from runs.engine.celery.settle import (
+    TakeNext,
     Verdict,
     settle,
     settle_failed_before_call,
@@ -90,27 +96,65 @@ def step_execute(
 ) -> Verdict:
     """Claim, try once, and settle one step (the body of the step task).
 
-    The inputs are resolved before the claim (the upstream outputs they read are final
-    once the step is queued), so the claim stores them in the same UPDATE. When the
+    The claim is the task's first read (``run.claim_read``); the inputs, resolved after
+    it, are written with the outcome (a held step of a chain, claimed later, stores
+    them with its claim, as a child claimed in its parent's settle does). When the
     step's success makes one child ready (a chain), that child is run next in this same
     task (``continue_chain``); its verdict is in ``Verdict.continued``. ``taps_for``
     gives the run's call taps (``runs.tasks``: a validation run records its calls).
     """
-    result, tools = read_step(step_result_id)
-    if result.status != StepStatus.QUEUED:
-        logger.debug("step result %s is %s: duplicate or stale message", result.pk, result.status)
+    claimed = claim_read(step_result_id, worker=worker, now=now)
+    if claimed is None:
+        logger.debug("step result %s is not queued: duplicate or stale message", step_result_id)
         return Verdict(claimed=False)
+    won, tools = claimed
+    result = won.result
     run = result.run
     try:
         context = run_context(run, tools_key=tools, taps_for=taps_for)
     except FlowpilotError as exc:
-        return _fail_unstartable(result, run, exc, worker=worker, now=now)
+        return _fail_unstartable(result, run, exc, token=won.token, now=now)
+    except Exception:
+        _release(won, now=now)
+        raise
     with context as ctx:
-        verdict = _execute(ctx, run, result.pk, result.step_id, {}, worker=worker, publish=publish)
+        try:
+            if won.run_status == RunStatus.RUNNING:
+                args, record, failure = _resolved(ctx, run, ctx.spec.step(result.step_id), {})
+            else:  # cancelled meanwhile: the step never starts, nothing to resolve
+                args, record, failure = {}, None, None
+        except Exception:
+            _release(won, now=now)
+            raise
+        verdict = _run_claimed(
+            ctx, run, won, args, failure, worker=worker, publish=publish,
+            inputs=checkpoint.stored_inputs(ctx, record),
+        )  # fmt: skip
         if verdict.follow is None:
             return verdict
         more = continue_chain(ctx, run, result.step_id, verdict, worker=worker, publish=publish)
         return replace(verdict, continued=more)
+
+
+def _release(won: Claim, *, now: Clock) -> None:
+    """Give a claim back (``running → queued``) when the task fails before its try (a
+    database error building the context or reading the upstream outputs): the task is
+    retried and claims it again, instead of leaving it to the sweeper as a lost worker's
+    step. If even this fails, the sweeper takes it back when its lease runs out."""
+    result, token = won.result, won.token
+
+    def give_back() -> int:
+        at = now()
+        return step_transition(
+            StepResult.objects.filter(pk=result.pk, claim_token=token), StepStatus.QUEUED,
+            claim_token="", lease_expires_at=lease_until(settings.FLOWPILOT_QUEUED_LEASE, at),
+            updated_at=at,
+        )  # fmt: skip
+
+    try:
+        with_db_retries(give_back, what=f"giving back the claim of step result {result.pk}")
+    except Exception:
+        logger.exception("step result %s: claim not given back; the sweeper will", result.pk)
 
 
 def continue_chain(
@@ -186,9 +230,11 @@ def _run_claimed(
     *,
     worker: str,
     publish: Publish,
+    inputs: tuple[Any, bool] | None = None,
 ) -> Verdict:
     """Attempt and settle a step this task claimed (``failure``: its inputs could not be
-    resolved, so it fails without a call)."""
+    resolved, so it fails without a call). ``inputs`` (stored record, capped) are
+    written with the step's outcome or retry, when its claim did not store them."""
     result, token = won.result, won.token
     if won.run_status != RunStatus.RUNNING:
         return settle_not_started(result, token, now=ctx.now)
@@ -205,9 +251,30 @@ def _run_claimed(
             run.pk, step.id, tried.record.number, tried.record.status, tried.record.duration_ms,
         )  # fmt: skip
         return with_db_retries(
-            lambda: settle(ctx, result, token, tried, publish=publish, take=take),
+            lambda: _flushed_settle(
+                ctx, result, token, tried, publish=publish, take=take, inputs=inputs
+            ),
             what=f"recording step `{step.id}` of run {run.pk}",
         )
+
+
+def _flushed_settle(
+    ctx: RunContext,
+    result: StepResult,
+    token: str,
+    tried: Tried[Attempt],
+    *,
+    publish: Publish,
+    take: TakeNext | None,
+    inputs: tuple[Any, bool] | None,
+) -> Verdict:
+    """``settle``, the try's recorded calls (a validation run's taps) stored first: the
+    outcome may finish the run, and whoever sees it finished (a replay of it) must find
+    every call. The context's close would store them only after a chain continued in
+    this task had finished the run."""
+    if ctx.taps is not None:
+        ctx.taps.flush()
+    return settle(ctx, result, token, tried, publish=publish, take=take, inputs=inputs)
 
 
 def _take(
@@ -308,13 +375,11 @@ def _as_timeout(step: AnyStep) -> ToolTimeout:
 
 
 def _fail_unstartable(
-    result: StepResult, run: Run, exc: FlowpilotError, *, worker: str, now: Clock
+    result: StepResult, run: Run, exc: FlowpilotError, *, token: str, now: Clock
 ) -> Verdict:
     """No context can be built for the run (its stored definition or tools are broken):
-    fail the step and the run at once, instead of re-queueing the step forever."""
-    token = claim_step(result.pk, worker=worker, now=now)
-    if token is None:
-        return Verdict(claimed=False)
+    fail the step (claimed by ``token``) and the run at once, instead of re-queueing the
+    step forever."""
     at = now()
     error = StepUnstartable(exc).record()
     with transaction.atomic():

@@ -197,3 +197,31 @@ def test_read_step_reads_the_step_its_run_and_the_tool_tables_state_as_the_orm_d
     assert tools == caches.tools_state()
     with pytest.raises(StepResult.DoesNotExist):
         read_step(pk + 10_000)
+
+
+def test_claim_read_claims_a_queued_step_once_and_reads_its_run_as_the_orm_does(echo_api):
+    from runs.engine import caches
+    from runs.engine.celery.run import claim_read
+    from runs.models import StepResult
+
+    _, bus = started(fan_out_flow("claim_read", 2), tag="beta")
+    pk = bus.published[0].step_result_id
+    claimed = claim_read(pk, worker=WORKER)
+
+    assert claimed is not None
+    won, tools = claimed
+    row = StepResult.objects.select_related("run").get(pk=pk)
+    assert (row.status, row.claim_token, row.worker) == ("running", won.token, WORKER)
+    assert row.lease_expires_at is not None
+    assert row.started_at is not None
+    assert (won.result.pk, won.result.step_id, won.result.attempts) == (pk, row.step_id, 0)
+    assert won.result.attempt_limit == row.attempt_limit
+    assert won.result.claim_token == won.token
+    assert won.run_status == "running"
+    for field in Run._meta.concrete_fields:
+        assert getattr(won.result.run, field.attname) == getattr(row.run, field.attname)
+    assert won.result.run.inputs == {"tag": "beta"}
+    assert won.result.run.started_at.tzinfo is not None
+    assert tools == caches.tools_state()
+    assert claim_read(pk, worker="another@local") is None  # a duplicate message
+    assert claim_read(pk + 10_000, worker=WORKER) is None  # no such step

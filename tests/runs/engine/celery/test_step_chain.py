@@ -71,8 +71,10 @@ def test_a_run_cancelled_before_a_held_step_is_claimed_never_starts_it(echo_api,
     claims = []
 
     def cancel_before_the_second_claim(step_result_id, **kwargs):
+        # root's own claim is its first read (``run.claim_read``): the first call here
+        # is the second claim of the task, the held leaf's.
         claims.append(step_result_id)
-        if len(claims) == 2:
+        if len(claims) == 1:
             run_cancel(run=Run.objects.get(pk=run.pk))
         return real_claim(step_result_id, **kwargs)
 
@@ -162,8 +164,8 @@ def test_a_database_error_in_a_held_step_sends_it_to_the_broker(echo_api, monkey
     claims = []
 
     def fail_second_claim(step_result_id, **kwargs):
-        claims.append(step_result_id)
-        if len(claims) == 2:
+        claims.append(step_result_id)  # the held leaf's: root's was its first read
+        if len(claims) == 1:
             raise OperationalError("the database went away")
         return real_claim(step_result_id, **kwargs)
 
@@ -203,3 +205,66 @@ def test_a_database_error_claiming_a_child_retries_the_whole_settle(echo_api, mo
     run.refresh_from_db()
     assert run.status == "succeeded"
     assert [r.path for r in echo_api.requests("echo")] == [f"/echo/alpha/c{i}" for i in (1, 2, 3)]
+
+
+def test_a_validation_chain_stores_each_recorded_call_before_the_run_finishes(
+    echo_api, monkeypatch
+):
+    # The whole chain runs in one task, whose context closes only after the last
+    # step's settle finished the run: the calls must be stored before that, or a replay
+    # started as soon as the run is seen finished finds none.
+    from runs.engine.celery import advance
+    from runs.engine.celery.run import run_start
+    from runs.models import ToolCallRecording
+    from runs.services import run_create
+    from tests.celery_support import Bus, import_flow
+
+    bus = Bus()
+    run = run_create(
+        workflow=import_flow(chain_flow("chain_recorded", 3)),
+        trigger="validation",
+        inputs={"tag": "gamma"},
+    )
+    run_start(run=run, publish=bus)
+    real_finish = advance.run_finish
+    seen = []
+
+    def finish(ctx, finishing, *args, **kwargs):
+        recorded = ToolCallRecording.objects.filter(step_result__run_id=finishing.pk)
+        seen.append(sorted(recorded.values_list("step_result__step_id", flat=True)))
+        return real_finish(ctx, finishing, *args, **kwargs)
+
+    monkeypatch.setattr(advance, "run_finish", finish)
+
+    verdicts = bus.drain(worker=WORKER)
+
+    run.refresh_from_db()
+    assert run.status == "succeeded", run.error_summary
+    assert len(bus.published) == 1  # one task ran the chain
+    assert [v.status for v in verdicts] == ["succeeded"] * 3
+    assert seen == [["c1", "c2", "c3"]]  # all stored when the run finished
+    assert ToolCallRecording.objects.filter(step_result__run=run).count() == 3  # once each
+
+
+def test_a_database_error_before_the_try_gives_the_claim_back(echo_api, monkeypatch):
+    # The claim is the task's first statement; a database error after it, before the
+    # try (reading the upstream outputs), must not leave the step to the sweeper.
+    run, bus = started(chain_flow("chain_give_back", 2, timeout=30))
+    bus.drain(limit=1)  # c1: c2 is published, not continued (it has a time limit)
+    real = celery_step._resolved
+
+    def database_gone(*args, **kwargs):
+        raise OperationalError("the database went away")
+
+    monkeypatch.setattr(celery_step, "_resolved", database_gone)
+    (message,) = bus.messages
+    with pytest.raises(OperationalError):  # the task retries itself
+        celery_step.step_execute(step_result_id=message.step_result_id, worker=WORKER, publish=bus)
+
+    c2 = results(run)["c2"]
+    assert (c2.status, c2.claim_token, c2.attempts) == ("queued", "", 0)
+    monkeypatch.setattr(celery_step, "_resolved", real)
+    bus.drain(worker=WORKER)  # the retried task claims it again
+    run.refresh_from_db()
+    assert run.status == "succeeded", run.error_summary
+    assert [e["status"] for e in results(run)["c2"].attempt_log] == ["succeeded"]
