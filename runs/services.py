@@ -171,6 +171,11 @@ def run_execute(
             ctx.run_child = _execute_child
         driven = drive_local(ctx, run, observer=observer, results=created)
         if driven is not None:
+            # A validation run's recorded calls are stored before the run is seen
+            # finished: a replay started then must find every call (the context's
+            # close, below, would store them only after the finish).
+            if ctx.taps is not None:
+                ctx.taps.flush()
             run_finish(ctx, run, driven.views, results=driven.results)
     except BaseException as exc:
         summary = f"engine error: {type(exc).__name__}: {exc}"

@@ -146,6 +146,35 @@ def test_without_declared_outputs_the_run_outputs_are_the_sink_steps(fake_api):
     assert set(run.outputs["weather"]) == {"temperature", "windspeed", "weathercode"}
 
 
+def test_a_validation_run_stores_its_recorded_calls_before_it_is_seen_finished(
+    fake_api, monkeypatch
+):
+    # A replay may start as soon as the run is seen finished: every call the run made
+    # must be stored by then, not when its context closes after the finish.
+    from runs import services
+    from runs.models import ToolCallRecording
+
+    real_finish = services.run_finish
+    stored_at_finish: list[list[str]] = []
+
+    def finish(ctx, finishing, *args, **kwargs):
+        recorded = ToolCallRecording.objects.filter(step_result__run_id=finishing.pk)
+        stored_at_finish.append(sorted(recorded.values_list("step_result__step_id", flat=True)))
+        return real_finish(ctx, finishing, *args, **kwargs)
+
+    monkeypatch.setattr(services, "run_finish", finish)
+    run = run_execute(run=run_create(workflow=import_example("geo_weather"), trigger="validation"))
+
+    assert run.status == "succeeded", run.error_summary
+    calls = sorted(
+        ToolCallRecording.objects.filter(step_result__run=run).values_list(
+            "step_result__step_id", flat=True
+        )
+    )
+    assert calls  # the example's HTTP calls were recorded
+    assert stored_at_finish == [calls]  # all of them, before the finish; once each
+
+
 def test_an_output_over_the_stored_cap_is_kept_as_a_flagged_preview(fake_api, settings):
     settings.FLOWPILOT_MAX_STORED_OUTPUT_BYTES = 64
     run = run_execute(run=run_create(workflow=import_example("geo_weather"), trigger="api"))
