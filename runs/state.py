@@ -169,16 +169,22 @@ def _row_write(
     to: str,
     fields: dict[str, Any],
     run_status: str | None,
+    *,
+    replay: bool = False,
 ) -> RowWrite:
     model = type(instance)
     connection = connections[instance._state.db or router.db_for_write(model)]
     names = tuple(fields)
-    sql = _row_update_sql(model, connection.alias, names, len(sources), run_status is not None)
-    params = [to]
-    params += [_field(model, n).get_db_prep_save(fields[n], connection) for n in names]
-    params += [instance.pk, *sources]
+    replay = replay and "updated_at" in names
+    sql = _row_update_sql(
+        model, connection.alias, names, len(sources), run_status is not None, replay=replay
+    )
+    values = [_field(model, n).get_db_prep_save(fields[n], connection) for n in names]
+    params = [to, *values, instance.pk, *sources]
     if run_status is not None:
         params.append(run_status)
+    if replay:
+        params += [to, values[names.index("updated_at")]]
     return RowWrite(instance, to, fields, connection.alias, sql, params)
 
 
@@ -199,13 +205,21 @@ class RowWrite:
 
 
 def step_write(result: models.Model, to: str, **fields: Any) -> RowWrite:
-    """``step_transition`` of one instance with plain values, prepared for ``rows_write``."""
-    return _row_write(result, _sources(STEP_TRANSITIONS, to), to, fields, None)
+    """``step_transition`` of one instance with plain values, prepared for ``rows_write``.
+
+    With ``updated_at`` among ``fields`` the write is also safe to send again: a row
+    that already holds ``to`` with exactly that ``updated_at`` (this write, committed,
+    its acknowledgement lost) counts as written, so a retry of the same prepared write
+    after a broken connection carries on instead of finding the row moved on.
+    """
+    return _row_write(result, _sources(STEP_TRANSITIONS, to), to, fields, None, replay=True)
 
 
 def step_claim_write(result: models.Model, *, run_status: str, **fields: Any) -> RowWrite:
-    """``step_claim``, prepared for ``rows_write``."""
-    return _row_write(result, [StepStatus.PENDING], StepStatus.RUNNING, fields, run_status)
+    """``step_claim``, prepared for ``rows_write``; safe to send again as ``step_write``."""
+    return _row_write(
+        result, [StepStatus.PENDING], StepStatus.RUNNING, fields, run_status, replay=True
+    )
 
 
 def rows_write(writes: Sequence[RowWrite], *, required: int = 0) -> list[int]:
@@ -278,13 +292,25 @@ def _rows_write_cte(db: Any, writes: Sequence[RowWrite], required: int) -> list[
 
 @functools.lru_cache(maxsize=256)
 def _row_update_sql(
-    model: type[models.Model], alias: str, names: tuple[str, ...], sources: int, run: bool
+    model: type[models.Model],
+    alias: str,
+    names: tuple[str, ...],
+    sources: int,
+    run: bool,
+    *,
+    replay: bool = False,
 ) -> str:
-    """``UPDATE … SET status, <names> WHERE pk AND status IN (…) [AND the run's status]``."""
+    """``UPDATE … SET status, <names> WHERE pk AND status IN (…) [AND the run's status]``.
+
+    With ``replay``: ``WHERE pk AND ((status IN (…) [AND …]) OR (status = the target
+    AND updated_at = the value written))`` — the same write, sent again, matches the row
+    it already wrote. The whole condition is parenthesised, so ``rows_write`` can append
+    its guard with ``AND``.
+    """
     opts = model._meta
     quote = connections[alias].ops.quote_name
     columns = ", ".join(f"{quote(_column(model, n))} = %s" for n in ("status", *names))
-    where = f"{quote(opts.pk.column)} = %s AND {quote('status')} IN ({', '.join(['%s'] * sources)})"
+    where = f"{quote('status')} IN ({', '.join(['%s'] * sources)})"
     if run:
         run_model = _field(model, "run").related_model
         assert isinstance(run_model, type)  # the foreign key to the run model
@@ -296,6 +322,10 @@ def _row_update_sql(
             f"{quote(opts.db_table)}.{quote(_column(model, 'run'))} AND "
             f"{quote(run_table.db_table)}.{quote('status')} = %s)"
         )
+    if replay:
+        written = f"{quote('status')} = %s AND {quote(_column(model, 'updated_at'))} = %s"
+        where = f"({where}) OR ({written})"
+    where = f"{quote(opts.pk.column)} = %s AND ({where})"
     return f"UPDATE {quote(opts.db_table)} SET {columns} WHERE {where}"  # noqa: S608
 
 

@@ -163,6 +163,17 @@ class _Decided:
     claimed: list[bool] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class _Prepared:
+    """A turn's row writes, prepared once: the outcomes, the skips among ``writes``
+    (which holds the outcomes, skips and failures before a call), the claims."""
+
+    finished: list[RowWrite]
+    skips: list[RowWrite]
+    writes: list[RowWrite]
+    claims: list[RowWrite]
+
+
 class _Turn:
     """One turn's writes, as one atomic write that can be tried again.
 
@@ -184,14 +195,26 @@ class _Turn:
         self.ctx, self.run, self.results, self.ready = ctx, run, results, ready
         self.views, self.previews = views, previews
         self._decided: _Decided | None = None
+        # The turn's writes once all are prepared, kept until they land: a try again
+        # after a broken connection sends exactly the same writes (the same timestamps),
+        # so one that did commit before the connection broke is recognised as written
+        # (``runs.state.step_write``) instead of failing the run.
+        self._prepared: _Prepared | None = None
 
     def write(self, done: list[tuple[str, StepOutcome]]) -> _Decided:
+        """Write the turn (the outcomes in ``done`` and what they decide); safe to call
+        again with the same ``done`` after it raised (``with_db_retries``)."""
         touched = [self.results[sid] for sid, _ in done]
         saved = [dict(r.__dict__) for r in touched]
         try:
             finished: list[RowWrite] = []
-            for step_id, outcome in done:
-                checkpoint.mark_finished(self.ctx, self.results[step_id], outcome, into=finished)
+            if self._prepared is not None:
+                finished = self._prepared.finished
+            else:
+                for step_id, outcome in done:
+                    checkpoint.mark_finished(
+                        self.ctx, self.results[step_id], outcome, into=finished
+                    )
             for write in finished:  # the rows as written: what the decisions are made from
                 write.apply()
             if self._decided is None:
@@ -208,6 +231,7 @@ class _Turn:
                 result.__dict__.update(state)
             raise
         self._decided = None
+        self._prepared = None
         return decided
 
     def _decide(self, done: list[tuple[str, StepOutcome]]) -> _Decided:
@@ -234,15 +258,27 @@ class _Turn:
     def _write_decisions(self, decided: _Decided, finished: list[RowWrite]) -> None:
         """The turn's outcomes and decisions, as one atomic unit (``rows_write``: one
         statement on PostgreSQL); the decisions are written only if every outcome was."""
-        writes = list(finished)
-        skipped = [self.results[sid] for sid in decided.actions.skip]
-        if skipped:
-            checkpoint.mark_skipped(skipped, self.ctx.now(), into=writes)
-        for step_id, error in decided.failed:
-            checkpoint.mark_failed_before_call(self.ctx, self.results[step_id], error, into=writes)
-        claims: list[RowWrite] = []
-        for sid, _, record in decided.claims:
-            checkpoint.mark_running(self.ctx, self.results[sid], inputs_record=record, into=claims)
+        prepared = self._prepared
+        if prepared is None:
+            writes = list(finished)
+            skipped = [self.results[sid] for sid in decided.actions.skip]
+            if skipped:
+                checkpoint.mark_skipped(skipped, self.ctx.now(), into=writes)
+            skips = writes[len(finished) :]
+            for step_id, error in decided.failed:
+                checkpoint.mark_failed_before_call(
+                    self.ctx, self.results[step_id], error, into=writes
+                )
+            claims: list[RowWrite] = []
+            for sid, _, record in decided.claims:
+                checkpoint.mark_running(
+                    self.ctx, self.results[sid], inputs_record=record, into=claims
+                )
+            prepared = self._prepared = _Prepared(finished, skips, writes, claims)
+        else:
+            writes, claims = prepared.writes, prepared.claims
+            for write in prepared.skips:  # as ``mark_skipped`` marks them in memory
+                write.apply()
         counts = rows_write([*writes, *claims], required=len(finished))
         lost = [sid for (sid, _), count in zip(decided.finished, counts, strict=False) if not count]
         if lost:

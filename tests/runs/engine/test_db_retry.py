@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from django.db import OperationalError
 
-from runs.engine import checkpoint
+from runs.engine import checkpoint, local
 from runs.engine.celery import settle as celery_settle
 from runs.engine.celery.run import run_start
 from runs.engine.db_retry import with_db_retries
@@ -121,3 +121,42 @@ def test_retries_are_bounded_and_the_last_error_is_raised():
     with pytest.raises(OperationalError, match="down"):
         with_db_retries(broken, what="test", tries=4, sleep=waits.append)
     assert waits == [0.1, 0.2, 0.4]
+
+
+def test_a_turn_committed_but_unacknowledged_is_recognised_when_sent_again(
+    echo_api, monkeypatch
+):
+    """The turn's write (the outcome of `post`, the claim of `after`) commits, then the
+    connection breaks before the driver hears so: the try again finds its own write in
+    place and carries on — the run succeeds, each call made once, no outcome twice."""
+    flow = post_flow()
+    flow["steps"].append(
+        {"id": "after", "kind": "tool", "tool": "slow_sink",
+         "input_mapping": {"tag": "post.tag", "delay": 0}}
+    )  # fmt: skip
+    flow["outputs"] = {"received": "after.received"}
+    real = local.rows_write
+    sent: list[list[int]] = []
+
+    def lost_acknowledgement(writes, *, required=0):
+        counts = real(writes, required=required)
+        sent.append(counts)
+        if required and len(sent) == 2:  # the turn of `post`'s outcome, once
+            raise OperationalError("server closed the connection unexpectedly")
+        return counts
+
+    monkeypatch.setattr(local, "rows_write", lost_acknowledgement)
+    run = run_create(workflow=import_flow(flow), trigger="api", inputs={})
+
+    run = run_execute(run=run)
+
+    assert run.status == "succeeded", run.error_summary
+    assert run.outputs == {"received": True}
+    # the first claim; the turn of `post` twice (committed, then recognised); `after`'s
+    assert sent == [[1], [1, 1], [1, 1], [1]]
+    assert len(echo_api.requests("sink")) == 2
+    results = results_of(run)
+    for step_id in ("post", "after"):
+        result = results[step_id]
+        assert (result.status, result.attempts) == ("succeeded", 1)
+        assert [e["status"] for e in result.attempt_log] == ["succeeded"]
