@@ -25,9 +25,12 @@ the suite.
 the tests marked ``slow`` (real browsers, Celery worker processes, the documented
 commands, Schemathesis, the benchmarks and other tests that start many processes).
 
-A few costly checks that do not depend on the pass's database run once: when a
-PostgreSQL pass runs too, the SQLite pass is told so (``FLOWPILOT_TEST_PASS=first``)
-and the Schemathesis command line skips there, running on the PostgreSQL pass.
+What does not depend on the pass's database runs once. When a PostgreSQL pass runs
+too, the SQLite pass is told so (``FLOWPILOT_TEST_PASS=first``) and the Schemathesis
+command line skips there, running on the PostgreSQL pass; and the PostgreSQL pass is
+told ``FLOWPILOT_TEST_PASS=database``: it keeps only the tests that use the database
+(a ``django_db`` or ``postgres`` mark, or a database fixture; ``tests/conftest.py``),
+leaving the rest (more than half of the suite) to the SQLite pass.
 """
 
 from __future__ import annotations
@@ -139,10 +142,12 @@ def plan(argv: list[str], environ: dict[str, str], *, pg_up: bool) -> list[Pass]
     sqlite = Pass(SQLITE, {**base, "FLOWPILOT_TEST_REDIS_URL": redis}, _with_workers(args, workers))
     passes = [sqlite]
     if pg_up:
-        # A few costly tests that check no database behaviour run once, on the PostgreSQL pass.
+        # A few costly tests that check no database behaviour run once, on the PostgreSQL
+        # pass; every other test that uses no database runs once, on the SQLite pass.
         sqlite.env["FLOWPILOT_TEST_PASS"] = "first"
         pg_env = {
             **base,
+            "FLOWPILOT_TEST_PASS": "database",
             "DATABASE_URL": environ.get("FLOWPILOT_TEST_POSTGRES_URL", DEFAULT_PG),
             "FLOWPILOT_TEST_REDIS_URL": redis_for_pass(redis, max(workers, 1)),
         }

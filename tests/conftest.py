@@ -4,6 +4,7 @@
 
 import io
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -178,11 +179,45 @@ SLOW_FIXTURES = frozenset({"celery_cluster", "playwright_api", "httpbin", "stdio
 @pytest.hookimpl(tryfirst=True)  # before `-m "not slow"` deselects
 def pytest_collection_modifyitems(config, items):
     """Mark ``slow`` every test marked ``celery`` or using a fixture of ``SLOW_FIXTURES``
-    (others are marked where they are written: the documented commands, Schemathesis…)."""
+    (others are marked where they are written: the documented commands, Schemathesis…).
+
+    On a pass told ``FLOWPILOT_TEST_PASS=database`` (the PostgreSQL pass of ``python -m
+    tests``, which runs beside a SQLite pass) only the tests that use the database are
+    kept: a test with neither a ``django_db`` or ``postgres`` mark nor a database fixture
+    cannot reach a database (pytest-django refuses it), so it would only repeat what the
+    SQLite pass runs."""
+    database_only = os.environ.get("FLOWPILOT_TEST_PASS") == "database"
+    kept, left = [], []
     for item in items:
         uses = set(getattr(item, "fixturenames", ()))
         if item.get_closest_marker("celery") or SLOW_FIXTURES & uses:
             item.add_marker(pytest.mark.slow)
+        if database_only and not _uses_a_database(item, uses):
+            left.append(item)
+        else:
+            kept.append(item)
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = kept
+
+
+DATABASE_FIXTURES = frozenset(
+    {
+        "db",
+        "transactional_db",
+        "django_db_reset_sequences",
+        "django_db_serialized_rollback",
+        "django_db_setup",
+        "live_server",
+        "admin_client",
+        "admin_user",
+    }
+)
+
+
+def _uses_a_database(item: pytest.Item, uses: set[str]) -> bool:
+    marked = item.get_closest_marker("django_db") or item.get_closest_marker("postgres")
+    return bool(marked) or bool(DATABASE_FIXTURES & uses)
 
 
 @pytest.fixture(scope="module")

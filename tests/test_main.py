@@ -63,7 +63,8 @@ def test_both_passes_run_on_workers_of_their_own_with_coverage():
     assert pg.env["DATABASE_URL"] == "postgres://db.example/suite"
     # Schemathesis's command line runs once, on the PostgreSQL pass.
     assert sqlite.env["FLOWPILOT_TEST_PASS"] == "first"
-    assert "FLOWPILOT_TEST_PASS" not in pg.env
+    # The tests that use no database run once, on the SQLite pass.
+    assert pg.env["FLOWPILOT_TEST_PASS"] == "database"
     # Redis dbs 12-13 for the SQLite pass's workers, 14-15 for PostgreSQL's.
     assert sqlite.env["FLOWPILOT_TEST_REDIS_URL"] == "redis://127.0.0.1:6379/12"
     assert pg.env["FLOWPILOT_TEST_REDIS_URL"] == "redis://127.0.0.1:6379/14"
@@ -241,3 +242,29 @@ def test_fast_leaves_out_worker_processes_browsers_and_the_documented_commands()
         "test_every_skipped_or_prepared_command_is_still_shown",
         "test_the_commands_are_found_in_code_blocks_as_written",
     }
+
+
+@pytest.mark.parametrize("told", ["database", None])
+def test_the_database_pass_keeps_only_the_tests_that_use_a_database(told):
+    env = {k: v for k, v in os.environ.items() if k not in {"FLOWPILOT_TEST_PASS", "DATABASE_URL"}}
+    if told:
+        env["FLOWPILOT_TEST_PASS"] = told
+    files = ["tests/tools/test_sizes.py", "tests/runs/test_services.py"]
+    listed = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *files],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    ids = [line for line in listed.stdout.splitlines() if "::" in line]
+    assert any(i.startswith("tests/runs/test_services.py::") for i in ids)  # django_db tests
+    sizes = [i for i in ids if i.startswith("tests/tools/test_sizes.py::")]  # no database
+    if told:
+        assert sizes == []
+        assert re.search(r"\(\d+ deselected\)", listed.stdout)
+    else:
+        assert len(sizes) > 10
+
