@@ -167,6 +167,20 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "celery: needs real Celery workers, Redis and PostgreSQL (never SQLite)"
     )
+    _hypothesis_profile(os.environ)
+
+
+def _hypothesis_profile(environ) -> str:
+    """Under ``CI=true`` Hypothesis draws the same examples on every run (``derandomize``)
+    and keeps no example database, so a CI run's result depends on the code alone; on a
+    person's machine each run explores new examples, and a failure found is replayed
+    from ``.hypothesis/`` until it is fixed."""
+    from hypothesis import settings
+
+    settings.register_profile("ci", derandomize=True, database=None)
+    name = "ci" if environ.get("CI", "").lower() in {"1", "true", "yes"} else "default"
+    settings.load_profile(name)
+    return name
 
 
 # --- the `slow` mark: what `python -m tests --fast` leaves out -------------------------
@@ -218,6 +232,58 @@ DATABASE_FIXTURES = frozenset(
 def _uses_a_database(item: pytest.Item, uses: set[str]) -> bool:
     marked = item.get_closest_marker("django_db") or item.get_closest_marker("postgres")
     return bool(marked) or bool(DATABASE_FIXTURES & uses)
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """pytest-django's test databases, made cheap to write and to empty on PostgreSQL.
+
+    - Each is set to ``synchronous_commit = off``: a commit returns once its WAL is
+      written, without waiting for the flush to disk. Every connection (this
+      process's, a Celery worker's, a subprocess's) sees it exactly as before; only a
+      crash of the PostgreSQL server itself, which no test causes, could lose it. The
+      product never does this: its checkpoints stay flushed (docs/benchmarks.md).
+    - A transactional test is emptied afterwards by ``DELETE`` instead of Django's one
+      ``TRUNCATE`` of every table (:func:`_delete_instead_of_truncate`): TRUNCATE makes
+      new files for each of the ~40 tables and their indexes (about a second a test on this
+      machine under load), where deleting the few rows a test wrote takes milliseconds."""
+    from django.db import connections
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    with django_db_blocker.unblock():
+        for connection in connections.all():
+            if connection.vendor != "postgresql":
+                continue
+            name = connection.ops.quote_name(connection.settings_dict["NAME"])
+            with connection.cursor() as cursor:
+                cursor.execute(f"ALTER DATABASE {name} SET synchronous_commit TO off")
+                cursor.execute("SET synchronous_commit TO off")  # this open connection too
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(
+            DatabaseOperations,
+            "sql_flush",
+            _delete_instead_of_truncate(DatabaseOperations.sql_flush),
+        )
+        yield django_db_setup
+
+
+def _delete_instead_of_truncate(truncate):
+    """PostgreSQL's ``sql_flush`` as one ``DELETE`` per table, where it means the same.
+
+    Django's foreign keys are ``DEFERRABLE INITIALLY DEFERRED`` and ``flush`` runs its
+    statements in one transaction, so the order of the DELETEs does not matter.
+    Restarting sequences, or cascading into tables outside the list, is left to the
+    TRUNCATE."""
+
+    def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
+        if reset_sequences or allow_cascade:
+            return truncate(
+                self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade
+            )
+        delete = f"{style.SQL_KEYWORD('DELETE')} {style.SQL_KEYWORD('FROM')}"
+        return [f"{delete} {style.SQL_FIELD(self.quote_name(table))};" for table in tables]
+
+    return sql_flush
 
 
 @pytest.fixture(scope="module")

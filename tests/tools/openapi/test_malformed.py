@@ -168,8 +168,11 @@ def changed(changes: list[tuple[tuple, Any]]) -> dict[str, Any]:
             except (KeyError, IndexError, TypeError):
                 break
         else:
-            if isinstance(owner, dict) or (isinstance(owner, list) and place[-1] < len(owner)):
-                owner[place[-1]] = value
+            last = place[-1]
+            if isinstance(owner, dict) or (
+                isinstance(owner, list) and isinstance(last, int) and last < len(owner)
+            ):
+                owner[last] = value
     return document
 
 
