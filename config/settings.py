@@ -278,6 +278,10 @@ FLOWPILOT_MAX_STEP_OUTPUT_BYTES_LIMIT = env.int(
 # Env variables a workflow may read with ``$env.NAME`` besides those its tools declare
 # (comma-separated names or globs such as ``REPORT_*``); see docs/security.md.
 FLOWPILOT_ENV_ALLOW = env.list("FLOWPILOT_ENV_ALLOW", default=[])
+# Keys that encrypt stored credentials (docs/credentials.md): comma-separated Fernet
+# keys, the first encrypts, every one decrypts (`rotatecredentialkeys` re-encrypts with
+# the first). Empty: no credential value can be saved.
+FLOWPILOT_CREDENTIAL_KEYS = env.list("FLOWPILOT_CREDENTIAL_KEYS", default=[])
 FLOWPILOT_MAX_PARALLEL_STEPS = env.int("FLOWPILOT_MAX_PARALLEL_STEPS", default=8)
 # How many levels of `workflow` steps (sub-workflows) may nest; deeper is a validation error.
 FLOWPILOT_MAX_WORKFLOW_DEPTH = env.int("FLOWPILOT_MAX_WORKFLOW_DEPTH", default=5)

@@ -1,12 +1,14 @@
 """Tool admin: browse, search, and enable/disable tools (through a service), import
 tools from an OpenAPI document (``tools/openapi/admin_views.py``); the circuit
-breakers per host, with a reset."""
+breakers per host, with a reset; stored credentials, whose secret values are typed
+once and never shown again."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Model, QuerySet
@@ -25,7 +27,10 @@ from tools.breaker.setup import (
     breaker_policy_from_settings,
     breaker_store_from_settings,
 )
-from tools.models import Breaker, Tool, ToolRevision
+from tools.credentials.crypto import CredentialKeyError, fernets
+from tools.credentials.kinds import CLEAR_FIELDS, KINDS, SECRET_FIELDS, field_problems
+from tools.credentials.store import save_credential
+from tools.models import Breaker, Credential, Tool, ToolRevision
 from tools.openapi import IMPORT_PERMISSIONS
 from tools.permissions import PermissionRefused
 from tools.services import tools_set_enabled
@@ -99,9 +104,7 @@ class ToolAdmin(admin.ModelAdmin):
             request, {"can_import_openapi": can_import, **(extra_context or {})}
         )
 
-    def get_readonly_fields(
-        self, request: HttpRequest, obj: Tool | None = None
-    ) -> tuple[str, ...]:
+    def get_readonly_fields(self, request: HttpRequest, obj: Tool | None = None) -> tuple[str, ...]:
         return (*self.readonly_fields, "name", "kind", "description", "outputs", "source")
 
     @admin.display(description="Origin")
@@ -229,3 +232,98 @@ class ToolRevisionAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
+
+
+def _secret_input(help_text: str) -> forms.CharField:
+    return forms.CharField(
+        required=False,
+        strip=False,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text=f"{help_text} Leave empty to keep the stored value.",
+    )
+
+
+class CredentialForm(forms.ModelForm):
+    """A credential's clear fields, and one password input per secret field: never
+    filled in when shown, and a value changes only when a new one is typed."""
+
+    value = _secret_input("api_key, header, query: the key or header value.")
+    token = _secret_input("bearer: the token.")
+    password = _secret_input("basic: the password.")
+    client_secret = _secret_input("oauth2: the client secret.")
+    access_token = _secret_input("oauth2_authorization_code: an access token.")
+    refresh_token = _secret_input("oauth2_authorization_code: a refresh token.")
+    unset = forms.MultipleChoiceField(
+        choices=[(name, name) for name in SECRET_FIELDS],
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Remove these stored values.",
+    )
+
+    class Meta:
+        model = Credential
+        fields = (
+            "name", "type", "description", "location", "key_name", "username", "client_id",
+            "token_url", "authorize_url", "scopes", "expires_at", "needs_reconnect",
+        )  # fmt: skip
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        type_ = data.get("type") or ""
+        for field, problem in field_problems(type_, data).items():
+            self.add_error(field if field in self.fields else None, problem)
+        kind = KINDS.get(type_)
+        typed = [name for name in SECRET_FIELDS if data.get(name)]
+        for name in [*typed, *(data.get("unset") or [])]:
+            if kind is not None and name not in kind.secrets:
+                self.add_error(
+                    name if name in typed else "unset",
+                    f"{name} is not a secret of a {type_} credential",
+                )
+        if typed:
+            try:
+                fernets()
+            except CredentialKeyError as exc:
+                raise forms.ValidationError(exc.message) from exc
+        return data
+
+    def new_values(self) -> dict[str, str]:
+        return {name: self.cleaned_data[name] for name in SECRET_FIELDS if self.cleaned_data[name]}
+
+
+SECRET_INPUTS = ("values_set", *SECRET_FIELDS, "unset")
+STATUS_FIELDS = ("last_used_at", "expires_at", "needs_reconnect", "created_at", "updated_at")
+
+
+@admin.register(Credential)
+class CredentialAdmin(admin.ModelAdmin):
+    """Stored credentials (docs/credentials.md): the clear fields are edited as they
+    are; a secret value is typed once and shown only as "set" / "not set"."""
+
+    form = CredentialForm
+    list_display = ("name", "type", "values_set", "last_used_at", "expires_at", "needs_reconnect")
+    list_filter = ("type", "needs_reconnect")
+    search_fields = ("name", "description")
+    readonly_fields = ("values_set", "last_used_at", "created_at", "updated_at")
+    fieldsets = (
+        (None, {"fields": ("name", "type", "description")}),
+        ("How it is sent", {"fields": CLEAR_FIELDS}),
+        ("Secret values (typed once, never shown again)", {"fields": SECRET_INPUTS}),
+        ("Status", {"fields": STATUS_FIELDS}),
+    )
+
+    @admin.display(description="values")
+    def values_set(self, obj: Credential) -> str:
+        kind = KINDS.get(obj.type)
+        if kind is None:
+            return "-"
+        stored = set(obj.secret_fields or [])
+        return ", ".join(
+            f"{name}: {'set' if name in stored else 'not set'}" for name in kind.secrets
+        )
+
+    def save_model(
+        self, request: HttpRequest, obj: Credential, form: forms.ModelForm, change: bool
+    ) -> None:
+        assert isinstance(form, CredentialForm)
+        save_credential(obj, form.new_values(), unset=form.cleaned_data.get("unset") or ())

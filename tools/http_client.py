@@ -118,13 +118,15 @@ def _fetch_page(
 ) -> Page:
     """One page: send (with the OAuth2 token, refreshed once on 401), check, read."""
     token = None
-    if http.auth.type == "oauth2":
+    client = prepared.oauth2
+    if client is not None:
         prepared = replace(prepared, headers=dict(prepared.headers))
-        token = apply_oauth2(http.auth, prepared, ctx, timeout=timeout)
+        token = apply_oauth2(client, prepared, ctx, timeout=timeout)
     received, final = _send_following(http, prepared, ctx, timeout)
-    if received.status == 401 and token is not None and final.url == prepared.url:
-        drop_token(http.auth, ctx, token)
-        apply_oauth2(http.auth, prepared, ctx, timeout=timeout, fresh=True)
+    refused = received.status == 401 and final.url == prepared.url
+    if refused and client is not None and token is not None:
+        drop_token(client, token)
+        apply_oauth2(client, prepared, ctx, timeout=timeout, fresh=True)
         received, final = _send_following(http, prepared, ctx, timeout)
     where = _where(final, ctx)
     text, replaced = decode_checked(received.body, received.encoding)

@@ -2,6 +2,8 @@
 
 from django.db import models
 
+from tools.credentials.kinds import CREDENTIAL_NAME_PATTERN
+
 
 class ToolKind(models.TextChoices):
     HTTP = "http", "HTTP"
@@ -136,3 +138,94 @@ class ToolRevision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool_name}@{self.hash[:12]}"
+
+
+class CredentialType(models.TextChoices):
+    API_KEY = "api_key", "API key (header or query parameter)"
+    BEARER = "bearer", "Bearer token"
+    BASIC = "basic", "HTTP basic (username and password)"
+    OAUTH2_CLIENT_CREDENTIALS = "oauth2_client_credentials", "OAuth2 client credentials"
+    OAUTH2_AUTHORIZATION_CODE = "oauth2_authorization_code", "OAuth2 authorization code"
+    HEADER = "header", "Custom header"
+    QUERY = "query", "Custom query parameter"
+
+
+class CredentialLocation(models.TextChoices):
+    HEADER = "header", "Header"
+    QUERY = "query", "Query parameter"
+
+
+class Credential(models.Model):
+    """A named credential a tool references (``auth: {credential: <name>}``).
+
+    The fields that say how it is sent (a header name, a username, a client id, a token
+    URL, scopes) are stored in clear; the secret values are one Fernet token in
+    ``secrets`` (a JSON object, encrypted with ``FLOWPILOT_CREDENTIAL_KEYS``), and
+    ``secret_fields`` names which of them are set. Written and read only through
+    ``tools.credentials`` (docs/credentials.md).
+    """
+
+    name = models.CharField(
+        max_length=64,
+        unique=True,
+        help_text="How tools name it: lower-case letters, digits, `_` and `-` (e.g. github_app).",
+    )
+    type = models.CharField(max_length=32, choices=CredentialType.choices)
+    description = models.TextField(blank=True, help_text="What it is for, for people.")
+    location = models.CharField(
+        max_length=8,
+        choices=CredentialLocation.choices,
+        blank=True,
+        help_text="api_key: sent as a header or as a query parameter.",
+    )
+    key_name = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="api_key, header, query: the header or query parameter name.",
+    )
+    username = models.CharField(max_length=200, blank=True, help_text="basic: the user name.")
+    client_id = models.CharField(max_length=300, blank=True, help_text="oauth2: the client id.")
+    token_url = models.CharField(
+        max_length=500, blank=True, help_text="oauth2: the token endpoint (http or https URL)."
+    )
+    authorize_url = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="oauth2_authorization_code: the provider's consent page URL.",
+    )
+    scopes = models.CharField(
+        max_length=1000, blank=True, help_text="oauth2: the scopes asked for, space-separated."
+    )
+    secrets = models.TextField(
+        blank=True, help_text="The secret values: a Fernet token (ciphertext only)."
+    )
+    secret_fields = models.JSONField(
+        default=list, blank=True, help_text="Which secret values are set (names, no values)."
+    )
+    last_used_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a tool call last read it (to the minute)."
+    )
+    expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="When its value stops working, if known."
+    )
+    needs_reconnect = models.BooleanField(
+        default=False, help_text="Its value no longer works: a person must set or connect it."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(name__regex=CREDENTIAL_NAME_PATTERN),
+                name="credential_name_valid",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(type__in=[c.value for c in CredentialType]),
+                name="credential_type_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.type})"

@@ -9,7 +9,9 @@ or of a key's name (docs/security.md):
 - the values of the headers and query parameters a tool declares secret
   (``request.secret_headers`` / ``secret_query``, an MCP server's ``secret_headers``);
 - the values of the env variables listed in ``secret_env``, and of every env
-  variable one of the templates above reads.
+  variable one of the templates above reads;
+- every value of every stored credential (``auth: {credential: NAME}``), and the
+  base64 ``user:password`` sent for a basic or OAuth2 client one.
 
 Everything else a tool reads from the environment (a base URL, an org name, a
 region) is configuration: it is stored and shown in clear, by every surface alike.
@@ -26,9 +28,9 @@ The rule is applied at two moments, with the same code:
 
 Where the values come from is pluggable: a :class:`SecretSource` yields secret
 values. :class:`DeclaredSecrets` (the tools of a registry, read from an env
-mapping) is the source today; :func:`secret_sources` is the one place another
-source (a credential store) joins it. How a value is masked is
-:class:`tools.redaction.Redactor`.
+mapping) and :class:`tools.credentials.store.StoredCredentials` (every stored
+credential, decrypted) are the sources; :func:`secret_sources` is the one place a
+source joins. How a value is masked is :class:`tools.redaction.Redactor`.
 """
 
 from __future__ import annotations
@@ -193,9 +195,12 @@ class DeclaredSecrets:
 
 
 def secret_sources(tools: ToolSpecs, env: Mapping[str, str]) -> list[SecretSource]:
-    """Where secret values come from: the tools' declarations today (a credential
-    store joins here, and every user of :func:`redactor_for` masks its values)."""
-    return [DeclaredSecrets(tools, env)]
+    """Where secret values come from: the tools' declarations, and the credential
+    store (every value of every stored credential, decrypted: docs/credentials.md),
+    so every user of :func:`redactor_for` masks them."""
+    from tools.credentials.store import StoredCredentials  # the models: after app loading
+
+    return [DeclaredSecrets(tools, env), StoredCredentials()]
 
 
 def secret_values(tools: ToolSpecs, env: Mapping[str, str]) -> list[str]:

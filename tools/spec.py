@@ -263,6 +263,10 @@ class ToolSpec(FrozenModel):
     def _declared_secret_env(self) -> frozenset[str]:
         return secret_env_names(self)
 
+    def credential_name(self) -> str | None:
+        """The stored credential this tool's auth names (``auth: {credential: NAME}``)."""
+        return self.http.auth.credential if self.http is not None else None
+
     @property
     def required_inputs(self) -> list[str]:
         return list(self.input_schema.get("required", []))

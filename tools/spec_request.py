@@ -8,8 +8,17 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
+from tools.credentials.kinds import CREDENTIAL_NAME_PATTERN
 from tools.errors import TemplateError
 from tools.templating import Placeholder, iter_strings, placeholders
 
@@ -50,11 +59,16 @@ class HttpAuth(FrozenModel):
     ``bearer``: ``Authorization: Bearer <token>``; ``api_key``: ``name: value`` in a
     header or as a query parameter (``in``); ``basic``: username and password;
     ``oauth2``: a bearer token fetched from ``token_url`` with the client credentials
-    (``grant: client_credentials``) or a ``refresh_token`` (``grant: refresh_token``).
-    The credential is skipped when it renders empty.
+    (``grant: client_credentials``) or a ``refresh_token`` (``grant: refresh_token``);
+    ``credential``: a stored credential, by name (``auth: {credential: github_app}``),
+    whose type says how it is sent and whose values are read at call time
+    (docs/credentials.md). The credential is skipped when it renders empty.
     """
 
-    type: Literal["none", "bearer", "api_key", "basic", "oauth2"] = "none"
+    type: Literal["none", "bearer", "api_key", "basic", "oauth2", "credential"] = "none"
+    credential: str | None = Field(
+        None, pattern=CREDENTIAL_NAME_PATTERN, description="credential: a stored credential."
+    )
     token: str | None = Field(None, description="bearer: the token template.")
     in_: Literal["header", "query"] = Field("header", alias="in")
     name: str | None = Field(None, description="api_key: header or query parameter name.")
@@ -68,11 +82,22 @@ class HttpAuth(FrozenModel):
     grant: Literal["client_credentials", "refresh_token"] | None = None
     scopes: list[str] | None = Field(None, description="oauth2: scopes asked for.")
 
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """Leave ``credential`` out unless set: the stored form (and so the definition
+        hash) of a tool that uses no stored credential is what it was before there was one."""
+        data = handler(self)
+        if isinstance(data, dict) and self.credential is None:
+            data.pop("credential", None)
+        return data
+
     @model_validator(mode="before")
     @classmethod
     def _oauth2_grant(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("type") == "oauth2" and "grant" not in data:
             return {**data, "grant": "client_credentials"}
+        if isinstance(data, dict) and "credential" in data and "type" not in data:
+            return {**data, "type": "credential"}
         return data
 
     @model_validator(mode="after")
@@ -86,16 +111,18 @@ class HttpAuth(FrozenModel):
             "api_key": ("name", "value"),
             "basic": ("username", "password"),
             "oauth2": (*oauth, "scopes"),
+            "credential": ("credential",),
         }[self.type]
         required = [f for f in wanted if f != "scopes"]
-        fields = ("token", "name", "value", "username", "password", *_OAUTH_FIELDS)
+        fields = ("token", "name", "value", "username", "password", *_OAUTH_FIELDS, "credential")
         for field in fields:
             present = getattr(self, field) is not None
             if field in required and not present:
                 raise ValueError(f"auth type {self.type!r} needs {field!r}")
             if field not in wanted and present:
                 raise ValueError(f"{field!r} does not apply to auth type {self.type!r}")
-        check_templates([getattr(self, f) for f in fields if f not in ("grant", "scopes")])
+        templates = [f for f in fields if f not in ("grant", "scopes", "credential")]
+        check_templates([getattr(self, f) for f in templates])
         secret = {
             "bearer": [self.token],
             "api_key": [self.value],

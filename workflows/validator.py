@@ -23,6 +23,11 @@ from workflows.graph import FlowGraph
 from workflows.schema import WorkflowSpec
 from workflows.validation.branches import check_decisions, check_edge_labels, check_unreachable
 from workflows.validation.context import FlowContext, ToolLookup, ToolSpecLike
+from workflows.validation.credentials import (
+    CredentialLookup,
+    StoredCredentialNames,
+    check_credentials,
+)
 from workflows.validation.env_access import check_env_access
 from workflows.validation.exclusive import check_exclusive_reads
 from workflows.validation.jmespath_checks import check_transforms
@@ -88,6 +93,7 @@ ISSUE_CODES = frozenset(
         "missing_required_param",
         "unknown_param",
         "param_type_mismatch",
+        "credential_unknown",
         # types
         "input_default_invalid",
         "foreach_items_not_list",
@@ -128,6 +134,7 @@ _CHECKS: tuple[Callable[[FlowContext], list[ValidationIssue]], ...] = (
     check_references,
     check_unused_inputs,
     check_tools,
+    check_credentials,
     check_edge_labels,
     check_decisions,
     check_kinds,
@@ -142,6 +149,7 @@ def validate_workflow(
     *,
     registry: ToolLookup | None,
     workflows: WorkflowLookup | None = None,
+    credentials: CredentialLookup | None = None,
 ) -> ValidationReport:
     """Validate a workflow against a tool registry; never raises for a bad workflow.
 
@@ -150,10 +158,14 @@ def validate_workflow(
     check (tools, parameters, output fields) — for schema-only callers — and the
     checks of `workflow` steps too. ``workflows`` reads the workflows those steps run
     (``workflows.validation.subworkflows``); by default, their active versions in the
-    database, read only when the workflow has such a step.
+    database, read only when the workflow has such a step. ``credentials`` gives the
+    stored credentials' names (``workflows.validation.credentials``); by default read
+    from the database, only when a step uses a tool that names one.
     """
     if workflows is None and registry is not None:
         workflows = ActiveWorkflows()
+    if credentials is None and registry is not None:
+        credentials = StoredCredentialNames()
     if isinstance(data, WorkflowSpec):
         spec = data
     else:
@@ -163,16 +175,20 @@ def validate_workflow(
             issues = schema_issues(exc, data)
             salvaged, placeholders = salvage(data)
             if salvaged is not None:
-                issues += outside(_cross_checks(salvaged, registry, workflows)[0], placeholders)
+                found = _cross_checks(salvaged, registry, workflows, credentials)[0]
+                issues += outside(found, placeholders)
             return ValidationReport(sort_issues(issues))
-    issues, graph = _cross_checks(spec, registry, workflows)
+    issues, graph = _cross_checks(spec, registry, workflows, credentials)
     return ValidationReport(sort_issues(issues), spec, graph)
 
 
 def _cross_checks(
-    spec: WorkflowSpec, registry: ToolLookup | None, workflows: WorkflowLookup | None
+    spec: WorkflowSpec,
+    registry: ToolLookup | None,
+    workflows: WorkflowLookup | None,
+    credentials: CredentialLookup | None = None,
 ) -> tuple[list[ValidationIssue], FlowGraph | None]:
-    ctx = FlowContext.build(spec, registry, workflows)
+    ctx = FlowContext.build(spec, registry, workflows, credentials)
     issues, graph = check_structure(ctx)
     for check in _CHECKS:
         issues += check(ctx)

@@ -3,6 +3,9 @@ the same before a call (``redactor_for``) and while it is made (``register_tool_
 
 from __future__ import annotations
 
+import pytest
+
+from tools.credentials.store import StoredCredentials
 from tools.loader import load_tool_text
 from tools.mcp.config import McpServer
 from tools.redaction import Redactor
@@ -88,6 +91,7 @@ def test_values_resolved_from_declared_secrets_are_secret_configuration_is_not()
     assert set(payouts) == {"cs-9876543210", basic_token("payouts-client", "cs-9876543210")}
 
 
+@pytest.mark.django_db
 def test_secret_values_of_a_registry_are_sorted_unique_and_skip_unset_variables():
     env = {k: v for k, v in ENV.items() if k != "LEDGER_PASSWORD"}
 
@@ -99,6 +103,7 @@ def test_secret_values_of_a_registry_are_sorted_unique_and_skip_unset_variables(
     assert {"tok-0123456789", "cs-9876543210"} <= set(values)
 
 
+@pytest.mark.django_db
 def test_the_redactor_masks_declared_secrets_and_leaves_configuration_in_clear():
     redactor = redactor_for(_registry(), ENV)
     text = (
@@ -111,6 +116,7 @@ def test_the_redactor_masks_declared_secrets_and_leaves_configuration_in_clear()
     )
 
 
+@pytest.mark.django_db
 def test_a_call_registers_exactly_what_the_rule_knows_before_it():
     before = redactor_for(ToolRegistry([_spec(ORDERS)]), ENV)
     during = Redactor()
@@ -136,10 +142,12 @@ def test_an_mcp_server_secret_headers_and_env_are_secret():
     assert server_secret_values(server, env) == ["Bearer dk-123456", "sign-987654"]
 
 
+@pytest.mark.django_db
 def test_the_sources_of_secrets_are_pluggable_values_providers():
     sources = secret_sources(_registry(), ENV)
 
-    assert [type(s) for s in sources] == [DeclaredSecrets]
+    assert [type(s) for s in sources] == [DeclaredSecrets, StoredCredentials]
+    assert list(sources[1].values()) == []  # no credential stored
     assert sorted(set(sources[0].values())) == secret_values(_registry(), ENV)
 
 

@@ -24,9 +24,13 @@ class FakeTool:
     env: frozenset[str] = frozenset()
     deprecated: bool = False
     replacement: str | None = None
+    credential: str | None = None
 
     def env_names(self) -> frozenset[str]:
         return self.env
+
+    def credential_name(self) -> str | None:
+        return self.credential
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,11 @@ REGISTRY = FakeRegistry(
             ),
             FakeTool("fax", {"type": "object"}, deprecated=True),
             FakeTool(
+                "repo_issues",
+                {"type": "object", "properties": _props(repo="string")},
+                credential="github_ap",
+            ),
+            FakeTool(
                 "send_email",
                 {
                     "type": "object",
@@ -136,6 +145,17 @@ WORKFLOWS = {
 }
 
 
+@dataclass(frozen=True)
+class FakeCredentials:
+    stored: frozenset[str] = frozenset({"github_app"})
+
+    def names(self) -> frozenset[str]:
+        return self.stored
+
+
+CREDENTIALS = FakeCredentials()
+
+
 def load_flow(path: Path) -> tuple[Any, list[str]]:
     """The flow data and its ``# expect:`` codes (first line of the file)."""
     text = path.read_text(encoding="utf-8")
@@ -159,7 +179,9 @@ def golden_files(kind: str) -> list[Path]:
 @pytest.mark.parametrize("path", golden_files("invalid"), ids=lambda p: p.stem)
 def test_invalid_golden_flow(path):
     data, expected = load_flow(path)
-    report = validate_workflow(data, registry=REGISTRY, workflows=WORKFLOWS)
+    report = validate_workflow(
+        data, registry=REGISTRY, workflows=WORKFLOWS, credentials=CREDENTIALS
+    )
     assert codes(report) == expected, [f"{i.path}: {i.message}" for i in report.issues]
     assert path.stem in expected, "a golden file shows the issue it is named after"
 
@@ -167,7 +189,9 @@ def test_invalid_golden_flow(path):
 @pytest.mark.parametrize("path", golden_files("valid"), ids=lambda p: p.stem)
 def test_valid_golden_flow(path):
     data, expected = load_flow(path)
-    report = validate_workflow(data, registry=REGISTRY, workflows=WORKFLOWS)
+    report = validate_workflow(
+        data, registry=REGISTRY, workflows=WORKFLOWS, credentials=CREDENTIALS
+    )
     assert expected == []
     assert report.issues == (), [f"{i.path}: {i.message}" for i in report.issues]
     assert report.ok

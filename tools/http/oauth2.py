@@ -1,4 +1,5 @@
-"""OAuth2 access tokens for ``auth: {type: oauth2}``: client credentials or refresh token.
+"""OAuth2 access tokens for ``auth: {type: oauth2}`` and stored
+``oauth2_client_credentials`` credentials: client credentials or refresh token.
 
 The token is fetched from ``token_url`` (a form POST, the client authenticated with
 HTTP Basic as RFC 6749 §2.3.1 requires servers to accept), cached until shortly
@@ -27,12 +28,15 @@ from dataclasses import dataclass
 from tools.calls import ToolCallContext
 from tools.errors import ToolAuthFailed, ToolError, ToolResponseInvalid
 from tools.http.bodies import Body
-from tools.http.request import ACCEPT_ENCODING, PreparedRequest, set_credential_header
+from tools.http.request import (
+    ACCEPT_ENCODING,
+    OAuth2Client,
+    PreparedRequest,
+    set_credential_header,
+)
 from tools.http.response import decode_text
 from tools.http.transport import send
 from tools.secrets import basic_token
-from tools.spec import HttpAuth
-from tools.templating import render_text
 
 EXPIRY_MARGIN = 30.0
 """Seconds before ``expires_in`` when a cached token is no longer used."""
@@ -77,23 +81,15 @@ class TokenCache:
 PROCESS_TOKENS = TokenCache()
 
 
-@dataclass(frozen=True)
-class _Client:
-    token_url: str
-    client_id: str
-    client_secret: str
-    refresh_token: str
-    scopes: tuple[str, ...]
-
-    @property
-    def key(self) -> tuple[str, ...]:
-        secret = f"{self.client_secret}\0{self.refresh_token}".encode()
-        digest = hashlib.sha256(secret).hexdigest()
-        return (self.token_url, self.client_id, " ".join(self.scopes), digest)
+def client_key(client: OAuth2Client) -> tuple[str, ...]:
+    """The cache key of ``client``'s tokens: URL, client id, scopes, a secret digest."""
+    secret = f"{client.client_secret}\0{client.refresh_token}".encode()
+    digest = hashlib.sha256(secret).hexdigest()
+    return (client.token_url, client.client_id, " ".join(client.scopes), digest)
 
 
 def apply_oauth2(
-    auth: HttpAuth,
+    client: OAuth2Client,
     prepared: PreparedRequest,
     ctx: ToolCallContext,
     *,
@@ -102,50 +98,33 @@ def apply_oauth2(
 ) -> str:
     """Add ``Authorization: Bearer <token>`` to ``prepared``; returns the token.
 
-    ``fresh`` drops the cached token first (after a 401). Errors from the token
-    endpoint are ``auth_failed`` (refused) or transport errors, all marked ``not_sent``:
-    the API request itself never left.
+    ``client`` comes from the tool's templates or a stored credential
+    (``prepared.oauth2``). ``fresh`` drops the cached token first (after a 401).
+    Errors from the token endpoint are ``auth_failed`` (refused) or transport errors,
+    all marked ``not_sent``: the API request itself never left.
     """
     cache = PROCESS_TOKENS
-    client = _client(auth, ctx)
+    key = client_key(client)
     now = time.monotonic()
-    token = None if fresh else cache.get(client.key, now)
+    token = None if fresh else cache.get(key, now)
     if token is None:
         try:
-            token = _fetch(client, cache.get(client.key, float("-inf")), ctx, timeout=timeout)
+            token = _fetch(client, cache.get(key, float("-inf")), ctx, timeout=timeout)
         except ToolError as exc:
             exc.mark_not_sent()
             raise
-        cache.put(client.key, token)
+        cache.put(key, token)
     ctx.redactor.add_secret(token.value)
     set_credential_header(prepared, "Authorization", f"Bearer {token.value}")
     return token.value
 
 
-def drop_token(
-    auth: HttpAuth, ctx: ToolCallContext, value: str
-) -> None:
-    PROCESS_TOKENS.drop(_client(auth, ctx).key, value)
-
-
-def _client(auth: HttpAuth, ctx: ToolCallContext) -> _Client:
-    def text(template: str | None) -> str:
-        return render_text(template or "", {}, env=ctx.env)
-
-    client = _Client(
-        token_url=text(auth.token_url),
-        client_id=text(auth.client_id),
-        client_secret=text(auth.client_secret),
-        refresh_token=text(auth.refresh_token),
-        scopes=tuple(auth.scopes or ()),
-    )
-    for secret in (client.client_secret, client.refresh_token):
-        ctx.redactor.add_secret(secret)
-    return client
+def drop_token(client: OAuth2Client, value: str) -> None:
+    PROCESS_TOKENS.drop(client_key(client), value)
 
 
 def _fetch(
-    client: _Client, previous: _Token | None, ctx: ToolCallContext, *, timeout: float
+    client: OAuth2Client, previous: _Token | None, ctx: ToolCallContext, *, timeout: float
 ) -> _Token:
     refresh = client.refresh_token and (previous.refresh_token if previous else None)
     form = [("grant_type", "refresh_token" if client.refresh_token else "client_credentials")]

@@ -1,5 +1,9 @@
 """Rendering an http tool's request: URL, query, headers and static credentials.
 
+A tool whose auth names a stored credential (``auth: {credential: NAME}``) reads it
+here, once per call, from the store (:mod:`tools.credentials.store`): its type says
+how it is sent, its decrypted values are registered with ``ctx.redactor`` first.
+
 Secrets are what the tool declares (the rule: ``tools.secrets``): the auth
 credential, the values of ``secret_headers`` / ``secret_query``, and the values of
 its secret env variables; each is registered with ``ctx.redactor`` as it is
@@ -18,7 +22,14 @@ from typing import Any
 import httpx
 
 from tools.calls import ToolCallContext
-from tools.errors import TemplateError, ToolConfigError
+from tools.credentials.crypto import CredentialKeyError
+from tools.credentials.store import (
+    ResolvedCredential,
+    UnknownCredential,
+    credential_secret_values,
+    resolve_credential,
+)
+from tools.errors import TemplateError, ToolAuthFailed, ToolConfigError
 from tools.http.bodies import Body, render_body
 from tools.redaction import is_sensitive_header
 from tools.secrets import basic_token, register_tool_secrets
@@ -28,6 +39,18 @@ from tools.templating import render, render_text, render_url_path, to_text
 _BAD_HEADER_CHARS = re.compile(r"[\r\n\0]")
 ACCEPT_ENCODING = "gzip, deflate, identity"
 """The codings asked for: exactly the ones :mod:`tools.http.transport` decodes."""
+
+
+@dataclass(frozen=True)
+class OAuth2Client:
+    """The OAuth2 client a call gets its access token with (``tools.http.oauth2``):
+    rendered from the tool's templates or read from a stored credential."""
+
+    token_url: str
+    client_id: str
+    client_secret: str = field(repr=False)
+    refresh_token: str = field(repr=False)
+    scopes: tuple[str, ...]
 
 
 @dataclass
@@ -46,6 +69,7 @@ class PreparedRequest:
     body: Body = field(default_factory=Body)
     credential_headers: set[str] = field(default_factory=set)
     credential_params: set[str] = field(default_factory=set)
+    oauth2: OAuth2Client | None = None  # the OAuth2 client whose token is added when sent
 
     @property
     def json(self) -> Any:
@@ -90,7 +114,7 @@ def prepare_request(spec: ToolSpec, arguments: dict, ctx: ToolCallContext) -> Pr
         prepared.headers["Content-Type"] = prepared.body.content_type
     if request.idempotency_header and ctx.idempotency_key:
         prepared.headers[request.idempotency_header] = ctx.idempotency_key
-    _apply_auth(http, prepared, arguments, ctx)
+    _apply_auth(spec.name, http, prepared, arguments, ctx)
     check_headers(spec.name, prepared.headers)
     return prepared
 
@@ -149,13 +173,21 @@ def _render_query(
 
 
 def _apply_auth(
+    tool: str,
     http: HttpConfig,
     prepared: PreparedRequest,
     arguments: dict,
     ctx: ToolCallContext,
 ) -> None:
-    """Add a static credential; skipped when it renders empty. It is a secret."""
+    """Add a static credential; skipped when it renders empty. It is a secret.
+    An OAuth2 one is kept for the token (``prepared.oauth2``)."""
     auth = http.auth
+    if auth.type == "credential":
+        _apply_stored(tool, auth.credential or "", prepared, ctx)
+        return
+    if auth.type == "oauth2":
+        prepared.oauth2 = _template_client(http, ctx)
+        return
 
     def text(template: str | None) -> str:
         return render_text(template or "", arguments, env=ctx.env)
@@ -184,3 +216,76 @@ def _apply_auth(
 def set_credential_header(prepared: PreparedRequest, name: str, value: str) -> None:
     prepared.headers[name] = value
     prepared.credential_headers.add(name.lower())
+
+
+def _template_client(http: HttpConfig, ctx: ToolCallContext) -> OAuth2Client:
+    auth = http.auth
+
+    def text(template: str | None) -> str:
+        return render_text(template or "", {}, env=ctx.env)
+
+    client = OAuth2Client(
+        token_url=text(auth.token_url),
+        client_id=text(auth.client_id),
+        client_secret=text(auth.client_secret),
+        refresh_token=text(auth.refresh_token),
+        scopes=tuple(auth.scopes or ()),
+    )
+    for secret in (client.client_secret, client.refresh_token):
+        ctx.redactor.add_secret(secret)
+    return client
+
+
+def stored_credential(tool: str, name: str, ctx: ToolCallContext) -> ResolvedCredential:
+    """Credential ``name`` as it is now, its values registered with ``ctx.redactor``;
+    a ``ToolConfigError`` naming the tool and the credential when it cannot be used."""
+    try:
+        credential = resolve_credential(name)
+    except UnknownCredential as exc:
+        raise ToolConfigError(f"tool {tool!r}: {exc.message}") from None
+    except CredentialKeyError as exc:
+        raise ToolConfigError(f"tool {tool!r}: {exc.message}") from None
+    for value in credential_secret_values(credential):
+        ctx.redactor.add_secret(value)
+    if credential.needs_reconnect:
+        raise ToolAuthFailed(
+            f"tool {tool!r}: credential {name!r} needs to be reconnected (its value stopped "
+            "working): set or connect it again in the admin",
+            status=401,
+        )
+    if credential.type == "oauth2_authorization_code":
+        raise ToolConfigError(
+            f"tool {tool!r}: credential {name!r} is an OAuth2 authorization-code credential, "
+            "which cannot be connected yet (docs/credentials.md)"
+        )
+    missing = credential.missing()
+    if missing:
+        raise ToolConfigError(
+            f"tool {tool!r}: credential {name!r} has no {' or '.join(missing)} set: "
+            "set it in the admin"
+        )
+    return credential
+
+
+def _apply_stored(tool: str, name: str, prepared: PreparedRequest, ctx: ToolCallContext) -> None:
+    """Send stored credential ``name`` the way its type says."""
+    credential = stored_credential(tool, name, ctx)
+    kind, secret = credential.type, credential.secret
+    if kind == "bearer":
+        set_credential_header(prepared, "Authorization", f"Bearer {secret('token')}")
+    elif kind == "basic":
+        token = basic_token(credential.username, secret("password"))
+        set_credential_header(prepared, "Authorization", f"Basic {token}")
+    elif kind == "query" or (kind == "api_key" and credential.location == "query"):
+        prepared.params.append((credential.key_name, secret("value")))
+        prepared.credential_params.add(credential.key_name)
+    elif kind in ("header", "api_key"):
+        set_credential_header(prepared, credential.key_name, secret("value"))
+    else:  # oauth2_client_credentials
+        prepared.oauth2 = OAuth2Client(
+            token_url=credential.token_url,
+            client_id=credential.client_id,
+            client_secret=secret("client_secret"),
+            refresh_token="",
+            scopes=credential.scopes,
+        )

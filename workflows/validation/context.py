@@ -55,6 +55,7 @@ class FlowContext:
     step_leaves: list[list[Leaf]]  # per step
     output_leaves: list[Leaf]
     workflows: WorkflowLookup | None = None  # the workflows `workflow` steps run
+    credentials: Any = None  # the stored credentials' names (validation.credentials)
     _tools: dict[str, Any] = field(default_factory=dict)
     _labels: dict[str, set[str]] | None = None
 
@@ -64,6 +65,7 @@ class FlowContext:
         spec: WorkflowSpec,
         registry: ToolLookup | None,
         workflows: WorkflowLookup | None = None,
+        credentials: Any = None,
     ) -> FlowContext:
         ids = frozenset(step.id for step in spec.steps)
         first_index: dict[str, int] = {}
@@ -87,7 +89,10 @@ class FlowContext:
             Leaf(format_path(("outputs", *path)), leaf, "outputs")
             for path, leaf in iter_leaves(outputs)
         ]
-        return cls(spec, registry, ids, first_index, parsed, step_leaves, output_leaves, workflows)
+        return cls(
+            spec, registry, ids, first_index, parsed, step_leaves, output_leaves, workflows,
+            credentials,
+        )  # fmt: skip
 
     def step(self, step_id: str) -> Any:
         """The first step with this id, or ``None``."""
