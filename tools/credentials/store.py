@@ -10,10 +10,12 @@ credential used at most once a minute (``last_used_at``), so calls do not each w
 from __future__ import annotations
 
 import difflib
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from django.db import connections, router
 from django.utils import timezone
 
 from tools.credentials.crypto import reseal, seal, unseal
@@ -115,13 +117,16 @@ def resolve_credential(
 
     Raises ``UnknownCredential`` (with the closest name) or ``CredentialKeyError``.
     """
-    row = Credential.objects.filter(name=name).first()
-    if row is None:
-        raise UnknownCredential(name, Credential.objects.values_list("name", flat=True))
+    try:
+        row = Credential.objects.filter(name=name).first()
+        if row is None:
+            raise UnknownCredential(name, Credential.objects.values_list("name", flat=True))
+        moment = timezone.now() if now is None else now
+        if row.last_used_at is None or row.last_used_at < moment - USED_RESOLUTION:
+            Credential.objects.filter(pk=row.pk).update(last_used_at=moment)
+    finally:
+        _release_thread_connection()
     values = unseal(row.secrets, row.name, keys)
-    moment = timezone.now() if now is None else now
-    if row.last_used_at is None or row.last_used_at < moment - USED_RESOLUTION:
-        Credential.objects.filter(pk=row.pk).update(last_used_at=moment)
     return ResolvedCredential(
         name=row.name,
         type=row.type,
@@ -134,6 +139,17 @@ def resolve_credential(
         needs_reconnect=row.needs_reconnect,
         values=values,
     )
+
+
+def _release_thread_connection() -> None:
+    """Close the connection a step thread opened for the read (a run's step threads
+    hold none between statements, as ``tools.breaker.run_view``'s do); the main
+    thread, and a thread inside a transaction, keep theirs."""
+    if threading.current_thread() is threading.main_thread():
+        return
+    connection = connections[router.db_for_read(Credential)]
+    if not connection.in_atomic_block:
+        connection.close()
 
 
 def credential_names() -> list[str]:

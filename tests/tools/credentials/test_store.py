@@ -3,9 +3,11 @@ as a secret source, and re-encryption with the first key."""
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
+from django.db import connections
 from django.utils import timezone
 
 from tests.tools.credentials.conftest import KEY_A, KEY_B
@@ -151,3 +153,22 @@ def test_rotation_that_cannot_decrypt_a_credential_names_it_and_writes_nothing(s
     with pytest.raises(CredentialKeyError, match="credential 'lost' cannot be decrypted"):
         rotate_keys()
     assert Credential.objects.get(name="kept").secrets == kept.secrets
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_step_thread_keeps_no_connection_open_after_its_read(keys):
+    save_credential(Credential(name="gh", type="bearer"), {"token": "tok-thread-1"})
+    seen = {}
+
+    def step():
+        seen["token"] = resolve_credential("gh").secret("token")
+        seen["open"] = connections["default"].connection is not None
+
+    thread = threading.Thread(target=step)
+    thread.start()
+    thread.join()
+    default = connections["default"]
+    in_memory = default.vendor == "sqlite" and default.is_in_memory_db()
+    assert seen == {"token": "tok-thread-1", "open": in_memory}  # Django keeps those open
+    resolve_credential("gh")  # the main thread keeps its own
+    assert connections["default"].connection is not None
