@@ -139,7 +139,7 @@ def _every_row_as_text() -> str:
     rows = []
     with connection.cursor() as cursor:
         for table in connection.introspection.table_names():
-            cursor.execute(f"SELECT * FROM {connection.ops.quote_name(table)}")  # noqa: S608
+            cursor.execute(f"SELECT * FROM {connection.ops.quote_name(table)}")
             rows += [repr(row) for row in cursor.fetchall()]
     return "\n".join(rows)
 
