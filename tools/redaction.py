@@ -30,6 +30,11 @@ _SENSITIVE_HEADER = re.compile(
 )
 
 
+def basic_token(username: str, password: str) -> str:
+    """The base64 ``username:password`` an ``Authorization: Basic`` header carries."""
+    return base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
+
+
 class Redactor:
     """Remembers secret values and masks them in text and data.
 
@@ -68,9 +73,8 @@ class Redactor:
     def add_basic_auth(self, username: str, password: str) -> None:
         """Register a password and the base64 ``user:password`` token sent for it."""
         self.add_secret(password)
-        token = base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
         if password:
-            self.add_secret(token)
+            self.add_secret(basic_token(username, password))
 
     def __len__(self) -> int:
         return len(self._secrets)

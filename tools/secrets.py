@@ -35,7 +35,6 @@ source joins. How a value is masked is :class:`tools.redaction.Redactor`.
 
 from __future__ import annotations
 
-import base64
 import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -43,7 +42,7 @@ from typing import Any, Protocol
 
 from tools.errors import TemplateError
 from tools.mcp.config import McpServer, McpToolConfig
-from tools.redaction import Redactor
+from tools.redaction import Redactor, basic_token
 from tools.spec_request import HttpAuth, HttpRequest, env_refs
 from tools.templating import placeholders, render_text
 
@@ -128,11 +127,6 @@ def server_secret_values(server: McpServer, env: Mapping[str, str]) -> list[str]
     headers = [_resolved(t, env) or "" for t in server.secret_header_templates()]
     values = headers + [env.get(name, "") for name in sorted(server.secret_env)]
     return [value for value in values if value]
-
-
-def basic_token(username: str, password: str) -> str:
-    """The base64 ``username:password`` an ``Authorization: Basic`` header carries."""
-    return base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
 
 
 def _basic_tokens(auth: HttpAuth, env: Mapping[str, str]) -> list[str]:

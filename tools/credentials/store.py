@@ -21,7 +21,7 @@ from django.utils import timezone
 from tools.credentials.crypto import reseal, seal, unseal
 from tools.credentials.kinds import CLEAR_FIELDS, field_problems, kind_of
 from tools.models import Credential
-from tools.secrets import basic_token
+from tools.redaction import basic_token
 
 USED_RESOLUTION = timedelta(minutes=1)
 """``last_used_at`` is written when it is older than this (one write a minute at most)."""
