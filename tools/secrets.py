@@ -10,8 +10,8 @@ or of a key's name (docs/security.md):
   (``request.secret_headers`` / ``secret_query``, an MCP server's ``secret_headers``);
 - the values of the env variables listed in ``secret_env``, and of every env
   variable one of the templates above reads;
-- every value of every stored credential (``auth: {credential: NAME}``), and the
-  base64 ``user:password`` sent for a basic or OAuth2 client one.
+- every value of every stored credential a tool names (``auth: {credential: NAME}``),
+  and the base64 ``user:password`` sent for a basic or OAuth2 client one.
 
 Everything else a tool reads from the environment (a base URL, an org name, a
 region) is configuration: it is stored and shown in clear, by every surface alike.
@@ -28,8 +28,8 @@ The rule is applied at two moments, with the same code:
 
 Where the values come from is pluggable: a :class:`SecretSource` yields secret
 values. :class:`DeclaredSecrets` (the tools of a registry, read from an env
-mapping) and :class:`tools.credentials.store.StoredCredentials` (every stored
-credential, decrypted) are the sources; :func:`secret_sources` is the one place a
+mapping) and :class:`tools.credentials.store.StoredCredentials` (the stored
+credentials those tools name, decrypted) are the sources; :func:`secret_sources` is the one place a
 source joins. How a value is masked is :class:`tools.redaction.Redactor`.
 """
 
@@ -190,11 +190,22 @@ class DeclaredSecrets:
 
 def secret_sources(tools: ToolSpecs, env: Mapping[str, str]) -> list[SecretSource]:
     """Where secret values come from: the tools' declarations, and the credential
-    store (every value of every stored credential, decrypted: docs/credentials.md),
-    so every user of :func:`redactor_for` masks them."""
+    store (every value of every stored credential a tool of ``tools`` names, decrypted:
+    docs/credentials.md), so every user of :func:`redactor_for` masks them. With no
+    tool naming a credential the store is not read."""
     from tools.credentials.store import StoredCredentials  # the models: after app loading
 
-    return [DeclaredSecrets(tools, env), StoredCredentials()]
+    return [DeclaredSecrets(tools, env), StoredCredentials(names=credential_names(tools))]
+
+
+def credential_names(tools: ToolSpecs) -> frozenset[str]:
+    """The stored credentials the tools of ``tools`` name (``auth: {credential: NAME}``)."""
+    found = set()
+    for name in tools.names():
+        spec = tools.get(name)
+        if spec is not None and spec.http is not None and spec.http.auth.credential:
+            found.add(spec.http.auth.credential)
+    return frozenset(found)
 
 
 def secret_values(tools: ToolSpecs, env: Mapping[str, str]) -> list[str]:

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from tools.credentials.store import StoredCredentials
+from tools.credentials.crypto import generate_key
+from tools.credentials.store import StoredCredentials, save_credential
 from tools.loader import load_tool_text
 from tools.mcp.config import McpServer
+from tools.models import Credential
 from tools.redaction import Redactor
 from tools.registry import ToolRegistry
 from tools.secrets import (
     DeclaredSecrets,
     basic_token,
+    credential_names,
     redactor_for,
     register_tool_secrets,
     secret_env_names,
@@ -91,7 +94,6 @@ def test_values_resolved_from_declared_secrets_are_secret_configuration_is_not()
     assert set(payouts) == {"cs-9876543210", basic_token("payouts-client", "cs-9876543210")}
 
 
-@pytest.mark.django_db
 def test_secret_values_of_a_registry_are_sorted_unique_and_skip_unset_variables():
     env = {k: v for k, v in ENV.items() if k != "LEDGER_PASSWORD"}
 
@@ -103,7 +105,6 @@ def test_secret_values_of_a_registry_are_sorted_unique_and_skip_unset_variables(
     assert {"tok-0123456789", "cs-9876543210"} <= set(values)
 
 
-@pytest.mark.django_db
 def test_the_redactor_masks_declared_secrets_and_leaves_configuration_in_clear():
     redactor = redactor_for(_registry(), ENV)
     text = (
@@ -116,7 +117,6 @@ def test_the_redactor_masks_declared_secrets_and_leaves_configuration_in_clear()
     )
 
 
-@pytest.mark.django_db
 def test_a_call_registers_exactly_what_the_rule_knows_before_it():
     before = redactor_for(ToolRegistry([_spec(ORDERS)]), ENV)
     during = Redactor()
@@ -142,13 +142,35 @@ def test_an_mcp_server_secret_headers_and_env_are_secret():
     assert server_secret_values(server, env) == ["Bearer dk-123456", "sign-987654"]
 
 
-@pytest.mark.django_db
 def test_the_sources_of_secrets_are_pluggable_values_providers():
     sources = secret_sources(_registry(), ENV)
 
     assert [type(s) for s in sources] == [DeclaredSecrets, StoredCredentials]
-    assert list(sources[1].values()) == []  # no credential stored
+    assert sources[1] == StoredCredentials(names=frozenset())
+    assert list(sources[1].values()) == []  # no tool names a credential: no statement
     assert sorted(set(sources[0].values())) == secret_values(_registry(), ENV)
+
+
+GITHUB = """
+name: github
+base_url: https://api.github.example
+request: {url: /user}
+auth: {credential: github_app}
+"""
+
+
+@pytest.mark.django_db
+def test_the_stored_credentials_the_registered_tools_name_are_secret(settings):
+    settings.FLOWPILOT_CREDENTIAL_KEYS = [generate_key()]
+    save_credential(Credential(name="github_app", type="bearer"), {"token": "ghp-named-1234"})
+    save_credential(Credential(name="unused", type="bearer"), {"token": "ghp-unused-5678"})
+    registry = ToolRegistry([_spec(ORDERS), _spec(GITHUB)])
+
+    assert credential_names(registry) == frozenset({"github_app"})
+    assert "ghp-named-1234" in secret_values(registry, ENV)
+    assert "ghp-unused-5678" not in secret_values(registry, ENV)  # no tool can send it
+    redactor = redactor_for(registry, ENV)
+    assert redactor.scrub_text("echo ghp-named-1234") == "echo ***"
 
 
 def test_a_credential_resolves_as_the_call_would_send_it_default_and_spacing_included():

@@ -190,13 +190,19 @@ def credential_secret_values(resolved: ResolvedCredential) -> list[str]:
 
 @dataclass(frozen=True)
 class StoredCredentials:
-    """The credential store as a ``SecretSource``: every value of every stored
-    credential, decrypted when asked (a run's start, the planner, a failure report)."""
+    """The credential store as a ``SecretSource``: every value of the stored
+    credentials named ``names`` (None: of every one), decrypted when asked (a run's
+    start, the planner, a failure report). No name: no statement."""
 
+    names: frozenset[str] | None = None
     keys: Sequence[str] | None = None
 
     def values(self) -> Iterator[str]:
+        if self.names is not None and not self.names:
+            return
         rows = Credential.objects.exclude(secrets="").order_by("name")
+        if self.names is not None:
+            rows = rows.filter(name__in=sorted(self.names))
         for row in rows:
             resolved = ResolvedCredential(
                 name=row.name,

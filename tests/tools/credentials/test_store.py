@@ -122,6 +122,10 @@ def test_the_store_as_a_secret_source_yields_every_value_and_the_basic_tokens(ke
         {"client_secret": "cs-443322"},
     )
     save_credential(Credential(name="empty", type="bearer"), {})
+    assert list(StoredCredentials(names=frozenset({"ledger"})).values()) == [
+        "pw-9f8e7d",
+        basic_token("svc", "pw-9f8e7d"),
+    ]
     assert sorted(StoredCredentials().values()) == sorted(
         [
             "cs-443322",
