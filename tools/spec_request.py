@@ -6,6 +6,7 @@ what is secret is declared here (the auth credential, ``secret_headers``,
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import (
@@ -66,9 +67,7 @@ class HttpAuth(FrozenModel):
     """
 
     type: Literal["none", "bearer", "api_key", "basic", "oauth2", "credential"] = "none"
-    credential: str | None = Field(
-        None, pattern=CREDENTIAL_NAME_PATTERN, description="credential: a stored credential."
-    )
+    credential: str | None = Field(None, description="credential: a stored credential's name.")
     token: str | None = Field(None, description="bearer: the token template.")
     in_: Literal["header", "query"] = Field("header", alias="in")
     name: str | None = Field(None, description="api_key: header or query parameter name.")
@@ -100,8 +99,24 @@ class HttpAuth(FrozenModel):
             return {**data, "type": "credential"}
         return data
 
+    @field_validator("credential")
+    @classmethod
+    def _credential_name(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(CREDENTIAL_NAME_PATTERN, value):
+            raise ValueError(
+                f"{value!r} is not a credential name: lower-case letters, digits, `_` and "
+                "`-` (e.g. github_app)"
+            )
+        return value
+
     @model_validator(mode="after")
     def _fields_match_type(self) -> HttpAuth:
+        if self.credential is not None and self.type != "credential":
+            raise ValueError(
+                f"'credential' does not apply to auth type {self.type!r}: a stored "
+                f"credential stands alone (auth: {{credential: {self.credential}}}) and "
+                "its type says how it is sent"
+            )
         oauth = ["token_url", "client_id", "client_secret", "grant"]
         if self.grant == "refresh_token":
             oauth.append("refresh_token")

@@ -14,6 +14,7 @@ from tools.errors import ToolAuthFailed, ToolConfigError
 from tools.http import oauth2
 from tools.http.oauth2 import TokenCache
 from tools.http_client import call_http_tool
+from tools.loader import load_tool_text
 from tools.models import Credential
 from tools.pins import tool_definition_hash
 
@@ -205,3 +206,29 @@ def test_a_credential_that_cannot_be_used_fails_the_call_before_anything_is_sent
     with pytest.raises(ToolConfigError, match="tool 't': no credential key is configured"):
         _call(ctx_for)
     assert server.requests == []
+
+
+@pytest.mark.parametrize(
+    ("auth", "message"),
+    [
+        (
+            "{credential: GitHub App}",
+            "field auth.credential: 'GitHub App' is not a credential name: lower-case "
+            "letters, digits, `_` and `-` (e.g. github_app)",
+        ),
+        (
+            "{type: bearer, credential: gh}",
+            "field auth: 'credential' does not apply to auth type 'bearer': a stored "
+            "credential stands alone (auth: {credential: gh}) and its type says how it is sent",
+        ),
+        (
+            '{credential: gh, token: "{{env.T}}"}',
+            "field auth: 'token' does not apply to auth type 'credential'",
+        ),
+    ],
+)
+def test_a_tool_file_naming_a_credential_wrongly_is_refused_where_it_says_so(auth, message):
+    text = f"name: gh_user\nbase_url: https://api.example\nauth: {auth}\n"
+    with pytest.raises(ToolConfigError) as caught:
+        load_tool_text(text, source="gh.yaml")
+    assert caught.value.problems == [f"gh.yaml:3: tool 'gh_user': {message}"]
