@@ -31,11 +31,25 @@ values. :class:`DeclaredSecrets` (the tools of a registry, read from an env
 mapping) and :class:`tools.credentials.store.StoredCredentials` (the stored
 credentials those tools name, decrypted) are the sources; :func:`secret_sources` is the one place a
 source joins. How a value is masked is :class:`tools.redaction.Redactor`.
+
+Two more rules live here, because they ask the same question (what is secret):
+
+- **where a credential may go** (:func:`credential_env_names`,
+  :func:`credential_params`): an env variable a tool declares secret may be mapped
+  by a workflow only into a tool's credential slot, the arguments its secret
+  templates read; the validator's taint check (``workflows.validation.taint``)
+  applies it.
+- **free text people type** (a planner goal, reviewer feedback, answers, sample
+  inputs): it declares nothing, so besides the known values it is searched for
+  obvious token shapes (:data:`TOKEN_PATTERNS`, :func:`token_values`), and what
+  is found is masked by value like any other secret (:func:`free_text_redactor`).
+  Run data in flight and tool responses are never searched for shapes.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -44,7 +58,7 @@ from tools.errors import TemplateError
 from tools.mcp.config import McpServer, McpToolConfig
 from tools.redaction import Redactor, basic_token
 from tools.spec_request import HttpAuth, HttpRequest, env_refs
-from tools.templating import placeholders, render_text
+from tools.templating import iter_strings, placeholders, render_text
 
 
 class SecretSource(Protocol):
@@ -108,6 +122,33 @@ def secret_env_names(spec: ToolSpec) -> frozenset[str]:
     """The env variables whose values are secret: listed in ``secret_env`` or read by
     one of :func:`secret_templates` (``ToolSpec.secret_env_names`` caches this)."""
     return frozenset(spec.secret_env) | env_refs(secret_templates(spec))
+
+
+def credential_params(spec: ToolSpec) -> frozenset[str]:
+    """The call arguments ``spec``'s secret templates read: its *credential slot*.
+
+    A bearer ``token: "{{token}}"`` or a secret header ``"{{signature}}"`` takes its
+    value from the call's arguments; those arguments (their top-level names) are the
+    only place a workflow may map a credential to (``ToolSpec.credential_params``
+    caches this). A tool whose credentials all read the environment has none."""
+    names: set[str] = set()
+    for text in iter_strings(secret_templates(spec)):
+        try:
+            found = placeholders(text)
+        except TemplateError:  # checked when the spec was built; a stored spec may be older
+            continue
+        names.update(p.path[0] for p in found if not p.is_env and p.path)
+    return frozenset(names)
+
+
+def credential_env_names(tools: ToolSpecs) -> frozenset[str]:
+    """Every env variable a tool of ``tools`` declares secret (its credentials)."""
+    names: set[str] = set()
+    for name in tools.names():
+        spec = tools.get(name)
+        if spec is not None:
+            names |= spec.secret_env_names()
+    return frozenset(names)
 
 
 def tool_secret_values(spec: ToolSpec, env: Mapping[str, str]) -> list[str]:
@@ -229,3 +270,58 @@ def register_server_secrets(redactor: Redactor, server: McpServer, env: Mapping[
     """Have ``redactor`` mask an MCP server's secret values (before it is opened)."""
     for value in server_secret_values(server, env):
         redactor.add_secret(value)
+
+
+# --- free text ----------------------------------------------------------------------
+
+# Obvious token shapes, for free text only (see the module docstring). Each starts at
+# a boundary (no ASCII letter or digit before it), so a match is tried once per run of
+# token characters and the search stays linear on any input; quantifiers are bounded
+# from below only and never nested. The group ``token`` is what is masked.
+_BOUNDARY = r"(?<![A-Za-z0-9])"
+TOKEN_PATTERNS: dict[str, re.Pattern[str]] = {
+    name: re.compile(pattern)
+    for name, pattern in {
+        # OpenAI (sk-..., sk-proj-..., sk-svcacct-...), Anthropic (sk-ant-...)
+        "openai": rf"{_BOUNDARY}(?P<token>sk-[A-Za-z0-9_-]{{20,}})",
+        # Stripe secret and restricted keys
+        "stripe": rf"{_BOUNDARY}(?P<token>(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{{16,}})",
+        # GitHub personal, OAuth, user-to-server, server-to-server and refresh tokens
+        "github": rf"{_BOUNDARY}(?P<token>gh[pousr]_[A-Za-z0-9]{{30,}})",
+        "github_pat": rf"{_BOUNDARY}(?P<token>github_pat_[A-Za-z0-9_]{{30,}})",
+        # Slack bot, app, user, refresh and config tokens
+        "slack": rf"{_BOUNDARY}(?P<token>xox[abposr]-[A-Za-z0-9-]{{10,}})",
+        # AWS access key ids (long-lived and temporary)
+        "aws": rf"{_BOUNDARY}(?P<token>(?:AKIA|ASIA)[0-9A-Z]{{16}})(?![0-9A-Za-z])",
+        # Google API keys
+        "google": rf"{_BOUNDARY}(?P<token>AIza[0-9A-Za-z_-]{{35}})",
+        # a JSON Web Token: three base64url parts, the first a JSON object ("eyJ")
+        "jwt": rf"{_BOUNDARY}(?P<token>eyJ[A-Za-z0-9_-]{{8,}}\.[A-Za-z0-9_-]{{8,}}"
+        rf"\.[A-Za-z0-9_-]{{8,}})",
+        # whatever follows "Bearer " when it is long enough to be a token
+        "bearer": r"(?<![A-Za-z0-9])[Bb]earer[ \t]+(?P<token>[A-Za-z0-9._~+/=-]{20,})",
+    }.items()
+}
+
+
+def token_values(text: str) -> list[str]:
+    """Every substring of ``text`` shaped like a credential (:data:`TOKEN_PATTERNS`),
+    each once, in the order found."""
+    if not isinstance(text, str) or not text:
+        return []
+    found: dict[str, None] = {}
+    for pattern in TOKEN_PATTERNS.values():
+        for match in pattern.finditer(text):
+            found[match.group("token")] = None
+    return list(found)
+
+
+def free_text_redactor(tools: ToolSpecs, env: Mapping[str, str], *texts: Any) -> Redactor:
+    """A redactor for free text people type: :func:`redactor_for`'s values, and every
+    token-shaped value found in ``texts`` (strings, or data whose strings and keys are
+    searched). Its ``scrub``/``scrub_text`` mask each by value, wherever it recurs."""
+    redactor = redactor_for(tools, env)
+    for text in iter_strings(list(texts)):
+        for value in token_values(text):
+            redactor.add_secret(value)
+    return redactor

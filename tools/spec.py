@@ -30,7 +30,7 @@ from tools.errors import TemplateError
 from tools.mcp.config import McpToolConfig
 from tools.paths import PathError
 from tools.policy import RetryPolicy
-from tools.secrets import secret_env_names
+from tools.secrets import credential_params, secret_env_names
 from tools.spec_http import Pagination, ResponseConfig, parse_extract_path
 from tools.spec_request import (  # HttpAuth and HttpRequest are part of the tool format
     FrozenModel,
@@ -266,6 +266,15 @@ class ToolSpec(FrozenModel):
     def credential_name(self) -> str | None:
         """The stored credential this tool's auth names (``auth: {credential: NAME}``)."""
         return self.http.auth.credential if self.http is not None else None
+
+    def credential_params(self) -> frozenset[str]:
+        """The arguments its secret templates read: the only ones a workflow may map a
+        credential to (the rule: ``tools.secrets.credential_params``). Cached."""
+        return self._credential_params
+
+    @cached_property
+    def _credential_params(self) -> frozenset[str]:
+        return credential_params(self)
 
     @property
     def required_inputs(self) -> list[str]:

@@ -3,6 +3,8 @@ the same before a call (``redactor_for``) and while it is made (``register_tool_
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tools.credentials.crypto import generate_key
@@ -13,15 +15,20 @@ from tools.models import Credential
 from tools.redaction import Redactor
 from tools.registry import ToolRegistry
 from tools.secrets import (
+    TOKEN_PATTERNS,
     DeclaredSecrets,
     basic_token,
+    credential_env_names,
     credential_names,
+    credential_params,
+    free_text_redactor,
     redactor_for,
     register_tool_secrets,
     secret_env_names,
     secret_sources,
     secret_values,
     server_secret_values,
+    token_values,
     tool_secret_values,
 )
 
@@ -190,3 +197,114 @@ request:
         "sig-fallback-1",  # the variable is unset: the call sends (and masks) the default
     }
     assert set(tool_secret_values(spec, {"SEARCH_SIG": "sig-live-2"})) == {"sig-live-2"}
+
+
+# --- where a credential may go ------------------------------------------------------
+
+
+def test_the_credential_slot_is_the_arguments_secret_templates_read():
+    orders = _spec(ORDERS)
+    signed = _spec(
+        """
+name: signed
+base_url: https://signed.example
+request: {url: "/{{path}}", headers: {X-Sig: "sig {{sig.value}}"}, secret_headers: [X-Sig]}
+auth: {type: bearer, token: "{{token}}"}
+"""
+    )
+    assert orders.credential_params() == frozenset({"trace"})
+    assert credential_params(signed) == frozenset({"sig", "token"})
+    assert signed.credential_params() == frozenset({"sig", "token"})
+    assert _spec(LEDGER).credential_params() == frozenset()
+
+
+def test_the_credentials_of_a_registry_are_every_tool_s_secret_env():
+    assert credential_env_names(_registry()) == frozenset(
+        {"ORDERS_TOKEN", "ORDERS_SESSION", "LEDGER_PASSWORD", "PAYOUTS_CLIENT_SECRET"}
+    )
+
+
+# --- free text: token shapes ----------------------------------------------------------
+
+# `sk-proj-ABCDEFGHIJKLMNOPQRSTUVWX` with every letter in its full-width form
+FULL_WIDTH = "".join(
+    chr(ord(c) + 0xFEE0) if c.isalpha() else c for c in "sk-proj-" + "ABCDEFGHIJKLMNOPQRSTUVWX"
+)
+TOKENS = {
+    "openai": "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8t",
+    "stripe": "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc",
+    "github": "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8",
+    "github_pat": "github_pat_" + "11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
+    "slack": "xoxb-" + "1234567890-0987654321-AbCdEfGhIjKl",
+    "aws": "AKIA" + "IOSFODNN7EXAMPLE",
+    "google": "AIza" + "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",
+    "jwt": "eyJhbGciOiJIUzI1NiJ9." + "eyJzdWIiOiIxMjM0NTY3ODkwIn0." + "dozjgNryP4J3jVmNHl0w5N",
+}
+
+
+@pytest.mark.parametrize("name", sorted(TOKENS))
+def test_each_token_shape_is_found_inside_text(name):
+    token = TOKENS[name]
+    text = f"use ({token}) please, and again:{token}\n"
+    assert token_values(text) == [token]
+    assert name in TOKEN_PATTERNS
+
+
+def test_a_bearer_header_masks_the_token_only():
+    text = "curl -H 'Authorization: Bearer abcdefghij0123456789.KLMN' https://api.example"
+    assert token_values(text) == ["abcdefghij0123456789.KLMN"]
+    redactor = free_text_redactor(ToolRegistry([]), {}, text)
+    assert redactor.scrub_text(text) == ("curl -H 'Authorization: Bearer ***' https://api.example")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the bearer of bad news, sk-learn and scikit-learn, ask-me-anything",
+        "task-0123456789abcdefghijklmnop",  # `sk-` inside a word
+        "ghp_short and ghp-0123456789012345678901234567890123",  # too short, wrong separator
+        "xoxb and xox-1234567890 and xoxz-1234567890abc",
+        "AKIAIOSFODNN7EXAMPL and AKIAIOSFODNN7EXAMPLEX and XAKIAIOSFODNN7EXAMPLE",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIi (two parts) and eyJ.abc.def",
+        "Bearer short-token and Bearer: abcdefghijklmnopqrstuvwxyz0123",
+        "an ordinary sentence about tokens, secrets, keys and passwords",
+        FULL_WIDTH,  # look-alikes of `sk-proj-...` in full-width letters
+        "sk-ŁódźŁódźŁódźŁódźŁódźŁódź (not ASCII)",
+    ],
+)
+def test_near_misses_and_ordinary_words_are_not_tokens(text):
+    assert token_values(text) == []
+
+
+def test_unicode_around_a_token_keeps_it_found_and_the_rest_intact():
+    token = TOKENS["github"]
+    text = f"clé→{token}←ключ 🔑"
+    redactor = free_text_redactor(ToolRegistry([]), {}, text)
+    assert redactor.scrub_text(text) == "clé→***←ключ 🔑"
+
+
+def test_huge_and_pathological_text_is_searched_in_linear_time():
+    token = TOKENS["jwt"]
+    cases = [
+        "a" * 5_000_000 + " " + token,
+        "eyJ" * 400_000 + " " + token,  # a JWT start at every third character
+        "sk-" * 400_000 + " " + token,
+        "Bearer " * 300_000 + token,
+        ("eyJabcdefghij." * 200_000) + " " + token,
+    ]
+    started = time.monotonic()
+    for text in cases:
+        assert token in token_values(text)
+    assert time.monotonic() - started < 30  # quadratic work here would take hours
+
+
+def test_the_free_text_redactor_masks_known_values_and_found_tokens_by_value():
+    registry = _registry()
+    token = TOKENS["slack"]
+    goal = f"post to slack with {token}, the orders token is {ENV['ORDERS_TOKEN']}"
+    inputs = {"again": f"x{token}", token: 1}
+    redactor = free_text_redactor(registry, ENV, goal, inputs)
+    assert redactor.scrub_text(goal) == "post to slack with ***, the orders token is ***"
+    assert redactor.scrub(inputs) == {"again": "x***", "***": 1}
+    assert redactor.scrub_text(f"later: {token}") == "later: ***"  # by value, anywhere
+    assert redactor.scrub_text(f"org {ENV['ORG']}") == f"org {ENV['ORG']}"
