@@ -43,6 +43,7 @@ from workflows.validation.report import (
 from workflows.validation.schema_errors import schema_issues
 from workflows.validation.structure import check_structure
 from workflows.validation.subworkflows import ActiveWorkflows, WorkflowLookup
+from workflows.validation.taint import check_credential_flow
 from workflows.validation.tool_checks import check_tools
 from workflows.validation.types import check_foreach_items, check_input_defaults
 
@@ -75,6 +76,7 @@ ISSUE_CODES = frozenset(
         "env_in_prompt",
         "env_in_output",
         "env_not_allowed",
+        "credential_leak",
         "item_outside_foreach",
         "unknown_output_field",
         "error_ref_without_continue",
@@ -139,6 +141,7 @@ _CHECKS: tuple[Callable[[FlowContext], list[ValidationIssue]], ...] = (
     check_decisions,
     check_kinds,
     check_env_access,
+    check_credential_flow,
     check_transforms,
     check_exclusive_reads,
 )

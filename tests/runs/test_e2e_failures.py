@@ -617,23 +617,28 @@ def test_secret_values_never_reach_results_runs_or_output(
     monkeypatch.setenv("WEBHOOK_API_KEY", hook_key)
     flow = repo_flow()
     flow["tools"] = ["github_repo", "post_json"]
-    flow["steps"].append(
-        {
-            "id": "leak",
-            "kind": "tool",
-            "tool": "post_json",
-            "input_mapping": {
-                "payload": {"stars": "repo.stars", "token": "$env.GITHUB_TOKEN", "note": "hi"}
-            },
-        }
-    )
+    leak = {
+        "id": "leak",
+        "kind": "tool",
+        "tool": "post_json",
+        "input_mapping": {
+            "payload": {"stars": "repo.stars", "token": "$env.GITHUB_TOKEN", "note": "hi"}
+        },
+    }
+    flow["steps"].append(leak)
     flow["outputs"] = {"echo": "leak.json", "headers": "leak.headers", "raw": "leak.data"}
-    path = write_flow(tmp_path, flow)
+    args = ("--tools", str(EXAMPLE_TOOLS_DIR), "--log-level", "DEBUG",
+            "--input", "owner=octo-org", "--input", "repo=widgets")  # fmt: skip
 
-    result = cli(
-        "runflow", path, "--tools", str(EXAMPLE_TOOLS_DIR), "--log-level", "DEBUG",
-        "--input", "owner=octo-org", "--input", "repo=widgets",
-    )  # fmt: skip
+    # A credential mapped into another tool's payload is refused before anything runs.
+    refused = cli("runflow", write_flow(tmp_path, flow), *args)
+    assert refused.code == 1
+    assert "steps[1].input_mapping.payload.token  [credential_leak]" in refused.out
+    assert fake_api.requests("github_repo") == []
+    assert fake_api.requests("post") == []
+
+    del leak["input_mapping"]["payload"]["token"]
+    result = cli("runflow", write_flow(tmp_path, flow), *args)
     captured = capsys.readouterr()
 
     assert result.code == 0, result.out + result.err
@@ -641,11 +646,9 @@ def test_secret_values_never_reach_results_runs_or_output(
     assert fake_api.requests("github_repo")[0].headers["authorization"] == f"Bearer {token}"
     (post,) = fake_api.requests("post")
     assert post.headers["x-api-key"] == hook_key
-    assert post.json()["token"] == token
-    # ... and the echo carried them back, yet nothing stored or shown holds them.
-    leak = StepResult.objects.get(step_id="leak")
-    assert leak.inputs["payload"]["token"] == "$env.GITHUB_TOKEN"
-    assert leak.output["json"]["token"] == "***"
+    # ... and the echo carried one back, yet nothing stored or shown holds them.
+    stored_leak = StepResult.objects.get(step_id="leak")
+    assert stored_leak.output["headers"]["X-Api-Key"] == "***"
     stored = dump_everything()
     shown = result.out + result.err + captured.out + captured.err
     for secret in (token, hook_key):

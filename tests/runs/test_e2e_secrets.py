@@ -75,7 +75,6 @@ FLOW = {
                     "user": "repo.user",
                     "url": "repo.url",
                     "org": "$env.GH_ORG",
-                    "password": "$env.GH_PASSWORD",
                     "seen": "repo.seen",
                 }
             },
@@ -160,8 +159,8 @@ def test_a_secret_never_reaches_a_stored_or_shown_byte_and_configuration_arrives
     assert call.headers["x-session"] == SESSION
     (hook,) = api.requests("hook")
     received = hook.json()
-    assert received["password"] == PASSWORD  # mapped from $env: the value itself is sent
     assert received["seen"]["x-session"] == SESSION  # data in flight is never masked
+    assert received["seen"]["authorization"] == f"Basic {BASIC}"
     # ... the non-secret configuration arrived at the webhook exactly as the API sent it ...
     assert received["name"] == "pallets/flask"
     assert received["org"] == "pallets"
@@ -174,13 +173,13 @@ def test_a_secret_never_reaches_a_stored_or_shown_byte_and_configuration_arrives
     assert repo.output["url"] == f"{api.url}/api/v3/repos/pallets/flask"
     assert repo.output["seen"]["x-session"] == "***"
     notify = StepResult.objects.get(step_id="notify")
-    assert notify.inputs["payload"]["password"] == "$env.GH_PASSWORD"
+    assert notify.inputs["payload"]["org"] == "$env.GH_ORG"  # recorded by name
     missing = StepResult.objects.get(step_id="missing")
     assert missing.status == "failed"
     assert "no fake route for ***" in missing.error["message"]  # the echoed secret path
     run = Run.objects.get()
     assert run.outputs["name"] == "pallets/flask"
-    assert run.outputs["received"]["password"] == "***"
+    assert run.outputs["received"]["seen"]["authorization"] == "Basic ***"
 
     pages = [
         admin_client.get(reverse("admin:runs_run_change", args=[run.pk])),

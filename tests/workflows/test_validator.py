@@ -25,9 +25,17 @@ class FakeTool:
     deprecated: bool = False
     replacement: str | None = None
     credential: str | None = None
+    secret: frozenset[str] = frozenset()  # its credentials (tools.secrets decides for real)
+    slots: frozenset[str] = frozenset()  # the arguments its credentials read
 
     def env_names(self) -> frozenset[str]:
-        return self.env
+        return self.env | self.secret
+
+    def secret_env_names(self) -> frozenset[str]:
+        return self.secret
+
+    def credential_params(self) -> frozenset[str]:
+        return self.slots
 
     def credential_name(self) -> str | None:
         return self.credential
@@ -93,6 +101,13 @@ REGISTRY = FakeRegistry(
                 "repo_issues",
                 {"type": "object", "properties": _props(repo="string")},
                 credential="github_ap",
+            ),
+            FakeTool(
+                "report_api",
+                {"type": "object", "properties": _props(report="string", key="string")},
+                ("title", "body"),
+                secret=frozenset({"STOKEN"}),
+                slots=frozenset({"key"}),
             ),
             FakeTool(
                 "send_email",
