@@ -18,6 +18,7 @@ driver's question — is there a broker? — which only a layer above ``runs`` m
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -28,6 +29,8 @@ from django.utils import timezone
 from review.models import PlanKind, PlanRequest, PlanRequestStatus
 from runs.engine.celery.broker import in_process
 from tools.errors import FlowpilotError
+from tools.registry import ToolRegistry
+from tools.secrets import free_text_redactor
 from workflows.models import PlanAttempt, PlanAttemptStatus, Workflow, WorkflowStatus
 from workflows.planner import PlanError, PlanFailed, PlanNotRevisable, PlanQuestions
 from workflows.planner.selectors import plan_attempts_for_version
@@ -66,14 +69,16 @@ def plan_request_create(
         goal, sample_inputs = asked.goal, asked.sample_inputs
     _check(kind=kind, goal=goal, feedback=feedback, based_on=based_on)
     planner_llm_check()  # no LLM configured: refused at once, nothing stored or sent
+    texts = (goal, sample_inputs, feedback, answers)
+    masked = free_text_redactor(ToolRegistry.from_db(), os.environ, *texts)
     request = PlanRequest.objects.create(
         kind=kind,
-        goal=goal.strip() or (based_on.goal if based_on else ""),
-        sample_inputs=dict(sample_inputs or {}),
-        feedback=feedback.strip(),
+        goal=masked.scrub_text(goal.strip() or (based_on.goal if based_on else "")),
+        sample_inputs=masked.scrub(dict(sample_inputs or {})),
+        feedback=masked.scrub_text(feedback.strip()),
         based_on=based_on,
         answers_to=asked,
-        answers=dict(answers or {}),
+        answers=masked.scrub(dict(answers or {})),
         requested_by=user,
     )
     if in_process():  # no broker (eager Celery): plan here, as runs execute here

@@ -248,7 +248,7 @@ def _approval_pending(
     spec = workflow_spec(locked)
     validate_workflow(spec, registry=registry).raise_for_errors()
     resolved = resolve_inputs(spec.inputs, dict(sample_inputs or {}))
-    inputs_refuse_secrets(inputs=resolved, registry=registry, env=os.environ)
+    inputs_refuse_secrets(inputs=resolved, registry=registry, env=os.environ, token_shapes=True)
     approval = Approval.objects.create(
         workflow=locked,
         definition_hash=locked.definition_hash,
@@ -273,11 +273,14 @@ def _validation_start(
     sample_inputs: Mapping[str, Any] | None,
     registry: ToolRegistry,
 ) -> tuple[Run, Approval]:
-    """The validation run of an approval (pending) and the approval row."""
+    """The validation run of an approval (pending) and the approval row. Sample inputs a
+    reviewer typed are refused when they hold a token as well as a declared secret."""
+    given = dict(sample_inputs or {})
+    inputs_refuse_secrets(inputs=given, registry=registry, env=os.environ, token_shapes=True)
     run = run_create(
         workflow=locked,
         trigger=RunTrigger.VALIDATION,
-        inputs=dict(sample_inputs or {}),
+        inputs=given,
         registry=registry,
     )
     approval = Approval.objects.create(

@@ -252,3 +252,63 @@ def test_the_schema_documents_the_plan_refusal_without_an_llm(make_client):
     refusal = schema["paths"]["/api/v1/plans/"]["post"]["responses"]["503"]
     assert "llm_not_configured" in refusal["description"]
     assert "503" not in schema["paths"]["/api/v1/plans/"]["get"]["responses"]
+
+
+# --- free text holding a credential -----------------------------------------------------
+
+TYPED_TOKEN = "xoxb-" + "2024112601-4242424242-QwErTyUiOpAsDfGh"
+TYPED_KEY = "AKIA" + "Q2W3E4R5T6Y7U8I9"
+
+
+def test_a_plan_request_stores_and_answers_its_free_text_masked(make_client, planner_llm):
+    planner_llm.reply_json(digest_plan())
+    client = make_client(VIEW, "workflows.add_workflow")
+
+    response = client.post(
+        "/api/v1/plans/",
+        {"goal": f"{DIGEST_GOAL} (slack {TYPED_TOKEN})", "sample_inputs": {"key": TYPED_KEY}},
+        format="json",
+    )
+
+    assert response.status_code == 202, response.json()
+    polled = client.get(response.json()["url"])
+    shown = response.content.decode() + polled.content.decode()
+    assert polled.json()["goal"] == f"{DIGEST_GOAL} (slack ***)"
+    assert polled.json()["sample_inputs"] == {"key": "***"}
+    stored = PlanRequest.objects.get()
+    assert (stored.goal, stored.sample_inputs) == (f"{DIGEST_GOAL} (slack ***)", {"key": "***"})
+    assert Workflow.objects.get().goal == f"{DIGEST_GOAL} (slack ***)"
+    for secret in (TYPED_TOKEN, TYPED_KEY):
+        assert secret not in shown
+        assert secret not in planner_llm.all_text()
+
+
+def test_reject_feedback_holding_a_token_is_stored_and_sent_masked(make_client, planner_llm):
+    pending_version()
+    revised = digest_plan()
+    revised["name"] = "sales_report"
+    planner_llm.reply_json(revised)
+    client = make_client(VIEW, CHANGE)
+
+    feedback = f"post it with {TYPED_TOKEN}"
+    response = client.post(PENDING + "reject/", {"feedback": feedback}, format="json")
+
+    assert response.json()["status"] == "succeeded", response.json()
+    assert response.json()["feedback"] == "post it with ***"
+    assert PlanRequest.objects.get().feedback == "post it with ***"
+    assert TYPED_TOKEN not in planner_llm.all_text()
+    assert TYPED_TOKEN not in response.content.decode()
+
+
+def test_approve_refuses_a_sample_input_holding_a_token_naming_it(make_client):
+    pending_version()
+
+    response = make_client(VIEW, APPROVE).post(
+        PENDING + "approve/", {"sample_inputs": {"csv_path": TYPED_KEY}}, format="json"
+    )
+
+    body = assert_error(response, 400, "inputs_invalid")
+    assert "input `csv_path` holds the value of a secret" in response.content.decode()
+    assert TYPED_KEY not in response.content.decode()
+    assert Workflow.objects.get().status == "pending_review"
+    assert body["details"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import random
 
 import pytest
@@ -630,6 +631,115 @@ def test_a_plan_reading_an_undeclared_variable_is_repaired_and_config_is_not_mas
     assert workflow.definition["description"] == "Weather near https://gh.internal.example"
 
 
+def leaking_plan() -> dict:
+    """The issue's leak, planned: the token github_issues takes as its bearer credential
+    mapped into a transform whose output an llm prompt reads."""
+    data = plan(tools=["geocode_city", "weather_forecast", "github_issues"])
+    data["steps"] += [
+        {"id": "issues", "kind": "tool", "tool": "github_issues",
+         "input_mapping": {"owner": "octo", "repo": "widgets"}},
+        {"id": "shape", "kind": "transform", "expression": "{token: tok, n: n}",
+         "input_mapping": {"tok": "$env.PLANNER_TEST_TOKEN", "n": "issues.count"}},
+        {"id": "ask", "kind": "llm", "prompt": "Comment on {{n}} issues ({{token}})",
+         "input_mapping": {"n": "shape.n", "token": "shape.token"}},
+    ]  # fmt: skip
+    return data
+
+
+def test_a_plan_mapping_a_credential_out_of_its_tool_is_refused_with_the_fix(
+    llm, client, secret_env
+):
+    llm.reply_json(leaking_plan())
+    fixed = leaking_plan()
+    del fixed["steps"][3]["input_mapping"]["tok"]
+    fixed["steps"][3]["expression"] = "{n: n}"
+    fixed["steps"][4]["prompt"] = "Comment on {{n}} issues"
+    del fixed["steps"][4]["input_mapping"]["token"]
+    llm.reply_json(fixed)
+
+    workflow = plan_create(goal=GOAL, registry=make_registry(), client=client)
+
+    first, second = attempts()
+    report = [(i["code"], i["path"]) for i in first.validator_report if i["severity"] == "error"]
+    assert report == [("credential_leak", "steps[3].input_mapping.tok")]
+    feedback = llm.requests[1].messages[-1]["content"]
+    assert "credential_leak" in feedback
+    assert "steps[3].input_mapping.tok" in feedback
+    assert "`$env.PLANNER_TEST_TOKEN`, the credential of tool `github_issues`" in feedback
+    assert "give the tool the credential through its auth" in feedback
+    assert second.status == "valid"
+    assert "$env" not in json.dumps(workflow.definition)
+    assert SECRET not in llm.all_text()
+
+
+def test_a_planner_that_keeps_leaking_a_credential_fails_naming_the_fix(llm, client, secret_env):
+    for _ in range(3):
+        llm.reply_json(leaking_plan())
+
+    with pytest.raises(PlanFailed) as caught:
+        plan_create(goal=GOAL, registry=make_registry(), client=client)
+
+    assert "[credential_leak]" in caught.value.message
+    assert "through its auth" in caught.value.message
+    assert Workflow.objects.count() == 0
+
+
+# --- free text: a credential a person typed is masked before it is stored or sent -------
+
+TYPED_TOKEN = "ghp_" + "Zz9Yy8Xx7Ww6Vv5Uu4Tt3Ss2Rr1Qq0Pp9Oo8"
+TYPED_JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJib3QifQ.c2lnbmF0dXJlLXZhbHVl"
+
+
+def test_a_goal_holding_a_credential_is_masked_before_it_is_stored_or_sent(
+    llm, client, secret_env, user
+):
+    llm.reply_json(plan())
+    goal = f"{GOAL}; use my token {TYPED_TOKEN} (or {SECRET})"
+    inputs = {"city": "Oslo", "auth": f"Bearer {TYPED_JWT}"}
+
+    workflow = plan_create(
+        goal=goal, sample_inputs=inputs, owner=user, registry=make_registry(), client=client
+    )
+
+    masked = f"{GOAL}; use my token *** (or ***)"
+    (attempt,) = attempts()
+    assert workflow.goal == masked
+    assert workflow.definition["goal"] == masked
+    assert attempt.goal == masked
+    assert attempt.sample_inputs == {"city": "Oslo", "auth": "Bearer ***"}
+    sent = llm.all_text()
+    for secret in (TYPED_TOKEN, TYPED_JWT, SECRET):
+        assert secret not in sent
+        assert secret not in json.dumps(attempt.prompt)
+    assert "Oslo" in sent
+    assert "use my token ***" in sent
+
+
+def test_answers_and_feedback_holding_a_credential_are_masked_too(llm, client, secret_env):
+    rounds = [{"questions": [{"id": "key", "question": "Which key?", "options": []}],
+               "answers": {"key": f"this one: {TYPED_TOKEN}"}}]  # fmt: skip
+    llm.reply_json(plan())
+    workflow = plan_create(
+        goal=GOAL, registry=make_registry(), client=client, clarifications=rounds
+    )
+    llm.reply_json(revised_plan(days=3))
+
+    plan_revise(
+        workflow=workflow,
+        feedback=f"three days; the key is {TYPED_JWT}",
+        registry=make_registry(),
+        client=client,
+    )
+
+    first, revision = attempts()
+    assert first.clarifications[0]["answers"] == {"key": "this one: ***"}
+    assert revision.feedback == "three days; the key is ***"
+    stored = json.dumps([first.prompt, revision.prompt, revision.feedback])
+    for secret in (TYPED_TOKEN, TYPED_JWT):
+        assert secret not in llm.all_text()
+        assert secret not in stored
+
+
 # --- planflow -----------------------------------------------------------------------------
 
 
@@ -687,6 +797,29 @@ def test_planflow_prints_the_attempts_and_the_stored_workflow(llm, llm_settings,
     assert "csv_read" in result.out
     assert llm.requests[0].body["model"] == "other-model"
     assert '{"path": "data/sales.csv"}' in llm.requests[0].messages[1]["content"]
+
+
+def test_planflow_never_prints_a_credential_typed_into_the_goal_or_the_inputs(
+    llm, llm_settings, cli, caplog
+):
+    caplog.set_level(logging.DEBUG)
+    llm.reply_json(CSV_PLAN)
+
+    result = cli(
+        "planflow", f"Total sales by region, key {TYPED_TOKEN}",
+        "--input", "path=data/sales.csv", "--input", f"token={TYPED_JWT}",
+    )  # fmt: skip
+
+    assert result.code == 0, result.out + result.err
+    assert caplog.records  # the LLM call was logged at DEBUG
+    for secret in (TYPED_TOKEN, TYPED_JWT):
+        assert secret not in caplog.text
+    assert "planning with cli-model: Total sales by region, key ***" in result.out
+    for secret in (TYPED_TOKEN, TYPED_JWT):
+        assert secret not in result.out + result.err
+        assert secret not in llm.all_text()
+    (attempt,) = attempts()
+    assert attempt.sample_inputs == {"path": "data/sales.csv", "token": "***"}
 
 
 def test_planflow_exits_1_when_planning_fails(llm, llm_settings, cli):

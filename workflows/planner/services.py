@@ -27,7 +27,7 @@ from tools.llm import LLMClient, llm_endpoint_ready
 from tools.permissions import actor_user
 from tools.redaction import Redactor
 from tools.registry import ToolRegistry
-from tools.secrets import redactor_for
+from tools.secrets import free_text_redactor
 from workflows.errors import WorkflowError
 from workflows.models import PlanAttempt, PlanAttemptStatus, Workflow, WorkflowStatus
 from workflows.planner.catalog import catalog_entries, catalog_text, select_tools
@@ -97,7 +97,11 @@ def plan_create(
     if not goal:
         raise PlanError("a goal is needed: say in plain words what the workflow should do")
     registry = registry if registry is not None else ToolRegistry.from_db()
-    clarifications = list(clarifications or [])
+    # Free text people type: a credential in it is masked before it is stored or sent.
+    redactor = _redactor(registry, goal, sample_inputs, clarifications)
+    goal = redactor.scrub_text(goal)
+    sample_inputs = redactor.scrub(dict(sample_inputs)) if sample_inputs else None
+    clarifications = redactor.scrub(list(clarifications or []))
     query = " ".join([goal, *map(str, sample_inputs or {})])
     templates = select_templates(query=goal)
     names = select_tools(registry, query, pinned=template_tools(templates))
@@ -115,7 +119,7 @@ def plan_create(
             goal,
             llm,
             registry,
-            _redactor(registry),
+            redactor,
             owner,
             observer=observer,
             sample_inputs=dict(sample_inputs or {}),
@@ -186,6 +190,8 @@ def plan_revise(
     revision = _next_revision(workflow)
     goal = workflow.goal or workflow.description or f"the workflow `{workflow.name}`"
     registry = registry if registry is not None else ToolRegistry.from_db()
+    redactor = _redactor(registry, goal, feedback)
+    goal, feedback = redactor.scrub_text(goal), redactor.scrub_text(feedback)
     previous = WorkflowSpec.model_validate(workflow.definition)
     pinned = set(previous.allowed_tools())
     pinned |= {t for s in previous.steps for t in s.model_tools()}
@@ -202,7 +208,7 @@ def plan_revise(
             goal,
             llm,
             registry,
-            _redactor(registry),
+            redactor,
             user,
             name=workflow.name,
             revision=revision,
@@ -298,10 +304,12 @@ def _next_revision(workflow: Workflow) -> int:
 # --- helpers -------------------------------------------------------------------------
 
 
-def _redactor(registry: ToolRegistry) -> Redactor:
-    """What the planner masks in every prompt and stored reply: the registry's
-    declared secrets (``tools.secrets``), read from the environment now."""
-    return redactor_for(registry, os.environ)
+def _redactor(registry: ToolRegistry, *texts: Any) -> Redactor:
+    """What the planner masks in every prompt, stored reply and stored free text: the
+    registry's declared secrets (``tools.secrets``), read from the environment now, and
+    every token-shaped value in the free text of the request (``texts``: the goal,
+    sample inputs, answers, feedback), each by value wherever it recurs."""
+    return free_text_redactor(registry, os.environ, *texts)
 
 
 def planner_llm_check() -> None:

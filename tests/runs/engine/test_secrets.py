@@ -24,6 +24,22 @@ def test_inputs_refuse_secrets_names_each_input_holding_a_declared_secret():
     assert [p.split("`")[1] for p in caught.value.problems] == ["note"]
 
 
+def test_inputs_a_person_typed_are_refused_for_a_token_shape_too_run_inputs_are_not():
+    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJib3QifQ.c2lnbmF0dXJlLXZhbHVl"
+    inputs = {"note": {"auth": f"Bearer {jwt}"}, "n": 3, "word": "sk-learn"}
+
+    inputs_refuse_secrets(inputs=inputs, registry=ToolRegistry.from_db(), env={})
+    with pytest.raises(InputsInvalid) as caught:
+        inputs_refuse_secrets(
+            inputs=inputs, registry=ToolRegistry.from_db(), env={}, token_shapes=True
+        )
+
+    assert caught.value.problems == [
+        "input `note` holds the value of a secret (a tool credential, or a token); "
+        "credentials are configured in the tool's environment, never passed as run inputs"
+    ]
+
+
 def test_a_run_input_holding_a_secret_value_is_refused(monkeypatch):
     monkeypatch.setenv("GITHUB_TOKEN", "ghp-s3cr3t-4f5e6d")
     workflow = import_example("github_intel")

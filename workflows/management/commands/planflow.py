@@ -1,6 +1,7 @@
 """planflow "GOAL" [--input k=v …] [--answer id=text …] [--model M] [--endpoint NAME]:
 plan a workflow, store it pending review. The planner may ask first; see --answer."""
 
+import os
 import sys
 from typing import Any
 
@@ -11,6 +12,8 @@ from django.core.management.base import CommandError, CommandParser
 
 from tools.commands import FlowpilotCommand
 from tools.llm import LLMClient, LLMEndpointError
+from tools.registry import ToolRegistry
+from tools.secrets import free_text_redactor
 from workflows.cli import load_tool_dirs, parse_input_pairs
 from workflows.models import PlanAttempt, PlanAttemptStatus, Workflow
 from workflows.planner import PlanError, PlanFailed, PlanQuestions
@@ -83,6 +86,8 @@ class Command(FlowpilotCommand):
             client = LLMClient.from_settings(model=options["model"], endpoint=endpoint)
         except LLMEndpointError as exc:
             raise CommandError(exc.message) from exc
+        if replying is None:  # shown as the planner stores it: a credential in it masked
+            goal = free_text_redactor(ToolRegistry.from_db(), os.environ, goal).scrub_text(goal)
         self.stdout.write(f"planning with {client.model}: {replying.goal if replying else goal}")
         common: PlanOptions = {
             "owner": owner,
