@@ -101,6 +101,19 @@ def test_a_user_file_with_a_goal_it_cannot_plan_fails_min_valid(planner, cli, tm
     assert "1 of 2 goals got a valid plan (50%), below --min-valid 90%" in result.err
 
 
+def test_a_goal_holding_a_token_is_printed_and_sent_masked(planner, cli, tmp_path):
+    token = "github_pat_" + "11AAAAAAA0bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+    goals = tmp_path / "mine.json"
+    goals.write_text(json.dumps([f"Coordinates of a city, token {token}"]))
+
+    result = cli("evalplanner", str(goals), "--store")
+
+    assert "Coordinates of a city, token ***" in result.out
+    assert token not in result.out + result.err
+    assert token not in planner.all_text()
+    assert token not in json.dumps(list(PlanAttempt.objects.values("goal", "prompt")))
+
+
 @pytest.mark.parametrize(
     ("content", "words"),
     [

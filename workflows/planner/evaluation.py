@@ -19,6 +19,7 @@ With ``store`` the plans are stored pending review like any other.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -31,6 +32,7 @@ from django.db import transaction
 from tools.errors import FlowpilotError
 from tools.llm import LLMClient
 from tools.registry import ToolRegistry
+from tools.secrets import free_text_redactor
 from workflows.models import PlanAttempt, Workflow
 from workflows.planner.errors import PlanError, PlanQuestions
 from workflows.planner.services import PlanOptions, plan_answer, plan_create
@@ -167,7 +169,8 @@ def planner_evaluate(
 def _evaluate_one(
     case: GoalCase, *, client: LLMClient, registry: ToolRegistry, store: bool
 ) -> GoalResult:
-    result = GoalResult(goal=case.goal, tools_expected=list(case.tools))
+    shown = free_text_redactor(registry, os.environ, case.goal).scrub_text(case.goal)
+    result = GoalResult(goal=shown, tools_expected=list(case.tools))  # printed: masked
     seen: list[PlanAttempt] = []
     started = time.perf_counter()
     with transaction.atomic():
