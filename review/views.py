@@ -13,6 +13,7 @@ The admin is a surface, like the API and the commands: it calls the services of
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -39,6 +40,8 @@ from runs.services import run_create, run_enqueue
 from tools.errors import FlowpilotError
 from tools.llm import LLMEndpointError
 from tools.permissions import actor_user
+from tools.registry import ToolRegistry
+from tools.secrets import free_text_redactor
 from workflows.inputs import InputsInvalid
 from workflows.models import PlanAttempt, PlanAttemptStatus, Workflow, WorkflowStatus
 from workflows.planner import PlanError, PlanQuestions, PlanRoundsExhausted
@@ -134,7 +137,8 @@ class WorkflowReviewViews(admin.ModelAdmin):
         except (ApprovalForbidden, ApprovalStateError) as exc:
             self.message_user(request, f"Not approved: {exc.message}", messages.ERROR)
             return self._back(workflow)
-        except InputsInvalid as exc:
+        except InputsInvalid as exc:  # shown again with a credential typed into it masked
+            page["form"] = self._inputs_form(workflow, masked_post(request.POST))
             return self._page(request, workflow, title, problems=exc.problems, **page)
         except WorkflowInvalid as exc:
             return self._page(request, workflow, title, issues=exc.report.errors, **page)
@@ -186,6 +190,7 @@ class WorkflowReviewViews(admin.ModelAdmin):
             return self._page(request, workflow, f"Reject {workflow}", problems=[text], **page)
         except (PlanError, ApprovalError) as exc:
             text = f"Not revised: {exc.message}"
+            page["form"] = RejectForm(masked_post(request.POST))  # as stored: masked
             return self._page(request, workflow, f"Reject {workflow}", problems=[text], **page)
         self.message_user(
             request,
@@ -303,6 +308,7 @@ class WorkflowReviewViews(admin.ModelAdmin):
             return self._questions_page(request, exc.attempt)
         except PlanError as exc:
             problems = [f"No plan: {exc.message}"]
+            page["form"] = NewPlanForm(masked_post(request.POST))  # as stored: masked
             return self._page(request, None, "New plan", problems=problems, **page)
         return self._planned(request, workflow)
 
@@ -363,3 +369,17 @@ class WorkflowReviewViews(admin.ModelAdmin):
             request, f"The planner proposed {workflow}; review it below.", messages.SUCCESS
         )
         return self._back(workflow)
+
+
+def masked_post(data: QueryDict) -> QueryDict:
+    """``data`` with every credential typed into its fields masked (``***``): a declared
+    secret or a token shape (``tools.secrets.free_text_redactor``). A form shown again
+    after the service refused or failed shows the free text as it would be stored,
+    never a token as typed (docs/security.md, "Free text people type")."""
+    kept = {"csrfmiddlewaretoken"}
+    typed = [value for key, values in data.lists() if key not in kept for value in values]
+    redactor = free_text_redactor(ToolRegistry.from_db(), os.environ, typed)
+    masked = QueryDict(mutable=True)
+    for key, values in data.lists():
+        masked.setlist(key, values if key in kept else [redactor.scrub_text(v) for v in values])
+    return masked

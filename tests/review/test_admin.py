@@ -12,6 +12,7 @@ import json
 import re
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.contrib.messages import get_messages
 from django.test import Client
 from django.urls import reverse
@@ -493,6 +494,37 @@ def test_new_plan_keeps_what_was_typed_when_the_planner_fails(planner_llm, revie
     assert "No plan: the planner&#x27;s LLM call failed" in body
     assert f">\n{DIGEST_GOAL}</textarea>" in body
     assert not Workflow.objects.exists()
+
+
+TYPED_TOKEN = "sk-" + "ant-api03-QwErTyUiOpAsDfGhJkLz0987654321"
+
+
+def test_a_credential_typed_into_a_form_is_never_shown_back_or_stored(planner_llm, reviewer):
+    """Each page that shows a form again after a refusal or a failure shows its free
+    text masked, as it is stored: new plan, reject, approve."""
+    version = pending_version()
+    planner_llm.fail(500, message="upstream down")
+    client = login(reviewer)
+
+    planned = client.post(
+        url("plan"), {"goal": f"{DIGEST_GOAL} {TYPED_TOKEN}", "sample_inputs": ""}
+    ).content.decode()
+    rejected = client.post(
+        url("reject", version), {"feedback": f"use {TYPED_TOKEN}"}
+    ).content.decode()
+    reviewer.user_permissions.add(Permission.objects.get(codename="approve_workflow"))
+    approved = client.post(
+        url("approve", version), {"input__csv_path": f"Bearer {TYPED_TOKEN}"}
+    ).content.decode()
+
+    assert f">\n{DIGEST_GOAL} ***</textarea>" in planned
+    assert ">\nuse ***</textarea>" in rejected
+    assert "input `csv_path` holds the value of a secret" in approved
+    assert 'name="input__csv_path" value="Bearer ***"' in approved
+    for page in (planned, rejected, approved):
+        assert TYPED_TOKEN not in page
+    assert TYPED_TOKEN not in json.dumps(list(PlanAttempt.objects.values("goal", "feedback")))
+    assert not Approval.objects.exists()
 
 
 def test_new_plan_rejects_sample_inputs_that_are_not_a_json_object(planner_llm, reviewer):
