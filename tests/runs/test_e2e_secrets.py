@@ -212,3 +212,54 @@ def test_a_600_deep_json_response_is_stored_without_recursion_errors(api, cli, t
     for _ in range(600):
         stored = stored["d"]
     assert stored == {"leaf": "***"}
+
+
+STOKEN = "st0ken-value-9f8e7d6c5b"
+LEAK_TOOLS = """
+name: stoken_report
+description: A report read with a bearer token from the environment.
+base_url: "{{env.REPORT_BASE}}"
+request: {url: "/reports/{{report}}"}
+auth: {type: bearer, token: "{{env.STOKEN}}"}
+inputs: {type: object, properties: {report: {type: string}}, required: [report]}
+response_extract: {title: title}
+outputs: [title]
+"""
+LEAK_FLOW = {
+    "name": "stoken_leak",
+    "steps": [
+        {"id": "read", "kind": "tool", "tool": "stoken_report",
+         "input_mapping": {"report": "weekly"}},
+        {"id": "shape", "kind": "transform", "expression": "{token: tok, title: title}",
+         "input_mapping": {"tok": "$env.STOKEN", "title": "read.title"}},
+        {"id": "ask", "kind": "llm", "prompt": "Summarize {{title}} ({{token}})",
+         "input_mapping": {"title": "shape.title", "token": "shape.token"}},
+    ],
+    "outputs": {"summary": "ask.result"},
+}  # fmt: skip
+
+
+def test_the_issue_s_leak_is_refused_before_anything_is_called_or_stored(
+    api, cli, tmp_path, monkeypatch, planner_llm
+):
+    """A tool takes $env.STOKEN as its bearer token; a transform maps $env.STOKEN and an
+    llm prompt reads the transform's output. The derived token would have reached the
+    LLM request and two stored rows; now runflow refuses the workflow naming the step,
+    the path and the fix, and neither the API nor the LLM is called."""
+    monkeypatch.setenv("STOKEN", STOKEN)
+    monkeypatch.setenv("REPORT_BASE", api.url)
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "report.yaml").write_text(LEAK_TOOLS, encoding="utf-8")
+
+    result = cli("runflow", write_flow(tmp_path, LEAK_FLOW), "--tools", str(tools))
+
+    assert result.code == 1
+    assert "steps[1].input_mapping.tok  [credential_leak]" in result.out
+    named = "step `shape` maps `$env.STOKEN`, the credential of tool `stoken_report`"
+    assert named in result.out
+    assert "give the tool the credential through its auth" in result.out
+    assert api.requests() == []
+    assert planner_llm.requests == []
+    assert not Run.objects.exists()
+    assert STOKEN not in every_stored_byte() + result.out + result.err
