@@ -317,10 +317,15 @@ def token_values(text: str) -> list[str]:
 
 
 def free_text_redactor(tools: ToolSpecs, env: Mapping[str, str], *texts: Any) -> Redactor:
-    """A redactor for free text people type: :func:`redactor_for`'s values, and every
+    """A redactor for free text people type: :func:`redactor_for`'s values, every value
+    of every stored credential (whether a tool names it yet or not), and every
     token-shaped value found in ``texts`` (strings, or data whose strings and keys are
     searched). Its ``scrub``/``scrub_text`` mask each by value, wherever it recurs."""
+    from tools.credentials.store import StoredCredentials  # the models: after app loading
+
     redactor = redactor_for(tools, env)
+    for value in StoredCredentials().values():
+        redactor.add_secret(value)
     for text in iter_strings(list(texts)):
         for value in token_values(text):
             redactor.add_secret(value)
