@@ -282,6 +282,15 @@ FLOWPILOT_ENV_ALLOW = env.list("FLOWPILOT_ENV_ALLOW", default=[])
 # keys, the first encrypts, every one decrypts (`rotatecredentialkeys` re-encrypts with
 # the first). Empty: no credential value can be saved.
 FLOWPILOT_CREDENTIAL_KEYS = env.list("FLOWPILOT_CREDENTIAL_KEYS", default=[])
+# HashiCorp Vault (KV v2) for credentials kept there (docs/credentials.md#vault): its
+# address, a token (or a file holding one, read at each Vault read), an optional
+# namespace, the timeout of one read, and how long a value read is kept in the process.
+FLOWPILOT_VAULT_ADDR = env.str("FLOWPILOT_VAULT_ADDR", default="")
+FLOWPILOT_VAULT_TOKEN = env.str("FLOWPILOT_VAULT_TOKEN", default="")
+FLOWPILOT_VAULT_TOKEN_FILE = env.str("FLOWPILOT_VAULT_TOKEN_FILE", default="")
+FLOWPILOT_VAULT_NAMESPACE = env.str("FLOWPILOT_VAULT_NAMESPACE", default="")
+FLOWPILOT_VAULT_TIMEOUT = env.float("FLOWPILOT_VAULT_TIMEOUT", default=5.0)
+FLOWPILOT_VAULT_CACHE_SECONDS = env.float("FLOWPILOT_VAULT_CACHE_SECONDS", default=60.0)
 FLOWPILOT_MAX_PARALLEL_STEPS = env.int("FLOWPILOT_MAX_PARALLEL_STEPS", default=8)
 # How many levels of `workflow` steps (sub-workflows) may nest; deeper is a validation error.
 FLOWPILOT_MAX_WORKFLOW_DEPTH = env.int("FLOWPILOT_MAX_WORKFLOW_DEPTH", default=5)

@@ -28,8 +28,15 @@ from tools.breaker.setup import (
     breaker_store_from_settings,
 )
 from tools.credentials.crypto import CredentialKeyError, fernets
-from tools.credentials.kinds import CLEAR_FIELDS, KINDS, SECRET_FIELDS, field_problems
-from tools.credentials.store import save_credential
+from tools.credentials.kinds import (
+    CLEAR_FIELDS,
+    KINDS,
+    SECRET_FIELDS,
+    VAULT_FIELDS,
+    field_problems,
+    vault_problems,
+)
+from tools.credentials.store import save_credential, vault_ref
 from tools.models import Breaker, Credential, Tool, ToolRevision
 from tools.openapi import IMPORT_PERMISSIONS
 from tools.permissions import PermissionRefused
@@ -265,15 +272,28 @@ class CredentialForm(forms.ModelForm):
         fields = (
             "name", "type", "description", "location", "key_name", "username", "client_id",
             "token_url", "authorize_url", "scopes", "expires_at", "needs_reconnect",
+            "source", "vault_mount", "vault_path", "vault_key",
         )  # fmt: skip
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["source"].required = False  # left out: the database
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
+        data["source"] = data.get("source") or "database"
         type_ = data.get("type") or ""
         for field, problem in field_problems(type_, data).items():
             self.add_error(field if field in self.fields else None, problem)
+        for field, problem in vault_problems(data.get("source") or "", type_, data).items():
+            self.add_error(field if field in self.fields else None, problem)
         kind = KINDS.get(type_)
         typed = [name for name in SECRET_FIELDS if data.get(name)]
+        if typed and data.get("source") == "vault":
+            self.add_error(
+                typed[0], "a credential kept in Vault has no value here: change it in Vault"
+            )
+            return data
         for name in [*typed, *(data.get("unset") or [])]:
             if kind is not None and name not in kind.secrets:
                 self.add_error(
@@ -308,6 +328,7 @@ class CredentialAdmin(admin.ModelAdmin):
     fieldsets = (
         (None, {"fields": ("name", "type", "description")}),
         ("How it is sent", {"fields": CLEAR_FIELDS}),
+        ("Where the value is", {"fields": ("source", *VAULT_FIELDS)}),
         ("Secret values (typed once, never shown again)", {"fields": SECRET_INPUTS}),
         ("Status", {"fields": STATUS_FIELDS}),
     )
@@ -317,6 +338,9 @@ class CredentialAdmin(admin.ModelAdmin):
         kind = KINDS.get(obj.type)
         if kind is None:
             return "-"
+        ref = vault_ref(obj)
+        if ref is not None:
+            return f"in Vault at {ref.where}"
         stored = set(obj.secret_fields or [])
         return ", ".join(
             f"{name}: {'set' if name in stored else 'not set'}" for name in kind.secrets

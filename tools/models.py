@@ -155,6 +155,11 @@ class CredentialLocation(models.TextChoices):
     QUERY = "query", "Query parameter"
 
 
+class CredentialSource(models.TextChoices):
+    DATABASE = "database", "Database (encrypted)"
+    VAULT = "vault", "HashiCorp Vault (KV v2)"
+
+
 class Credential(models.Model):
     """A named credential a tool references (``auth: {credential: <name>}``).
 
@@ -198,6 +203,24 @@ class Credential(models.Model):
     )
     secrets = models.TextField(
         blank=True, help_text="The secret values: a Fernet token (ciphertext only)."
+    )
+    source = models.CharField(
+        max_length=8,
+        choices=CredentialSource.choices,
+        default=CredentialSource.DATABASE,
+        help_text="Where the secret value is: encrypted here, or in HashiCorp Vault.",
+    )
+    vault_mount = models.CharField(
+        max_length=200, blank=True, help_text="vault: the KV version 2 mount (e.g. secret)."
+    )
+    vault_path = models.CharField(
+        max_length=500, blank=True, help_text="vault: the secret's path under the mount."
+    )
+    vault_key = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="vault: the key of the secret holding the value (empty: the value's name, "
+        "e.g. token).",
     )
     secret_fields = models.JSONField(
         default=list, blank=True, help_text="Which secret values are set (names, no values)."

@@ -88,3 +88,47 @@ def field_problems(type_: str, clear: Mapping[str, str]) -> dict[str, str]:
         if value and name not in found and not _URL.match(value):
             found[name] = f"{name} must be an http(s) URL, got {value!r}"
     return found
+
+
+VAULT_FIELDS = ("vault_mount", "vault_path", "vault_key")
+"""Where a credential kept in Vault has its value (clear: no secret)."""
+_VAULT_SEGMENT = re.compile(r"^[A-Za-z0-9_.@=+-]+(/[A-Za-z0-9_.@=+-]+)*$")
+
+
+def vault_secret_field(type_: str) -> str | None:
+    """The one secret field a credential of ``type_`` reads from Vault, or None when
+    the type cannot be kept there (none, or several values written by a consent flow)."""
+    kind = KINDS.get(type_)
+    if kind is None or len(kind.secrets) != 1:
+        return None
+    return kind.secrets[0]
+
+
+def vault_problems(source: str, type_: str, fields: Mapping[str, str]) -> dict[str, str]:
+    """Each Vault field that is wrong for ``source`` and ``type_``, with why: a Vault
+    credential needs a mount and a path (letters, digits, ``_.-@=+``, ``/`` between
+    segments) and a type with one secret value; an empty mount is ``secret``; a
+    database one has no Vault field."""
+    found: dict[str, str] = {}
+    values = {name: (fields.get(name) or "").strip() for name in VAULT_FIELDS}
+    if source != "vault":
+        for name, value in values.items():
+            if value:
+                found[name] = f"{name} applies only to a credential kept in Vault"
+        return found
+    if type_ in KINDS and vault_secret_field(type_) is None:
+        found["source"] = (
+            f"a {type_} credential cannot be kept in Vault (its tokens are written by "
+            "flowpilot): keep it in the database"
+        )
+    if not values["vault_path"]:
+        found["vault_path"] = "a credential kept in Vault needs vault_path"
+    for name in ("vault_mount", "vault_path"):
+        if values[name] and not _VAULT_SEGMENT.match(values[name].strip("/")):
+            found[name] = (
+                f"{values[name]!r} is not a Vault {name.removeprefix('vault_')} (letters, "
+                "digits, _ . - @ = +, segments separated by /)"
+            )
+    if values["vault_key"] and not re.match(r"^[^\s]+$", values["vault_key"]):
+        found["vault_key"] = f"{values['vault_key']!r} is not a key (no spaces)"
+    return found

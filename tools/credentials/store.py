@@ -1,10 +1,12 @@
 """Saving a credential's values, reading one at call time, and the store as a
 :class:`tools.secrets.SecretSource`.
 
-Every read goes to the database: a value changed in the admin is what the next call
-sends, in every worker, with no restart and no re-approval (which credential a tool
-uses is part of its definition; what the credential holds is not). A call marks the
-credential used at most once a minute (``last_used_at``), so calls do not each write.
+Every read goes to the database (or, for a credential kept in HashiCorp Vault, to
+Vault, through this process's short cache: :mod:`tools.credentials.vault`): a value
+changed in the admin is what the next call sends, in every worker, with no restart
+and no re-approval (which credential a tool uses is part of its definition; what the
+credential holds is not). A call marks the credential used at most once a minute
+(``last_used_at``), so calls do not each write.
 """
 
 from __future__ import annotations
@@ -19,7 +21,15 @@ from django.db import connections, router
 from django.utils import timezone
 
 from tools.credentials.crypto import reseal, seal, unseal
-from tools.credentials.kinds import CLEAR_FIELDS, field_problems, kind_of
+from tools.credentials.kinds import (
+    CLEAR_FIELDS,
+    VAULT_FIELDS,
+    field_problems,
+    kind_of,
+    vault_problems,
+    vault_secret_field,
+)
+from tools.credentials.vault import DEFAULT_MOUNT, VaultError, VaultRef, read_value
 from tools.models import Credential
 from tools.redaction import basic_token
 
@@ -61,6 +71,7 @@ class ResolvedCredential:
     scopes: tuple[str, ...] = ()
     needs_reconnect: bool = False
     values: Mapping[str, str] = field(default_factory=dict, repr=False)
+    source: str = "database"
 
     def secret(self, name: str) -> str:
         return self.values.get(name, "")
@@ -86,6 +97,13 @@ def save_credential(
     """
     clear = {name: str(getattr(credential, name) or "") for name in CLEAR_FIELDS}
     problems = field_problems(credential.type, clear)
+    source = credential.source or "database"
+    vault = {name: str(getattr(credential, name) or "") for name in VAULT_FIELDS}
+    problems.update(vault_problems(source, credential.type, vault))
+    if source == "vault" and any(new_values.values()):
+        problems["source"] = (
+            "a credential kept in Vault has no value in the database: change it in Vault"
+        )
     kind = kind_of(credential.type) if "type" not in problems else None
     typed = {k: v for k, v in new_values.items() if v}
     for name in [*typed, *unset]:
@@ -96,7 +114,12 @@ def save_credential(
     assert kind is not None
     current = credential.secrets
     values = unseal(current, credential.name, keys) if current and (typed or unset) else None
-    if values is not None or typed:
+    if source == "vault":  # nothing secret is kept here for it
+        credential.secrets, credential.secret_fields = "", []
+        credential.vault_mount = vault["vault_mount"].strip().strip("/") or DEFAULT_MOUNT
+        credential.vault_path = vault["vault_path"].strip().strip("/")
+        credential.vault_key = vault["vault_key"].strip()
+    elif values is not None or typed:
         merged = {k: v for k, v in (values or {}).items() if k in kind.secrets}
         merged.update(typed)
         for name in unset:
@@ -126,7 +149,7 @@ def resolve_credential(
             Credential.objects.filter(pk=row.pk).update(last_used_at=moment)
     finally:
         _release_thread_connection()
-    values = unseal(row.secrets, row.name, keys)
+    values = vault_values(row) if row.source == "vault" else unseal(row.secrets, row.name, keys)
     return ResolvedCredential(
         name=row.name,
         type=row.type,
@@ -138,7 +161,33 @@ def resolve_credential(
         scopes=tuple(row.scopes.split()),
         needs_reconnect=row.needs_reconnect,
         values=values,
+        source=row.source,
     )
+
+
+def vault_ref(row: Credential) -> VaultRef | None:
+    """Where the value of ``row`` is in Vault (None: it is not kept in Vault)."""
+    secret = vault_secret_field(row.type)
+    if row.source != "vault" or secret is None:
+        return None
+    return VaultRef(
+        credential=row.name,
+        mount=row.vault_mount or DEFAULT_MOUNT,
+        path=row.vault_path,
+        key=row.vault_key or secret,
+    )
+
+
+def vault_values(row: Credential) -> dict[str, str]:
+    """The values of credential ``row`` kept in Vault, read now (or from this process's
+    cache); a ``VaultError`` naming the credential and the Vault path otherwise."""
+    ref = vault_ref(row)
+    secret = vault_secret_field(row.type)
+    if ref is None or secret is None:
+        raise VaultError(
+            f"credential {row.name!r}: a {row.type} credential cannot be kept in Vault"
+        )
+    return {secret: read_value(ref)}
 
 
 def _release_thread_connection() -> None:
@@ -200,15 +249,22 @@ class StoredCredentials:
     def values(self) -> Iterator[str]:
         if self.names is not None and not self.names:
             return
-        rows = Credential.objects.exclude(secrets="").order_by("name")
+        rows = Credential.objects.exclude(secrets="", source="database").order_by("name")
         if self.names is not None:
             rows = rows.filter(name__in=sorted(self.names))
         for row in rows:
+            if row.source == "vault":
+                try:  # a value Vault does not give now cannot be sent: the call says why
+                    values = vault_values(row)
+                except VaultError:
+                    continue
+            else:
+                values = unseal(row.secrets, row.name, self.keys)
             resolved = ResolvedCredential(
                 name=row.name,
                 type=row.type,
                 username=row.username,
                 client_id=row.client_id,
-                values=unseal(row.secrets, row.name, self.keys),
+                values=values,
             )
             yield from credential_secret_values(resolved)

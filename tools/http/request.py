@@ -29,7 +29,8 @@ from tools.credentials.store import (
     credential_secret_values,
     resolve_credential,
 )
-from tools.errors import TemplateError, ToolAuthFailed, ToolConfigError
+from tools.credentials.vault import VaultError
+from tools.errors import TemplateError, ToolAuthFailed, ToolConfigError, ToolUnreachable
 from tools.http.bodies import Body, render_body
 from tools.redaction import is_sensitive_header
 from tools.secrets import basic_token, register_tool_secrets
@@ -244,6 +245,10 @@ def stored_credential(tool: str, name: str, ctx: ToolCallContext) -> ResolvedCre
     except UnknownCredential as exc:
         raise ToolConfigError(f"tool {tool!r}: {exc.message}") from None
     except CredentialKeyError as exc:
+        raise ToolConfigError(f"tool {tool!r}: {exc.message}") from None
+    except VaultError as exc:
+        if exc.unreachable:  # the step's retry policy may try again, a bounded number of times
+            raise ToolUnreachable(f"tool {tool!r}: {exc.message}", not_sent=True) from None
         raise ToolConfigError(f"tool {tool!r}: {exc.message}") from None
     for value in credential_secret_values(credential):
         ctx.redactor.add_secret(value)
