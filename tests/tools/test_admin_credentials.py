@@ -125,3 +125,28 @@ def test_the_list_shows_status_columns(admin):
     content = admin.get(reverse("admin:tools_credential_changelist")).content
     for column in (b"last used at", b"expires at", b"needs reconnect", b"token: set"):
         assert column in content.lower()
+
+
+def test_a_vault_credential_is_entered_as_where_it_is_and_shown_as_in_vault(admin):
+    add = reverse("admin:tools_credential_add")
+    form = _form(source="vault", vault_mount="kv", vault_path="apps/github", vault_key="pat")
+    response = admin.post(add, form)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    row = Credential.objects.get()
+    assert (row.source, row.secrets, row.secret_fields) == ("vault", "", [])
+    assert b"in Vault at kv/apps/github#pat" in _everything(admin, row)
+
+
+def test_the_vault_form_refuses_a_typed_value_and_a_missing_path(admin):
+    add = reverse("admin:tools_credential_add")
+    typed = admin.post(add, _form(source="vault", vault_path="apps/github", token=TOKEN))
+    assert typed.status_code == 200
+    assert "a credential kept in Vault has no value here: change it in Vault" in (
+        typed.content.decode()
+    )
+    no_path = admin.post(add, _form(source="vault", vault_path=""))
+    assert "a credential kept in Vault needs vault_path" in no_path.content.decode()
+    stray = admin.post(add, _form(vault_path="apps/github", token=TOKEN))
+    assert "vault_path applies only to a credential kept in Vault" in stray.content.decode()
+    assert not Credential.objects.exists()
+    assert TOKEN.encode() not in typed.content

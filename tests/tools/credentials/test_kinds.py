@@ -39,3 +39,20 @@ def test_header_names_locations_and_urls_are_checked():
         "oauth2_client_credentials", {"client_id": "c", "token_url": "ftp://x.example/t"}
     )
     assert wrong == {"token_url": "token_url must be an http(s) URL, got 'ftp://x.example/t'"}
+
+
+def test_vault_fields_fit_the_source_and_a_type_with_one_value():
+    from tools.credentials.kinds import vault_problems, vault_secret_field
+
+    assert vault_secret_field("bearer") == "token"
+    assert vault_secret_field("oauth2_client_credentials") == "client_secret"
+    assert vault_secret_field("oauth2_authorization_code") is None
+    assert vault_problems("vault", "bearer", {"vault_path": "apps/github"}) == {}
+    assert vault_problems("vault", "bearer", {"vault_path": "apps//x"}) == {
+        "vault_path": "'apps//x' is not a Vault path (letters, digits, _ . - @ = +, "
+        "segments separated by /)"
+    }
+    assert vault_problems("vault", "bearer", {"vault_path": "a", "vault_key": "a b"}) == {
+        "vault_key": "'a b' is not a key (no spaces)"
+    }
+    assert set(vault_problems("database", "bearer", {"vault_mount": "kv"})) == {"vault_mount"}
