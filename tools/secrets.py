@@ -11,7 +11,8 @@ or of a key's name (docs/security.md):
 - the values of the env variables listed in ``secret_env``, and of every env
   variable one of the templates above reads;
 - every value of every stored credential a tool names (``auth: {credential: NAME}``),
-  and the base64 ``user:password`` sent for a basic or OAuth2 client one.
+  decrypted or read from HashiCorp Vault (:mod:`tools.credentials.vault`), and the
+  base64 ``user:password`` sent for a basic or OAuth2 client one.
 
 Everything else a tool reads from the environment (a base URL, an org name, a
 region) is configuration: it is stored and shown in clear, by every surface alike.
