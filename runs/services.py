@@ -35,11 +35,13 @@ from runs.state import (
     STEP_IN_FLIGHT,
     InterruptedNonIdempotent,
     RunError,
+    RunNotStarted,
     RunStateError,
     RunStatus,
     RunTrigger,
     StepStatus,
     run_transition,
+    run_write,
     step_transition,
 )
 from tools.permissions import permission_require
@@ -149,11 +151,20 @@ def run_execute(
     observer: Observer | None = None,
     context: RunContext | None = None,
 ) -> Run:
-    """Execute a pending (or resumed) run in this process and record how it ended."""
+    """Execute a pending (or resumed) run in this process and record how it ended.
+
+    A run ``run_create`` has just made in this process starts with its first steps'
+    claims, in one atomic write (``drive_local``'s ``start``); any other run is moved to
+    running first, on its own. Either way a run that is not pending any more is refused
+    (``RunStateError``) and left as it is.
+    """
     started = {"started_at": run.started_at or timezone.now()}
     # The rows run_create wrote, valid while the run has never started: its first start.
     created, run.created_results = run.created_results, None
-    if not run_transition(run, RunStatus.RUNNING, **started):
+    start = None
+    if created is not None:  # its started_at is taken now: the start's own, to send again
+        start = run_write(run, RunStatus.RUNNING, replay="started_at", **started)
+    elif not run_transition(run, RunStatus.RUNNING, **started):
         run.refresh_from_db()
         raise RunStateError(f"run {run.pk} is {run.status}; it cannot start")
     ctx = context
@@ -163,29 +174,33 @@ def run_execute(
                 run_id=run.pk,
                 run_uuid=str(run.uuid),
                 plan=caches.plan_for(run.workflow),
-                registry=run.validated_registry
-                or caches.registry_for(caches.tools_state()),
+                registry=run.validated_registry or caches.registry_for(caches.tools_state()),
                 taps=call_recorder_for(run),
             )
         if ctx.run_child is None:
             ctx.run_child = _execute_child
-        driven = drive_local(ctx, run, observer=observer, results=created)
-        if driven is not None:
+        driven = drive_local(ctx, run, observer=observer, results=created, start=start)
+        if driven is not None and driven.finished is None:
             # A validation run's recorded calls are stored before the run is seen
             # finished: a replay started then must find every call (the context's
             # close, below, would store them only after the finish).
             if ctx.taps is not None:
                 ctx.taps.flush()
             run_finish(ctx, run, driven.views, results=driven.results)
+        elif driven is not None and driven.finished:  # written with the last outcomes
+            run_finished_announce(run, ctx.spec)
+    except RunNotStarted:
+        raise  # nothing of the run was written: it is someone else's, or finished
     except BaseException as exc:
         summary = f"engine error: {type(exc).__name__}: {exc}"
         summary = ctx.redactor.scrub_text(summary) if ctx is not None else summary
-        if run_transition(
-            run,
-            RunStatus.FAILED,
-            finished_at=timezone.now(),
-            error_summary=summary[:MAX_SUMMARY_CHARS],
-        ):
+        failed = {"finished_at": timezone.now(), "error_summary": summary[:MAX_SUMMARY_CHARS]}
+        if run.status == RunStatus.PENDING:  # its start not written yet: fail it if still so
+            pending = Run.objects.filter(pk=run.pk, status=RunStatus.PENDING)
+            if run_transition(pending, RunStatus.FAILED, **failed):
+                run.refresh_from_db()
+                run_finished_announce(run)
+        elif run_transition(run, RunStatus.FAILED, **failed):
             run_finished_announce(run)
         raise
     finally:
@@ -247,9 +262,7 @@ def run_prepare_resume(*, run: Run, force: bool = False) -> Run:
         ):
             step_transition(result, StepStatus.PENDING, updated_at=now, claim_token="")
             if step.called_workflow() is not None:
-                subruns.child_prepare_resume(
-                    parent=result, force=force, prepare=run_prepare_resume
-                )
+                subruns.child_prepare_resume(parent=result, force=force, prepare=run_prepare_resume)
     run_transition(run, RunStatus.PENDING, finished_at=None, error_summary="", outputs=None)
     return run
 

@@ -170,12 +170,12 @@ def _row_write(
     fields: dict[str, Any],
     run_status: str | None,
     *,
-    replay: bool = False,
+    replay: str | None = None,
 ) -> RowWrite:
     model = type(instance)
     connection = connections[instance._state.db or router.db_for_write(model)]
     names = tuple(fields)
-    replay = replay and "updated_at" in names
+    replay = replay if replay in names else None
     sql = _row_update_sql(
         model, connection.alias, names, len(sources), run_status is not None, replay=replay
     )
@@ -183,8 +183,8 @@ def _row_write(
     params = [to, *values, instance.pk, *sources]
     if run_status is not None:
         params.append(run_status)
-    if replay:
-        params += [to, values[names.index("updated_at")]]
+    if replay is not None:
+        params += [to, values[names.index(replay)]]
     return RowWrite(instance, to, fields, connection.alias, sql, params)
 
 
@@ -212,14 +212,34 @@ def step_write(result: models.Model, to: str, **fields: Any) -> RowWrite:
     its acknowledgement lost) counts as written, so a retry of the same prepared write
     after a broken connection carries on instead of finding the row moved on.
     """
-    return _row_write(result, _sources(STEP_TRANSITIONS, to), to, fields, None, replay=True)
+    return _row_write(result, _sources(STEP_TRANSITIONS, to), to, fields, None, replay="updated_at")
 
 
-def step_claim_write(result: models.Model, *, run_status: str, **fields: Any) -> RowWrite:
-    """``step_claim``, prepared for ``rows_write``; safe to send again as ``step_write``."""
+def step_claim_write(result: models.Model, *, run_status: str | None, **fields: Any) -> RowWrite:
+    """``step_claim``, prepared for ``rows_write``; safe to send again as ``step_write``.
+
+    ``run_status`` None drops the condition on the run's status: only for a claim sent in
+    one ``rows_write`` behind the run's own start (``run_write``, the batch's first
+    required write), which stands for it — in one PostgreSQL statement the claim's own
+    look at the run would see the run as it was before the statement (pending).
+    """
     return _row_write(
-        result, [StepStatus.PENDING], StepStatus.RUNNING, fields, run_status, replay=True
+        result, [StepStatus.PENDING], StepStatus.RUNNING, fields, run_status, replay="updated_at"
     )
+
+
+def run_write(run: models.Model, to: str, *, replay: str, **fields: Any) -> RowWrite:
+    """``run_transition`` of one run instance with plain values, prepared for
+    ``rows_write`` (so a run's start or finish goes in one atomic write with its steps').
+
+    Safe to send again like ``step_write``: ``replay`` names a field among ``fields``
+    whose value only this write sets (a timestamp taken for it: ``started_at`` of a run's
+    first start, ``finished_at``); a run already in ``to`` with exactly that value counts
+    as written.
+    """
+    if replay not in fields:
+        raise ValueError(f"the replay field {replay!r} is not among the fields written")
+    return _row_write(run, _sources(RUN_TRANSITIONS, to), to, fields, None, replay=replay)
 
 
 def rows_write(writes: Sequence[RowWrite], *, required: int = 0) -> list[int]:
@@ -298,14 +318,14 @@ def _row_update_sql(
     sources: int,
     run: bool,
     *,
-    replay: bool = False,
+    replay: str | None = None,
 ) -> str:
     """``UPDATE … SET status, <names> WHERE pk AND status IN (…) [AND the run's status]``.
 
-    With ``replay``: ``WHERE pk AND ((status IN (…) [AND …]) OR (status = the target
-    AND updated_at = the value written))`` — the same write, sent again, matches the row
-    it already wrote. The whole condition is parenthesised, so ``rows_write`` can append
-    its guard with ``AND``.
+    With ``replay`` (a field's name): ``WHERE pk AND ((status IN (…) [AND …]) OR
+    (status = the target AND <replay> = the value written))`` — the same write, sent
+    again, matches the row it already wrote. The whole condition is parenthesised, so
+    ``rows_write`` can append its guard with ``AND``.
     """
     opts = model._meta
     quote = connections[alias].ops.quote_name
@@ -322,8 +342,8 @@ def _row_update_sql(
             f"{quote(opts.db_table)}.{quote(_column(model, 'run'))} AND "
             f"{quote(run_table.db_table)}.{quote('status')} = %s)"
         )
-    if replay:
-        written = f"{quote('status')} = %s AND {quote(_column(model, 'updated_at'))} = %s"
+    if replay is not None:
+        written = f"{quote('status')} = %s AND {quote(_column(model, replay))} = %s"
         where = f"({where}) OR ({written})"
     where = f"{quote(opts.pk.column)} = %s AND ({where})"
     return f"UPDATE {quote(opts.db_table)} SET {columns} WHERE {where}"  # noqa: S608
@@ -489,6 +509,11 @@ class RunError(FlowpilotError):
 
 class RunStateError(RunError):
     code = "run_state_invalid"
+
+
+class RunNotStarted(RunStateError):
+    """A run could not start: it is no longer pending (another process started it, or
+    it was cancelled or finished first). Nothing of it was written."""
 
 
 class StepError(FlowpilotError):

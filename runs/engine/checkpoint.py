@@ -96,14 +96,19 @@ def mark_running(
     *,
     inputs_record: dict,
     into: list[RowWrite] | None = None,
+    behind_start: bool = False,
 ) -> bool | None:
     """Claim a pending step of a running run. False when it was not pending any more
     (a cancel skipped it, or another driver took it): then it must not start.
 
     With ``into`` the claim is only prepared, appended there for the caller to send
     with others (``runs.state.rows_write``, which tells whether it landed): None.
+    ``behind_start``: the claim goes in that write behind the run's own start, which
+    stands for its condition on the run's status (``runs.state.step_claim_write``).
     """
-    write = _running_write(ctx, result, inputs_record=inputs_record)
+    if behind_start and into is None:
+        raise ValueError("a claim behind the run's start is sent with it, never alone")
+    write = _running_write(ctx, result, inputs_record=inputs_record, behind_start=behind_start)
     if into is not None:
         into.append(write)
         return None
@@ -113,11 +118,13 @@ def mark_running(
     return bool(claimed)
 
 
-def _running_write(ctx: RunContext, result: StepResult, *, inputs_record: dict) -> RowWrite:
+def _running_write(
+    ctx: RunContext, result: StepResult, *, inputs_record: dict, behind_start: bool = False
+) -> RowWrite:
     now = ctx.now()
     inputs, capped = stored_inputs(ctx, inputs_record)
     return step_claim_write(
-        result, run_status=RunStatus.RUNNING,
+        result, run_status=None if behind_start else RunStatus.RUNNING,
         inputs=inputs, inputs_truncated=capped, started_at=now, finished_at=None, error=None,
         updated_at=now,
     )  # fmt: skip

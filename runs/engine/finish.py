@@ -14,7 +14,7 @@ from runs.engine import checkpoint
 from runs.engine.context import RunContext
 from runs.engine.resolve import resolve
 from runs.models import Run, StepResult
-from runs.state import RunStatus, RunTrigger, StepStatus, run_transition
+from runs.state import RowWrite, RunStatus, RunTrigger, StepStatus, run_transition, run_write
 from tools.hooks import hooks_announce
 from workflows.references import parse_value
 from workflows.schema import WorkflowSpec
@@ -33,6 +33,30 @@ def run_finish(
     step rows as the driver wrote them (else they are read)."""
     if results is None:
         results = checkpoint.load_results(run)
+    to, fields = _ending(ctx, run, views, results)
+    if run_transition(run, to, **fields):
+        run_finished_announce(run, ctx.spec)
+
+
+def run_finish_write(
+    ctx: RunContext, run: Run, views: Mapping[str, Any], results: Mapping[str, StepResult]
+) -> RowWrite:
+    """``run_finish`` prepared for ``runs.state.rows_write``: the in-process driver sends
+    it in one atomic write with the last steps' outcomes. Safe to send again (its
+    ``finished_at`` is its own). Once it landed, the caller announces the run
+    (``run_finished_announce``)."""
+    to, fields = _ending(ctx, run, views, results)
+    return run_write(run, to, replay="finished_at", **fields)
+
+
+def _ending(
+    ctx: RunContext,
+    run: Run,
+    views: Mapping[str, Any] | None,
+    results: Mapping[str, StepResult],
+) -> tuple[str, dict[str, Any]]:
+    """How ``run`` ends: failed, naming every fatal step, or succeeded with its outputs
+    (the status and the fields to write)."""
     fatal = [
         r
         for sid in ctx.graph.order
@@ -45,16 +69,9 @@ def run_finish(
             f"{(r.error or {}).get('message', '')}"
             for r in fatal
         )
-        if run_transition(
-            run, RunStatus.FAILED, finished_at=now, error_summary=summary[:MAX_SUMMARY_CHARS]
-        ):
-            run_finished_announce(run, ctx.spec)
-        return
+        return RunStatus.FAILED, {"finished_at": now, "error_summary": summary[:MAX_SUMMARY_CHARS]}
     outputs, _ = checkpoint.stored_output(ctx, run_outputs(ctx, run, results, views))
-    if run_transition(
-        run, RunStatus.SUCCEEDED, finished_at=now, outputs=outputs, error_summary=""
-    ):
-        run_finished_announce(run, ctx.spec)
+    return RunStatus.SUCCEEDED, {"finished_at": now, "outputs": outputs, "error_summary": ""}
 
 
 def run_finished_announce(run: Run, spec: WorkflowSpec | None = None) -> None:

@@ -22,10 +22,18 @@ from runs.engine import checkpoint
 from runs.engine.attempt import StepOutcome, run_with_retries
 from runs.engine.context import RunContext
 from runs.engine.db_retry import with_db_retries
+from runs.engine.finish import run_finish_write
 from runs.engine.readiness import Actions, Readiness, StepState
 from runs.engine.resolve import resolve_step_call
 from runs.models import Run, StepResult
-from runs.state import RowWrite, RunStateError, RunStatus, StepStatus, rows_write
+from runs.state import (
+    RowWrite,
+    RunNotStarted,
+    RunStateError,
+    RunStatus,
+    StepStatus,
+    rows_write,
+)
 from tools.breaker.run_view import REFRESH_SECONDS, in_process_view
 from tools.errors import FlowpilotError
 from workflows.references import StepRef, iter_refs
@@ -40,10 +48,14 @@ Observer = Callable[[str, StepResult], None]
 class Driven:
     """How a run's steps ended: ``views`` are what each step's references read (full
     outputs, not the capped stored previews); ``results`` the rows as written, so
-    finishing the run reads nothing back."""
+    finishing the run reads nothing back. ``finished``: None when the caller finishes
+    the run (``runs.engine.finish.run_finish``); else the run's finish was written with
+    the last turn, and True when it landed (the run was still running): the caller then
+    only announces it."""
 
     views: dict[str, Any]
     results: Mapping[str, StepResult]
+    finished: bool | None = None
 
 
 def drive_local(
@@ -52,6 +64,7 @@ def drive_local(
     *,
     observer: Observer | None = None,
     results: Mapping[str, StepResult] | None = None,
+    start: RowWrite | None = None,
 ) -> Driven | None:
     """Run every runnable step of ``run``; None when the run was cancelled.
 
@@ -62,6 +75,13 @@ def drive_local(
     skips they decide and the claims of the steps they free commit together, before
     any of those steps is called (``runs.state.rows_write``: on PostgreSQL one
     statement, a round trip and a commit; elsewhere one transaction).
+
+    ``start``: the run's own start (``runs.state.run_write``, pending → running), not yet
+    sent: it goes in the first turn's write, ahead of the first claims, which are written
+    only if it lands (else ``RunNotStarted``, nothing written). The turn that leaves
+    nothing to run writes the run's finish with the last outcomes (``Driven.finished``)
+    — unless the run records its calls (``ctx.taps``): those are stored before the run is
+    seen finished, so its caller finishes it after flushing them.
     """
     spec = ctx.spec
     results = dict(results) if results is not None else checkpoint.load_results(run)
@@ -86,7 +106,7 @@ def drive_local(
     ctx.breakers = in_process_view(ctx.breakers)
     breaker_check = _Every(REFRESH_SECONDS)
     breaker_check.due()  # read just now
-    turn = _Turn(ctx, run, results, ready, views, previews)
+    turn = _Turn(ctx, run, results, ready, views, previews, start=start)
     with ThreadPoolExecutor(
         max_workers=ctx.limits.max_parallel_steps, thread_name_prefix=f"run{run.pk}"
     ) as pool:
@@ -110,7 +130,7 @@ def drive_local(
                 future.add_done_callback(arrived.put)
             if not futures:
                 if decided.actions.done or not (decided.actions.start or decided.actions.skip):
-                    return Driven(views, results)
+                    return Driven(views, results, decided.run_finished)
                 continue
             finished = _finished(arrived)
             done = [(futures.pop(f), f.result()) for f in sorted(finished, key=futures.__getitem__)]
@@ -161,17 +181,21 @@ class _Decided:
     failed: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     claims: list[tuple[str, dict[str, Any], dict[str, Any]]] = field(default_factory=list)
     claimed: list[bool] = field(default_factory=list)
+    run_finished: bool | None = None  # the run's finish, written with the turn: landed?
 
 
 @dataclass(frozen=True)
 class _Prepared:
     """A turn's row writes, prepared once: the outcomes, the skips among ``writes``
-    (which holds the outcomes, skips and failures before a call), the claims."""
+    (which holds the outcomes, skips and failures before a call), the claims; and the
+    run's own start (the first turn) or finish (the last), if the turn writes it."""
 
     finished: list[RowWrite]
     skips: list[RowWrite]
     writes: list[RowWrite]
     claims: list[RowWrite]
+    start: RowWrite | None = None
+    finish: RowWrite | None = None
 
 
 class _Turn:
@@ -191,9 +215,12 @@ class _Turn:
         ready: Readiness,
         views: dict[str, Any],
         previews: frozenset[str],
+        *,
+        start: RowWrite | None = None,
     ) -> None:
         self.ctx, self.run, self.results, self.ready = ctx, run, results, ready
         self.views, self.previews = views, previews
+        self.start = start  # the run's start, until the first turn has written it
         self._decided: _Decided | None = None
         # The turn's writes once all are prepared, kept until they land: a try again
         # after a broken connection sends exactly the same writes (the same timestamps),
@@ -257,7 +284,8 @@ class _Turn:
 
     def _write_decisions(self, decided: _Decided, finished: list[RowWrite]) -> None:
         """The turn's outcomes and decisions, as one atomic unit (``rows_write``: one
-        statement on PostgreSQL); the decisions are written only if every outcome was."""
+        statement on PostgreSQL); the decisions are written only if every outcome was
+        (and, in the first turn, the run's start)."""
         prepared = self._prepared
         if prepared is None:
             writes = list(finished)
@@ -270,16 +298,31 @@ class _Turn:
                     self.ctx, self.results[step_id], error, into=writes
                 )
             claims: list[RowWrite] = []
+            behind_start = self.start is not None
             for sid, _, record in decided.claims:
                 checkpoint.mark_running(
-                    self.ctx, self.results[sid], inputs_record=record, into=claims
+                    self.ctx,
+                    self.results[sid],
+                    inputs_record=record,
+                    into=claims,
+                    behind_start=behind_start,
                 )
-            prepared = self._prepared = _Prepared(finished, skips, writes, claims)
+            prepared = self._prepared = _Prepared(
+                finished, skips, writes, claims, self.start, self._finish_write(decided)
+            )
         else:
             writes, claims = prepared.writes, prepared.claims
             for write in prepared.skips:  # as ``mark_skipped`` marks them in memory
                 write.apply()
-        counts = rows_write([*writes, *claims], required=len(finished))
+        head = [prepared.start] if prepared.start is not None else []
+        tail = [prepared.finish] if prepared.finish is not None else []
+        counts = rows_write([*head, *writes, *claims, *tail], required=len(head) + len(finished))
+        if head:
+            if not counts[0]:
+                self.run.refresh_from_db()
+                raise RunNotStarted(f"run {self.run.pk} is {self.run.status}; it cannot start")
+            self.start = None
+            counts = counts[1:]
         lost = [sid for (sid, _), count in zip(decided.finished, counts, strict=False) if not count]
         if lost:
             names = ", ".join(f"`{sid}`" for sid in lost)
@@ -287,14 +330,29 @@ class _Turn:
                 f"run {self.run.pk}: the outcome of step {names} could not be recorded: "
                 "another process changed the step while this one ran it"
             )
-        decided.claimed = [bool(count) for count in counts[len(writes) :]]
+        decided.claimed = [bool(count) for count in counts[len(writes) : len(writes) + len(claims)]]
+        if tail:
+            decided.run_finished = bool(counts[-1])
         for (sid, _, _), claimed in zip(decided.claims, decided.claimed, strict=True):
             if not claimed:
                 self.results[sid].refresh_from_db()
 
-    def after_commit(
-        self, decided: _Decided, notify: Observer
-    ) -> list[tuple[str, dict[str, Any]]]:
+    def _finish_write(self, decided: _Decided) -> RowWrite | None:
+        """The run's finish, when this turn leaves nothing to run and may write it (not
+        the first turn, which starts the run; not a run recording its calls, stored before
+        it is finished). None also when it cannot be prepared (its outputs do not
+        resolve): ``run_finish`` after the turn then fails the run as it always has."""
+        if not decided.actions.done or decided.claims or decided.failed:
+            return None
+        if self.start is not None or self.ctx.taps is not None:
+            return None
+        try:
+            return run_finish_write(self.ctx, self.run, self.views, self.results)
+        except Exception:  # noqa: BLE001 - raised again by run_finish after the turn
+            logger.debug("run %s: its finish is written after the last turn", self.run.pk)
+            return None
+
+    def after_commit(self, decided: _Decided, notify: Observer) -> list[tuple[str, dict[str, Any]]]:
         """Tell the observer what the turn did; the steps to call, with their arguments."""
         for step_id, status in decided.finished:
             _log_finished(self.run, self.results[step_id])

@@ -22,6 +22,7 @@ from runs.state import (
     WorkerLost,
     rows_write,
     run_transition,
+    run_write,
     step_claim,
     step_claim_write,
     step_transition,
@@ -226,3 +227,52 @@ def test_writes_not_decided_from_others_land_on_their_own(two_steps):
         ("a", "succeeded"),
         ("b", "pending"),
     ]
+
+
+def test_a_runs_start_and_its_first_claim_land_together_or_not_at_all(run):
+    """``run_write`` of the run's start, ahead of a claim that stands on it (no look at
+    the run's status of its own): both land, or — the run not pending any more — none."""
+    step = run.step_results.get()
+    now = timezone.now()
+    start = run_write(run, RunStatus.RUNNING, replay="started_at", started_at=now)
+    claim = step_claim_write(step, run_status=None, started_at=now, updated_at=now)
+
+    assert rows_write([start, claim], required=1) == [1, 1]
+
+    stored = Run.objects.get(pk=run.pk)
+    assert (stored.status, stored.started_at) == ("running", now)
+    assert (run.status, step.status) == ("running", "running")
+    assert StepResult.objects.get(pk=step.pk).status == "running"
+
+    other = Run.objects.create(workflow=run.workflow, definition_hash="h", trigger="cli")
+    pending = StepResult.objects.create(run=other, step_id="a")
+    run_transition(other, RunStatus.CANCELLED)
+    late = timezone.now()
+    writes = [
+        run_write(other, RunStatus.RUNNING, replay="started_at", started_at=late),
+        step_claim_write(pending, run_status=None, started_at=late, updated_at=late),
+    ]
+    assert rows_write(writes, required=1) == [0, 0]
+    assert StepResult.objects.get(pk=pending.pk).status == "pending"
+    assert Run.objects.get(pk=other.pk).status == "cancelled"
+
+
+def test_a_run_write_sent_again_after_it_landed_counts_as_written(run):
+    """The same prepared write, sent again (its acknowledgement lost): the run already
+    holds its target with exactly the replay field's value — written, not refused; a
+    write of the same move with another value is refused."""
+    run_transition(run, RunStatus.RUNNING, started_at=timezone.now())
+    now = timezone.now()
+    finish = run_write(run, RunStatus.SUCCEEDED, replay="finished_at", finished_at=now, outputs={})
+
+    assert rows_write([finish]) == [1]
+    assert rows_write([finish]) == [1]  # sent again
+    other = run_write(run, RunStatus.SUCCEEDED, replay="finished_at", finished_at=timezone.now())
+    assert rows_write([other]) == [0]
+    stored = Run.objects.get(pk=run.pk)
+    assert (stored.status, stored.finished_at, stored.outputs) == ("succeeded", now, {})
+
+
+def test_a_run_write_names_a_replay_field_it_writes(run):
+    with pytest.raises(ValueError, match="'finished_at' is not among the fields written"):
+        run_write(run, RunStatus.SUCCEEDED, replay="finished_at", outputs={})

@@ -9,8 +9,13 @@ the run, and these tests fail: the count for a 100-step chain must fit the same
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
 import pytest
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.test.utils import CaptureQueriesContext
 
 from runs.engine import local
@@ -92,7 +97,8 @@ def test_queries_per_step_stay_constant_from_10_to_100_steps(shape):
 
 
 def test_one_transaction_per_step_in_a_chain():
-    """A step's outcome and the claim of the step it frees commit together."""
+    """A step's outcome and the claim of the step it frees commit together; the run's
+    start goes with the first claim, its finish with the last outcome."""
     if connection.vendor != "sqlite":
         pytest.skip("only SQLite's driver shows its BEGIN statements")
     _, executed = executions_of(chain(100))
@@ -103,28 +109,25 @@ def test_one_transaction_per_step_in_a_chain():
         if sql.startswith("BEGIN"):
             transactions.append([])
         elif transactions and not _control(sql):
-            transactions[-1].append(sql.split()[0])
-    # Each turn but the first and the last writes an outcome and the next claim; the
-    # first (c000's claim) and the last (c099's outcome) are one statement each, atomic
-    # without a transaction of their own (the driver's COMMIT is not a logged statement:
-    # the last transaction's list runs on into them and the run's finish).
-    assert len(transactions) == 99
-    assert transactions[:98] == [["UPDATE", "UPDATE"]] * 98
-    assert transactions[98] == ["UPDATE"] * 4
+            transactions[-1].append(" ".join(sql.split()[:2]))
+    run, step = 'UPDATE "RUNS_RUN"', 'UPDATE "RUNS_STEPRESULT"'
+    assert transactions == [[run, step], *[[step, step]] * 99, [step, run]]
 
 
 def test_one_statement_per_step_in_a_chain_on_postgresql():
     """On PostgreSQL a turn is one statement (a data-modifying CTE): its outcome and
-    the claim it frees, atomic without BEGIN and COMMIT — one round trip per step."""
+    the claim it frees, atomic without BEGIN and COMMIT — one round trip per step. The
+    first turn is also the run's start, the last its finish."""
     if connection.vendor != "postgresql":
         pytest.skip("the one-statement turn is PostgreSQL's")
     _, executed = executions_of(chain(100))
 
     sent = [q["sql"] for q in executed.captured_queries]
-    writes = [sql for sql in sent if '"runs_stepresult"' in sql.split("SET")[0]]
-    # The first turn (c000's claim) and the last (c099's outcome) are one UPDATE each.
-    assert [sql.split()[0] for sql in writes] == ["UPDATE", *["WITH"] * 99, "UPDATE"]
-    assert all(sql.count("UPDATE ") == 2 for sql in writes[1:-1])
+    writes = [sql for sql in sent if _writes(sql)]
+    assert [sql.split()[0] for sql in writes] == ["WITH"] * 101
+    tables = [re.findall(r'UPDATE "(\w+)"', sql) for sql in writes]
+    run, step = "runs_run", "runs_stepresult"
+    assert tables == [[run, step], *[[step, step]] * 99, [step, run]]
     assert not [q for q in executed.captured_queries if _control(q["sql"])]
 
 
@@ -137,3 +140,109 @@ def test_creating_a_run_costs_the_same_queries_at_any_size():
 
     assert small <= 5
     assert large <= small + 1
+
+
+# --- statements, round trips and commits of a whole run ----------------------------------
+
+WRITE = re.compile(r"\s*(INSERT|UPDATE|DELETE|WITH\b.*\b(INSERT|UPDATE|DELETE)\b)", re.I | re.S)
+
+
+@dataclass
+class Sent:
+    """What a piece of code sent to the database, on this thread's connection.
+
+    ``statements`` leave transaction control out; ``round_trips`` count it in (a
+    transaction's ``BEGIN``, which psycopg sends on its first statement, its ``COMMIT``,
+    savepoints); ``commits`` are the transactions that wrote — on PostgreSQL each is a
+    WAL flush (``synchronous_commit=on``), a statement that writes in autocommit
+    included, a read alone not (it writes no WAL).
+    """
+
+    statements: list[str] = field(default_factory=list)
+    round_trips: int = 0
+    commits: int = 0
+    in_transaction: bool = False
+    wrote: bool = False
+
+    def end_transaction(self, *, committed: bool) -> None:
+        if self.in_transaction:
+            self.round_trips += 1
+            self.commits += committed and self.wrote
+        self.in_transaction = self.wrote = False
+
+
+def _writes(sql: str) -> bool:
+    """An INSERT, UPDATE or DELETE, or a ``WITH`` holding one (a data-modifying CTE)."""
+    return WRITE.match(sql) is not None
+
+
+@contextmanager
+def sent_by() -> Iterator[Sent]:
+    """Count what the ``with`` block sends (``Sent``), through an execute wrapper and
+    the connection's own commit and rollback."""
+    sent = Sent()
+    db = connections[DEFAULT_DB_ALIAS]
+    real_commit, real_rollback = db.commit, db.rollback
+
+    def wrapper(execute, sql, params, many, context):
+        if not _control(sql):
+            sent.statements.append(sql)
+        if db.in_atomic_block:
+            sent.round_trips += not sent.in_transaction  # its BEGIN
+            sent.in_transaction = True
+            sent.wrote = sent.wrote or _writes(sql)
+        else:
+            sent.commits += _writes(sql)  # autocommit: a write is its own commit
+        sent.round_trips += not sql.upper().startswith("BEGIN")  # SQLite's is a statement
+        return execute(sql, params, many, context)
+
+    def commit() -> None:
+        sent.end_transaction(committed=True)
+        real_commit()
+
+    def rollback() -> None:
+        sent.end_transaction(committed=False)
+        real_rollback()
+
+    db.commit, db.rollback = commit, rollback  # instance attributes, removed after
+    try:
+        with db.execute_wrapper(wrapper):
+            yield sent
+    finally:
+        del db.commit, db.rollback
+
+
+def sent_by_a_run(definition: dict) -> Sent:
+    """What ``run_create`` + ``run_execute`` of ``definition`` sent, after a warm-up run."""
+    workflow, _ = workflow_import(data=definition)
+    run_execute(run=run_create(workflow=workflow, trigger="cli"))  # caches warm
+    with sent_by() as sent:
+        run = run_execute(run=run_create(workflow=workflow, trigger="cli"))
+    assert run.status == "succeeded", run.error_summary
+    return sent
+
+
+def test_a_one_step_run_commits_three_times():
+    """Creating and executing a 1-step run: three commits — the run's rows, its start
+    with the step's claim, the step's outcome with the run's finish — each a state a
+    crash must find. On PostgreSQL each is one statement outside any transaction, and
+    the run's only other statements are two reads (the tool table's state, the breaker
+    hosts): five round trips in all."""
+    sent = sent_by_a_run(chain(1))
+
+    assert sent.commits == 3, sent.statements
+    if connection.vendor == "postgresql":
+        assert (len(sent.statements), sent.round_trips) == (5, 5), sent.statements
+
+
+@pytest.mark.parametrize("n", [10, 100])
+def test_a_chain_step_is_one_commit_and_on_postgresql_one_round_trip(n):
+    """Each step of a chain adds one commit (its outcome with the next claim); on
+    PostgreSQL that is one statement and one round trip. What a run costs besides its
+    steps stays that of a 1-step run."""
+    one, chained = sent_by_a_run(chain(1)), sent_by_a_run(chain(n))
+
+    assert chained.commits - one.commits == n - 1
+    if connection.vendor == "postgresql":
+        assert len(chained.statements) - len(one.statements) == n - 1
+        assert chained.round_trips - one.round_trips == n - 1
