@@ -59,20 +59,24 @@ def prepare(definition: dict[str, Any]) -> Workflow:
 
 
 def plain(base_url: str, kind: str, n: int, *, delay_ms: int, slots: int) -> Callable[[], None]:
-    """The same calls with httpx: one after the other (chain) or on ``slots`` threads."""
+    """The same calls with httpx: one after the other (chain) or on ``slots`` threads.
+
+    One client for every run of the figure, its connections kept from one run to the
+    next, as flowpilot's in-process runs share the process's client
+    (``runs.engine.http.process_http_client``); one TLS context per process, as flowpilot.
+    """
+    limits = httpx.Limits(max_connections=slots if kind != "chain" else None)
+    client = httpx.Client(limits=limits, verify=_tls())
 
     def chain() -> None:
-        with httpx.Client(verify=_tls()) as client:  # one TLS context per process, as flowpilot
-            value = 0
-            for _ in range(n):
-                value = client.get(f"{base_url}/ping", params={"seq": value}).json()["n"]
+        value = 0
+        for _ in range(n):
+            value = client.get(f"{base_url}/ping", params={"seq": value}).json()["n"]
         if value != n:
             raise RuntimeError(f"the plain chain ended with n={value}, expected {n}")
 
     def wide() -> None:
-        limits = httpx.Limits(max_connections=slots)
-        client = httpx.Client(limits=limits, verify=_tls())
-        with client, ThreadPoolExecutor(slots) as pool:
+        with ThreadPoolExecutor(slots) as pool:
 
             def call(seq: int) -> None:
                 params = {"seq": seq, "delay_ms": delay_ms}

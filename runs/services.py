@@ -25,6 +25,7 @@ from runs.engine.celery.children import parent_step_settle
 from runs.engine.celery.run import run_start
 from runs.engine.context import RunContext
 from runs.engine.finish import MAX_SUMMARY_CHARS, run_finish, run_finished_announce
+from runs.engine.http import process_http_client
 from runs.engine.local import Observer, drive_local
 from runs.engine.rows import run_rows_create
 from runs.engine.secrets import inputs_refuse_secrets
@@ -176,6 +177,9 @@ def run_execute(
                 plan=caches.plan_for(run.workflow),
                 registry=run.validated_registry or caches.registry_for(caches.tools_state()),
                 taps=call_recorder_for(run),
+                # The process's client, as a Celery step task's: no cookies, so nothing
+                # crosses runs but its pooled connections, kept from one run to the next.
+                http=process_http_client(),
             )
         if ctx.run_child is None:
             ctx.run_child = _execute_child

@@ -90,6 +90,7 @@ class RecordedRequest:
     status: int | None = None
     bytes_sent: int = 0  # body bytes written
     disconnected: bool = False  # the client went away before the whole body was written
+    peer: tuple[str, int] | None = None  # the client's address and port: its connection
 
     @property
     def segments(self) -> list[str]:
@@ -344,6 +345,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             headers={k.lower(): v for k, v in self.headers.items()},
             body=body,
             received_at=time.monotonic(),
+            peer=self.client_address[:2],
         )
         fake._record(request)
         try:

@@ -85,6 +85,22 @@ def test_a_step_session_keeps_cookies_within_one_item_only(site, cli, tmp_path):
     assert StepResult.objects.get(step_id="first").output["items"] == [{"ok": 1}]
 
 
+def test_runs_in_one_process_share_its_client_and_its_connections(site, cli, tmp_path):
+    """An in-process run uses the process's client (no cookies, so nothing crosses runs
+    but connections): the next run's call goes out on the connection the last one kept,
+    where a client of its own would have opened (and closed) one per run."""
+    from runs.engine.http import process_http_client
+
+    flow = {"name": "who", "steps": [{"id": "me", "kind": "tool", "tool": "whoami"}]}
+    run(cli, tmp_path, flow)
+    run(cli, tmp_path, flow)
+
+    first, second = site.requests("whoami")
+    assert first.peer is not None
+    assert second.peer == first.peer  # one connection for both runs
+    assert not process_http_client().is_closed  # the runs left it open
+
+
 def test_the_process_client_is_shared_refuses_cookies_and_outlives_a_context_that_uses_it():
     """Celery step tasks share one client per process: a context built with it leaves it
     open; one built without it closes its own."""
