@@ -110,6 +110,42 @@ def test_run_execute_refuses_a_run_that_already_finished(output_dir):
         run_execute(run=run)
 
 
+def test_a_new_run_started_elsewhere_meanwhile_is_refused_and_left_alone(output_dir):
+    """A run just created starts with its first claims: when its start does not land
+    (another process started it first), nothing of it is written — no claim, and the run
+    is not failed under the other process."""
+    from runs.state import RunNotStarted
+
+    run = run_create(workflow=import_example("sales_report"), trigger="api")
+    Run.objects.filter(pk=run.pk).update(status="running")  # the other process's start
+
+    with pytest.raises(RunNotStarted, match=rf"run {run.pk} is running; it cannot start"):
+        run_execute(run=run)
+
+    assert Run.objects.get(pk=run.pk).status == "running"
+    assert set(statuses(run).values()) == {"pending"}
+
+
+def test_a_new_run_whose_context_cannot_be_built_fails_before_it_starts(monkeypatch):
+    """Nothing is claimed before the context exists: the run, still pending, is failed
+    with the engine error, and its steps never started."""
+    from runs import services
+
+    def broken(**kwargs):
+        raise RuntimeError("no context today")
+
+    monkeypatch.setattr(services, "build_run_context", broken)
+    run = run_create(workflow=import_example("sales_report"), trigger="api")
+
+    with pytest.raises(RuntimeError, match="no context today"):
+        run_execute(run=run)
+
+    run.refresh_from_db()
+    assert run.status == "failed"
+    assert run.error_summary == "engine error: RuntimeError: no context today"
+    assert set(statuses(run).values()) == {"pending"}
+
+
 def test_retries_wait_with_the_injected_sleep_and_random(fake_api):
     data = read_workflow_file(EXAMPLES_DIR / "geo_weather.yaml")
     data["steps"][0]["retry"] = {
