@@ -35,6 +35,8 @@ HEAVY: dict[str, str] = {
     "rank_bm25": "the planner's ranking: loaded when the planner ranks tools or templates",
     "numpy": "only rank_bm25 needs it",
     "schemathesis": "a test tool, never a runtime dependency",
+    "authlib": "OAuth2 consent: loaded when a credential is connected or refreshed",
+    "tools.credentials.consent": "OAuth2 consent: loaded by the admin's Connect pages",
     "tools.openapi.document": "OpenAPI parsing: loaded by an import (page or command)",
     "tools.openapi.generate": "OpenAPI → tool files: loaded by an import",
     "tools.openapi.services": "the OpenAPI import service: loaded by an import",

@@ -27,6 +27,7 @@ from tools.breaker.setup import (
     breaker_policy_from_settings,
     breaker_store_from_settings,
 )
+from tools.credentials.admin_views import ConsentAdminMixin
 from tools.credentials.crypto import CredentialKeyError, fernets
 from tools.credentials.kinds import (
     CLEAR_FIELDS,
@@ -316,11 +317,13 @@ STATUS_FIELDS = ("last_used_at", "expires_at", "needs_reconnect", "created_at", 
 
 
 @admin.register(Credential)
-class CredentialAdmin(admin.ModelAdmin):
+class CredentialAdmin(ConsentAdminMixin, admin.ModelAdmin):
     """Stored credentials (docs/credentials.md): the clear fields are edited as they
-    are; a secret value is typed once and shown only as "set" / "not set"."""
+    are; a secret value is typed once and shown only as "set" / "not set". An
+    oauth2_authorization_code one has Connect / Disconnect (``ConsentAdminMixin``)."""
 
     form = CredentialForm
+    change_form_template = "tools/credential/change_form.html"
     list_display = ("name", "type", "values_set", "last_used_at", "expires_at", "needs_reconnect")
     list_filter = ("type", "needs_reconnect")
     search_fields = ("name", "description")

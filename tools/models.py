@@ -201,6 +201,12 @@ class Credential(models.Model):
     scopes = models.CharField(
         max_length=1000, blank=True, help_text="oauth2: the scopes asked for, space-separated."
     )
+    revocation_url = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="oauth2_authorization_code: the provider's token revocation endpoint "
+        "(RFC 7009), called on Disconnect; optional.",
+    )
     secrets = models.TextField(
         blank=True, help_text="The secret values: a Fernet token (ciphertext only)."
     )

@@ -16,6 +16,7 @@ CREDENTIAL_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 """A credential's name: what ``auth: {credential: NAME}`` writes (``github_app``)."""
 CLEAR_FIELDS = (
     "location", "key_name", "username", "client_id", "token_url", "authorize_url", "scopes",
+    "revocation_url",
 )  # fmt: skip
 SECRET_FIELDS = ("value", "token", "password", "client_secret", "access_token", "refresh_token")
 _HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # an RFC 9110 token
@@ -42,9 +43,9 @@ KINDS: dict[str, Kind] = {
     ),
     "oauth2_authorization_code": Kind(
         ("client_id", "token_url", "authorize_url"),
-        ("scopes",),
+        ("scopes", "revocation_url"),
         ("client_secret", "access_token", "refresh_token"),
-        ("client_secret", "refresh_token"),
+        (),  # connected: an access or a refresh token (tools.credentials.consent)
     ),
     "header": Kind(("key_name",), (), ("value",), ("value",)),
     "query": Kind(("key_name",), (), ("value",), ("value",)),
@@ -83,7 +84,7 @@ def field_problems(type_: str, clear: Mapping[str, str]) -> dict[str, str]:
     sent_as_header = type_ == "header" or (type_ == "api_key" and location != "query")
     if key_name and sent_as_header and not _HEADER_NAME.match(key_name):
         found["key_name"] = f"{key_name!r} is not a header name (letters, digits, -_.!#$%&'*+^`|~)"
-    for name in ("token_url", "authorize_url"):
+    for name in ("token_url", "authorize_url", "revocation_url"):
         value = (clear.get(name) or "").strip()
         if value and name not in found and not _URL.match(value):
             found[name] = f"{name} must be an http(s) URL, got {value!r}"

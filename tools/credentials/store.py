@@ -70,6 +70,7 @@ class ResolvedCredential:
     token_url: str = ""
     scopes: tuple[str, ...] = ()
     needs_reconnect: bool = False
+    expires_at: datetime | None = None
     values: Mapping[str, str] = field(default_factory=dict, repr=False)
     source: str = "database"
 
@@ -160,6 +161,7 @@ def resolve_credential(
         token_url=row.token_url,
         scopes=tuple(row.scopes.split()),
         needs_reconnect=row.needs_reconnect,
+        expires_at=row.expires_at,
         values=values,
         source=row.source,
     )
@@ -188,6 +190,30 @@ def vault_values(row: Credential) -> dict[str, str]:
             f"credential {row.name!r}: a {row.type} credential cannot be kept in Vault"
         )
     return {secret: read_value(ref)}
+
+
+def store_oauth2_tokens(
+    credential: Credential,
+    access_token: str,
+    refresh_token: str,
+    expires_at: datetime | None,
+    *,
+    keep_refresh_token: bool = False,
+    keys: Sequence[str] | None = None,
+) -> Credential:
+    """Seal an OAuth2 access token (and refresh token) into ``credential`` and clear
+    ``needs_reconnect``. An empty ``refresh_token`` removes the stored one, unless
+    ``keep_refresh_token`` (a refresh the provider answered without rotating it)."""
+    credential.expires_at = expires_at
+    unset = [] if refresh_token or keep_refresh_token else ["refresh_token"]
+    values = {"access_token": access_token, "refresh_token": refresh_token}
+    return save_credential(credential, values, unset=unset, keys=keys)
+
+
+def clear_oauth2_tokens(credential: Credential, *, keys: Sequence[str] | None = None) -> None:
+    """Remove ``credential``'s access and refresh tokens (its client secret stays)."""
+    credential.expires_at = None
+    save_credential(credential, {}, unset=["access_token", "refresh_token"], keys=keys)
 
 
 def _release_thread_connection() -> None:

@@ -258,10 +258,12 @@ def stored_credential(tool: str, name: str, ctx: ToolCallContext) -> ResolvedCre
             "working): set or connect it again in the admin",
             status=401,
         )
-    if credential.type == "oauth2_authorization_code":
+    if credential.type == "oauth2_authorization_code" and not (
+        credential.secret("access_token") or credential.secret("refresh_token")
+    ):
         raise ToolConfigError(
-            f"tool {tool!r}: credential {name!r} is an OAuth2 authorization-code credential, "
-            "which cannot be connected yet (docs/credentials.md)"
+            f"tool {tool!r}: credential {name!r} is not connected: press Connect on its "
+            "page in the admin (docs/credentials.md)"
         )
     missing = credential.missing()
     if missing:
@@ -286,6 +288,9 @@ def _apply_stored(tool: str, name: str, prepared: PreparedRequest, ctx: ToolCall
         prepared.credential_params.add(credential.key_name)
     elif kind in ("header", "api_key"):
         set_credential_header(prepared, credential.key_name, secret("value"))
+    elif kind == "oauth2_authorization_code":
+        token = _authorization_code_token(tool, credential, ctx)
+        set_credential_header(prepared, "Authorization", f"Bearer {token}")
     else:  # oauth2_client_credentials
         prepared.oauth2 = OAuth2Client(
             token_url=credential.token_url,
@@ -294,3 +299,23 @@ def _apply_stored(tool: str, name: str, prepared: PreparedRequest, ctx: ToolCall
             refresh_token="",
             scopes=credential.scopes,
         )
+
+
+def _authorization_code_token(
+    tool: str, credential: ResolvedCredential, ctx: ToolCallContext
+) -> str:
+    """The connected credential's access token, refreshed first when it has expired
+    (:func:`tools.credentials.consent.refresh_access_token`); a refused refresh is
+    ``auth_failed`` naming the tool and the credential, nothing sent."""
+    from tools.credentials.consent import ConsentError, refresh_access_token, token_is_current
+
+    if not token_is_current(credential):
+        try:
+            credential = refresh_access_token(credential)
+        except ConsentError as exc:
+            error = ToolAuthFailed(f"tool {tool!r}: {exc.message}", status=401)
+            error.mark_not_sent()
+            raise error from None
+        for value in credential_secret_values(credential):
+            ctx.redactor.add_secret(value)
+    return credential.secret("access_token")

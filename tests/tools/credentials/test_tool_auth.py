@@ -192,14 +192,12 @@ def test_a_credential_that_cannot_be_used_fails_the_call_before_anything_is_sent
     _store(
         name="consent",
         type_="oauth2_authorization_code",
-        values={"client_secret": "cs-1", "refresh_token": "rt-1"},
+        values={"client_secret": "cs-1"},
         client_id="c",
         token_url="https://auth.example/token",
         authorize_url="https://auth.example/authorize",
     )
-    with pytest.raises(
-        ToolConfigError, match=r"authorization-code credential.*cannot be connected"
-    ):
+    with pytest.raises(ToolConfigError, match=r"credential 'consent' is not connected"):
         _call(ctx_for, _spec("consent"))
     Credential.objects.filter(pk=row.pk).update(needs_reconnect=False)
     settings.FLOWPILOT_CREDENTIAL_KEYS = []
