@@ -322,6 +322,9 @@ def refresh_access_token(
                 lambda: client.refresh_token(credential.token_url, refresh_token=refresh),
             )
         except ConsentError as exc:
+            rotated = _rotated_meanwhile(name, refresh) if exc.refused else None
+            if rotated is not None:
+                return rotated
             if exc.refused:
                 Credential.objects.filter(name=name).update(needs_reconnect=True)
                 raise ConsentError(
@@ -345,6 +348,27 @@ def refresh_access_token(
         expires_at=expires_at,
         values=values,
     )
+
+
+def _rotated_meanwhile(name: str, used: str) -> ResolvedCredential | None:
+    """The credential as another call stored it, when that call replaced the refresh
+    token ``used`` (a rotating provider refuses the old one) with a current token."""
+    row = Credential.objects.filter(name=name).first()
+    if row is None:
+        return None
+    values = unseal(row.secrets, name)
+    if not values.get("refresh_token") or values.get("refresh_token") == used:
+        return None
+    found = ResolvedCredential(
+        name=name,
+        type=row.type,
+        client_id=row.client_id,
+        token_url=row.token_url,
+        scopes=tuple(row.scopes.split()),
+        expires_at=row.expires_at,
+        values=values,
+    )
+    return found if token_is_current(found) else None
 
 
 def disconnect(credential: Credential) -> str:

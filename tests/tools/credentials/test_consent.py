@@ -230,3 +230,17 @@ def test_disconnect_revokes_at_the_provider_and_clears_the_tokens(keys, provider
     assert "revoked" not in disconnect(plain)
     plain.refresh_from_db()
     assert plain.secret_fields == ["client_secret"]
+
+
+def test_a_refresh_refused_because_another_call_rotated_the_token_uses_the_stored_one(
+    keys, provider
+):
+    _connect(provider)
+    Credential.objects.filter(name="gh").update(expires_at=timezone.now() - timedelta(seconds=1))
+    stale = resolve_credential("gh")  # read by two calls before either refreshed
+    rotated = refresh_access_token(stale)
+    assert rotated.secret("refresh_token") != stale.secret("refresh_token")
+    again = refresh_access_token(stale)  # the provider refuses the old refresh token
+    assert again.secret("access_token") == rotated.secret("access_token")
+    assert not Credential.objects.get(name="gh").needs_reconnect
+    assert provider.token_requests[-1]["refresh_token"] == stale.secret("refresh_token")
