@@ -57,6 +57,7 @@ def test_connect_redirects_to_the_consent_page_and_the_callback_stores_the_token
     page = staff.get(reverse("admin:tools_credential_change", args=[row.pk]))
     assert b'id="fp-oauth2-connect"' in page.content
     assert b'id="fp-oauth2-disconnect"' not in page.content
+    assert b'name="revocation_url"' in page.content
 
     url = _connect(staff, row)
     params = dict(parse_qsl(urlsplit(url).query))
