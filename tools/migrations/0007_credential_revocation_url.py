@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tools', '0005_credential'),
+        ('tools', '0006_credential_vault'),
     ]
 
     operations = [
