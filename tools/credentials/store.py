@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import difflib
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TypeVar
 
-from django.db import connections, router
+from django.db import OperationalError, connections, router
 from django.utils import timezone
 
 from tools.credentials.crypto import reseal, seal, unseal
@@ -32,6 +34,8 @@ from tools.credentials.kinds import (
 from tools.credentials.vault import DEFAULT_MOUNT, VaultError, VaultRef, read_value
 from tools.models import Credential
 from tools.redaction import basic_token
+
+_T = TypeVar("_T")
 
 USED_RESOLUTION = timedelta(minutes=1)
 """``last_used_at`` is written when it is older than this (one write a minute at most)."""
@@ -142,12 +146,12 @@ def resolve_credential(
     Raises ``UnknownCredential`` (with the closest name) or ``CredentialKeyError``.
     """
     try:
-        row = Credential.objects.filter(name=name).first()
+        row = _unlocked(lambda: Credential.objects.filter(name=name).first())
         if row is None:
             raise UnknownCredential(name, Credential.objects.values_list("name", flat=True))
         moment = timezone.now() if now is None else now
         if row.last_used_at is None or row.last_used_at < moment - USED_RESOLUTION:
-            Credential.objects.filter(pk=row.pk).update(last_used_at=moment)
+            _mark_used(row.pk, moment)
     finally:
         _release_thread_connection()
     values = vault_values(row) if row.source == "vault" else unseal(row.secrets, row.name, keys)
@@ -214,6 +218,37 @@ def clear_oauth2_tokens(credential: Credential, *, keys: Sequence[str] | None = 
     """Remove ``credential``'s access and refresh tokens (its client secret stays)."""
     credential.expires_at = None
     save_credential(credential, {}, unset=["access_token", "refresh_token"], keys=keys)
+
+
+LOCKED_TRIES = 5
+"""How often a read that meets a table another connection is writing is tried."""
+
+
+def _unlocked(read: Callable[[], _T]) -> _T:
+    """``read()``, tried again (up to ``LOCKED_TRIES``, 10 to 80 ms apart) while SQLite
+    answers that the table is locked: a run's step threads each resolve their
+    credential at once, and SQLite's shared-cache connections (an in-memory database)
+    refuse a read beside another thread's write instead of waiting for it. PostgreSQL
+    never answers so; any other error is raised at once."""
+    for attempt in range(LOCKED_TRIES):
+        try:
+            return read()
+        except OperationalError as error:
+            if "locked" not in str(error) or attempt == LOCKED_TRIES - 1:
+                raise
+            time.sleep(0.01 * 2**attempt)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _mark_used(pk: int, moment: datetime) -> None:
+    """Write ``last_used_at``: a hint shown in the admin, so a write SQLite refuses
+    because another step thread holds the table is skipped (the next call, within a
+    minute, writes it) rather than failing the call."""
+    try:
+        Credential.objects.filter(pk=pk).update(last_used_at=moment)
+    except OperationalError as error:
+        if "locked" not in str(error):
+            raise
 
 
 def _release_thread_connection() -> None:
