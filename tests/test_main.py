@@ -9,7 +9,16 @@ from pathlib import Path
 import pytest
 from coverage import CoverageData
 
-from tests.__main__ import POSTGRES, SQLITE, Pass, _workers, combine_coverage, plan, run
+from tests.__main__ import (
+    POSTGRES,
+    SQLITE,
+    Pass,
+    _coverage_args,
+    _workers,
+    combine_coverage,
+    plan,
+    run,
+)
 from tests.celery_support import worker_redis_url
 from tests.conftest import REPO_ROOT
 
@@ -70,6 +79,23 @@ def test_both_passes_run_on_workers_of_their_own_with_coverage():
     assert pg.env["FLOWPILOT_TEST_REDIS_URL"] == "redis://127.0.0.1:6379/14"
     assert sqlite.coverage_file != pg.coverage_file
     assert None not in (sqlite.coverage_file, pg.coverage_file)
+
+
+@pytest.mark.parametrize(
+    ("version", "environ", "core"),
+    [
+        ((3, 11), {}, None),  # no sys.monitoring: coverage's own trace function
+        ((3, 12), {}, "sysmon"),
+        ((3, 13), {}, "sysmon"),
+        ((3, 13), {"COVERAGE_CORE": "ctrace"}, None),  # the caller's choice is kept
+    ],
+)
+def test_coverage_listens_through_sys_monitoring_where_python_has_it(version, environ, core):
+    args, env = _coverage_args(Path("x/.coverage"), environ, version)
+
+    assert args == ["--cov", "--cov-report=", "--cov-fail-under=0"]
+    assert env.get("COVERAGE_CORE") == core
+    assert env["COVERAGE_FILE"] == "x/.coverage"
 
 
 def test_the_pass_after_the_sqlite_one_counts_its_redis_dbs_from_the_given_url():
@@ -267,4 +293,3 @@ def test_the_database_pass_keeps_only_the_tests_that_use_a_database(told):
         assert re.search(r"\(\d+ deselected\)", listed.stdout)
     else:
         assert len(sizes) > 10
-
