@@ -345,6 +345,15 @@ FLOWPILOT_BREAKER_REDIS_URL = env(
     "FLOWPILOT_BREAKER_REDIS_URL",
     default=CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else "",
 )
+# Stored OAuth2 credentials (tools/credentials/tokens.py): one token refresh at a time
+# across every worker, under a Redis lock when this is set (by default the broker's URL
+# when the broker is Redis), else a lock on the credential's database row. A process
+# waits at most FLOWPILOT_TOKEN_REFRESH_WAIT seconds for another's refresh.
+FLOWPILOT_TOKEN_LOCK_REDIS_URL = env(
+    "FLOWPILOT_TOKEN_LOCK_REDIS_URL",
+    default=CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else "",
+)
+FLOWPILOT_TOKEN_REFRESH_WAIT = env.float("FLOWPILOT_TOKEN_REFRESH_WAIT", default=30.0)
 # Consecutive retryable failures (each within the window of the previous) that open it.
 FLOWPILOT_BREAKER_FAILURES = env.int("FLOWPILOT_BREAKER_FAILURES", default=5)
 # Seconds an open breaker refuses calls before one half-open trial call.

@@ -47,6 +47,7 @@ from tools.http.response import (
     retry_after_seconds,
     wrap,
 )
+from tools.http.shared_token import apply_shared_token
 from tools.http.transport import Received, send
 from tools.redaction import redact_headers
 from tools.spec import HttpConfig, ToolSpec
@@ -118,15 +119,21 @@ def _fetch_page(
 ) -> Page:
     """One page: send (with the OAuth2 token, refreshed once on 401), check, read."""
     token = None
-    client = prepared.oauth2
+    client, stored = prepared.oauth2, prepared.stored_oauth2
     if client is not None:
         prepared = replace(prepared, headers=dict(prepared.headers))
-        token = apply_oauth2(client, prepared, ctx, timeout=timeout)
+        if stored is not None:
+            token = apply_shared_token(stored, client, prepared, ctx, timeout=timeout)
+        else:
+            token = apply_oauth2(client, prepared, ctx, timeout=timeout)
     received, final = _send_following(http, prepared, ctx, timeout)
     refused = received.status == 401 and final.url == prepared.url
     if refused and client is not None and token is not None:
-        drop_token(client, token)
-        apply_oauth2(client, prepared, ctx, timeout=timeout, fresh=True)
+        if stored is not None:  # one shared refresh, unless another worker did it
+            apply_shared_token(stored, client, prepared, ctx, timeout=timeout, refused=token)
+        else:
+            drop_token(client, token)
+            apply_oauth2(client, prepared, ctx, timeout=timeout, fresh=True)
         received, final = _send_following(http, prepared, ctx, timeout)
     where = _where(final, ctx)
     text, replaced = decode_checked(received.body, received.encoding)

@@ -39,7 +39,10 @@ KINDS: dict[str, Kind] = {
     "bearer": Kind((), (), ("token",), ("token",)),
     "basic": Kind(("username",), (), ("password",), ("password",)),
     "oauth2_client_credentials": Kind(
-        ("client_id", "token_url"), ("scopes",), ("client_secret",), ("client_secret",)
+        ("client_id", "token_url"),
+        ("scopes",),
+        ("client_secret", "access_token"),  # access_token: the shared current token
+        ("client_secret",),
     ),
     "oauth2_authorization_code": Kind(
         ("client_id", "token_url", "authorize_url"),

@@ -35,8 +35,7 @@ from tools.credentials.vault import DEFAULT_MOUNT, VaultError, VaultRef, read_va
 from tools.models import Credential
 from tools.redaction import basic_token
 
-_T = TypeVar("_T")
-
+T = TypeVar("T")
 USED_RESOLUTION = timedelta(minutes=1)
 """``last_used_at`` is written when it is older than this (one write a minute at most)."""
 
@@ -74,7 +73,7 @@ class ResolvedCredential:
     token_url: str = ""
     scopes: tuple[str, ...] = ()
     needs_reconnect: bool = False
-    expires_at: datetime | None = None
+    expires_at: datetime | None = None  # oauth2: when its stored access token expires
     values: Mapping[str, str] = field(default_factory=dict, repr=False)
     source: str = "database"
 
@@ -146,12 +145,13 @@ def resolve_credential(
     Raises ``UnknownCredential`` (with the closest name) or ``CredentialKeyError``.
     """
     try:
-        row = _unlocked(lambda: Credential.objects.filter(name=name).first())
+        row = shared_cache_retry(Credential.objects.filter(name=name).first)
         if row is None:
             raise UnknownCredential(name, Credential.objects.values_list("name", flat=True))
         moment = timezone.now() if now is None else now
         if row.last_used_at is None or row.last_used_at < moment - USED_RESOLUTION:
-            _mark_used(row.pk, moment)
+            used = Credential.objects.filter(pk=row.pk)
+            shared_cache_retry(lambda: used.update(last_used_at=moment))
     finally:
         _release_thread_connection()
     values = vault_values(row) if row.source == "vault" else unseal(row.secrets, row.name, keys)
@@ -220,35 +220,19 @@ def clear_oauth2_tokens(credential: Credential, *, keys: Sequence[str] | None = 
     save_credential(credential, {}, unset=["access_token", "refresh_token"], keys=keys)
 
 
-LOCKED_TRIES = 5
-"""How often a read that meets a table another connection is writing is tried."""
-
-
-def _unlocked(read: Callable[[], _T]) -> _T:
-    """``read()``, tried again (up to ``LOCKED_TRIES``, 10 to 80 ms apart) while SQLite
-    answers that the table is locked: a run's step threads each resolve their
-    credential at once, and SQLite's shared-cache connections (an in-memory database)
-    refuse a read beside another thread's write instead of waiting for it. PostgreSQL
-    never answers so; any other error is raised at once."""
-    for attempt in range(LOCKED_TRIES):
+def shared_cache_retry(statement: Callable[[], T]) -> T:
+    """``statement``, tried again for up to a second while SQLite answers "table is
+    locked": a shared-cache database (the in-memory one of the tests) refuses a
+    statement at once, rather than waiting, while another connection writes the table.
+    Other databases wait on their own; their errors pass through."""
+    for _ in range(100):
         try:
-            return read()
-        except OperationalError as error:
-            if "locked" not in str(error) or attempt == LOCKED_TRIES - 1:
+            return statement()
+        except OperationalError as exc:
+            if "table is locked" not in str(exc):
                 raise
-            time.sleep(0.01 * 2**attempt)
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _mark_used(pk: int, moment: datetime) -> None:
-    """Write ``last_used_at``: a hint shown in the admin, so a write SQLite refuses
-    because another step thread holds the table is skipped (the next call, within a
-    minute, writes it) rather than failing the call."""
-    try:
-        Credential.objects.filter(pk=pk).update(last_used_at=moment)
-    except OperationalError as error:
-        if "locked" not in str(error):
-            raise
+            time.sleep(0.01)
+    return statement()
 
 
 def _release_thread_connection() -> None:

@@ -49,6 +49,8 @@ class _Token:
     value: str
     expires_at: float
     refresh_token: str | None
+    lifetime: float = 0.0
+    """Seconds from its fetching the token is used for (``expires_in`` less a margin)."""
 
 
 class TokenCache:
@@ -123,6 +125,13 @@ def drop_token(client: OAuth2Client, value: str) -> None:
     PROCESS_TOKENS.drop(client_key(client), value)
 
 
+def request_token(client: OAuth2Client, ctx: ToolCallContext, *, timeout: float) -> _Token:
+    """One token request for ``client`` (its refresh token, when it has one), uncached:
+    the shared refresh of stored credentials (``tools.http.shared_token``) calls it
+    while holding the credential's refresh lock. Errors as :func:`apply_oauth2`'s."""
+    return _fetch(client, None, ctx, timeout=timeout)
+
+
 def _fetch(
     client: OAuth2Client, previous: _Token | None, ctx: ToolCallContext, *, timeout: float
 ) -> _Token:
@@ -171,5 +180,6 @@ def _token(data: dict, where: str, ctx: ToolCallContext) -> _Token:
     except (TypeError, ValueError):
         lifetime = DEFAULT_LIFETIME
     margin = min(EXPIRY_MARGIN, lifetime / 10)
-    expires_at = time.monotonic() + max(0.0, lifetime - margin)
-    return _Token(value, expires_at, refresh if isinstance(refresh, str) else None)
+    usable = max(0.0, lifetime - margin)
+    expires_at = time.monotonic() + usable
+    return _Token(value, expires_at, refresh if isinstance(refresh, str) else None, usable)

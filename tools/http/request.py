@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cached_property
 from typing import Any
 
@@ -54,6 +55,17 @@ class OAuth2Client:
     scopes: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class StoredOAuth2:
+    """A stored OAuth2 credential as the call read it: its name, the tool using it,
+    and the access token every process shares (``tools.http.shared_token``)."""
+
+    tool: str
+    name: str
+    access_token: str = field(repr=False)
+    expires_at: datetime | None
+
+
 @dataclass
 class PreparedRequest:
     """The rendered request, before sending.
@@ -71,6 +83,8 @@ class PreparedRequest:
     credential_headers: set[str] = field(default_factory=set)
     credential_params: set[str] = field(default_factory=set)
     oauth2: OAuth2Client | None = None  # the OAuth2 client whose token is added when sent
+    # a stored OAuth2 credential: its token is shared by every process (shared_token)
+    stored_oauth2: StoredOAuth2 | None = None
 
     @property
     def json(self) -> Any:
@@ -288,34 +302,17 @@ def _apply_stored(tool: str, name: str, prepared: PreparedRequest, ctx: ToolCall
         prepared.credential_params.add(credential.key_name)
     elif kind in ("header", "api_key"):
         set_credential_header(prepared, credential.key_name, secret("value"))
-    elif kind == "oauth2_authorization_code":
-        token = _authorization_code_token(tool, credential, ctx)
-        set_credential_header(prepared, "Authorization", f"Bearer {token}")
-    else:  # oauth2_client_credentials
+    else:  # oauth2_client_credentials, oauth2_authorization_code (its refresh token)
         prepared.oauth2 = OAuth2Client(
             token_url=credential.token_url,
             client_id=credential.client_id,
             client_secret=secret("client_secret"),
-            refresh_token="",
+            refresh_token=secret("refresh_token") if kind == "oauth2_authorization_code" else "",
             scopes=credential.scopes,
         )
-
-
-def _authorization_code_token(
-    tool: str, credential: ResolvedCredential, ctx: ToolCallContext
-) -> str:
-    """The connected credential's access token, refreshed first when it has expired
-    (:func:`tools.credentials.consent.refresh_access_token`); a refused refresh is
-    ``auth_failed`` naming the tool and the credential, nothing sent."""
-    from tools.credentials.consent import ConsentError, refresh_access_token, token_is_current
-
-    if not token_is_current(credential):
-        try:
-            credential = refresh_access_token(credential)
-        except ConsentError as exc:
-            error = ToolAuthFailed(f"tool {tool!r}: {exc.message}", status=401)
-            error.mark_not_sent()
-            raise error from None
-        for value in credential_secret_values(credential):
-            ctx.redactor.add_secret(value)
-    return credential.secret("access_token")
+        prepared.stored_oauth2 = StoredOAuth2(
+            tool=tool,
+            name=credential.name,
+            access_token=secret("access_token"),
+            expires_at=credential.expires_at,
+        )

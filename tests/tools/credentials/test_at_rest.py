@@ -167,7 +167,9 @@ def test_no_stored_or_shown_copy_holds_a_secret_only_ciphertext(
 
     rows = _every_row_as_text()
     _assert_holds_none(rows, "a table row")
-    for ciphertext in credentials:
+    stored = list(Credential.objects.values_list("secrets", flat=True))
+    assert len(set(stored) - set(credentials)) == 1  # the OAuth2 one holds its token now
+    for ciphertext in stored:
         assert ciphertext in rows  # the values are stored, as ciphertext
     _assert_holds_none(printed, "the command output")
     _assert_holds_none("\n".join(r.getMessage() for r in caplog.records), "a log line")
@@ -183,5 +185,5 @@ def test_no_stored_or_shown_copy_holds_a_secret_only_ciphertext(
     ).stdout  # fmt: skip
     for secret in SECRETS:
         assert secret.encode() not in dump, "the PostgreSQL dump holds a secret value"
-    for ciphertext in credentials:
+    for ciphertext in stored:
         assert ciphertext.encode() in dump

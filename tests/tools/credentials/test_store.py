@@ -178,37 +178,24 @@ def test_a_step_thread_keeps_no_connection_open_after_its_read(keys):
     assert connections["default"].connection is not None
 
 
-def test_a_read_that_meets_a_locked_table_is_tried_again_and_other_errors_are_not():
+def test_shared_cache_retry_tries_a_locked_table_again_and_passes_other_errors():
     from django.db import OperationalError
 
-    from tools.credentials.store import LOCKED_TRIES, _unlocked
+    from tools.credentials.store import shared_cache_retry
 
     answers = [OperationalError("database table is locked: tools_credential")] * 2 + ["row"]
 
-    def read():
+    def statement():
         answer = answers.pop(0)
         if isinstance(answer, Exception):
             raise answer
         return answer
 
-    assert _unlocked(read) == "row"
+    assert shared_cache_retry(statement) == "row"
     assert answers == []
 
-    tries = []
-
-    def always_locked():
-        tries.append(1)
-        raise OperationalError("database table is locked: tools_credential")
-
-    with pytest.raises(OperationalError, match="locked"):
-        _unlocked(always_locked)
-    assert len(tries) == LOCKED_TRIES
-
     def broken():
-        tries.append(1)
         raise OperationalError("no such table: tools_credential")
 
-    tries.clear()
     with pytest.raises(OperationalError, match="no such table"):
-        _unlocked(broken)
-    assert len(tries) == 1
+        shared_cache_retry(broken)
