@@ -463,10 +463,15 @@ def worker_env(*, url: str, queue: str) -> dict[str, str]:
 
 @contextmanager
 def start_cluster(
-    log_dir: Path, workers: tuple[str, ...] = ("w1", "w2")
+    log_dir: Path,
+    workers: tuple[str, ...] = ("w1", "w2"),
+    *,
+    concurrency: int = 4,
+    env: dict[str, str] | None = None,
 ) -> Iterator[CeleryCluster]:
     """Point this process's Celery app at Redis and a fresh queue; start ``workers``
-    (``w1`` and ``w2`` unless told: prefork, concurrency 4)."""
+    (``w1`` and ``w2`` unless told: prefork, ``concurrency`` 4 unless told; ``env``:
+    more variables for every worker)."""
     from config.celery_app import app
 
     require_services()
@@ -475,6 +480,7 @@ def start_cluster(
         **os.environ,
         **worker_env(url=url, queue=queue),
         "CELERY_RESULT_EXPIRES": "600",  # the sweeper's results, sent every second here
+        **(env or {}),
     }
     keys = ("broker_url", "result_backend", "task_always_eager", "task_default_queue")
     saved = {key: app.conf[key] for key in keys}
@@ -484,7 +490,7 @@ def start_cluster(
     cluster = CeleryCluster(log_dir=log_dir, env=env, queue=queue)
     try:
         for name in workers:
-            cluster.start_worker(name)
+            cluster.start_worker(name, concurrency=concurrency)
         yield cluster
     finally:
         cluster.stop_all()
