@@ -9,8 +9,9 @@
   code with the verifier at ``token_url``, stores the tokens sealed.
 - :func:`disconnect`: revokes at ``revocation_url`` when one is set (RFC 7009) and
   clears the stored tokens.
-- :func:`refresh_access_token`: the one refresh a call makes when the access token
-  has expired (per call; it stores the new tokens before returning them).
+
+The access token is refreshed at call time by ``tools.credentials.tokens``, once for
+every worker.
 
 Every error is a :class:`ConsentError` whose message names the credential and never
 holds a token, a code, a verifier or a client secret.
@@ -42,7 +43,6 @@ STATE_LIFETIME = timedelta(minutes=10)
 """How long a consent may take: a state older than this is refused."""
 SESSION_KEY = "flowpilot_oauth2_consents"
 """Where the pending consents are kept in the person's (server-side) session."""
-EXPIRY_MARGIN = timedelta(seconds=30)
 """An access token this close to ``expires_at`` counts as expired."""
 TIMEOUT = 15.0
 """Seconds for one request to the token or revocation endpoint."""
@@ -279,96 +279,6 @@ def _parse(
     except (TypeError, ValueError):
         expires_at = None
     return access, refresh if isinstance(refresh, str) else "", expires_at
-
-
-def token_is_current(credential: ResolvedCredential, now: datetime | None = None) -> bool:
-    """Whether ``credential``'s access token is set and not (about to be) expired;
-    one with no known expiry is current until the API refuses it."""
-    if not credential.secret("access_token"):
-        return False
-    if credential.expires_at is None:
-        return True
-    moment = timezone.now() if now is None else now
-    return credential.expires_at - EXPIRY_MARGIN > moment
-
-
-def refresh_access_token(
-    credential: ResolvedCredential, *, now: datetime | None = None
-) -> ResolvedCredential:
-    """Use ``credential``'s refresh token once and store what the provider answers
-    (a rotated refresh token replaces the old one before anything uses it); the
-    credential with its new values. A refused refresh marks the credential
-    ``needs_reconnect`` and raises ``ConsentError`` naming it.
-
-    Per call and per process: concurrent calls may each refresh (the shared,
-    single-flight refresh replaces this function)."""
-    name = credential.name
-    refresh = credential.secret("refresh_token")
-    if not refresh:
-        raise ConsentError(
-            f"credential {name!r}: its access token has expired and it has no refresh "
-            "token: connect it again in the admin"
-        )
-    moment = timezone.now() if now is None else now
-    secret = credential.secret("client_secret")
-    with _client(credential, secret) as client:
-        try:
-            token = _token_call(
-                name,
-                None,
-                credential.token_url,
-                "the refresh token",
-                (refresh, secret, credential.secret("access_token")),
-                lambda: client.refresh_token(credential.token_url, refresh_token=refresh),
-            )
-        except ConsentError as exc:
-            rotated = _rotated_meanwhile(name, refresh) if exc.refused else None
-            if rotated is not None:
-                return rotated
-            if exc.refused:
-                Credential.objects.filter(name=name).update(needs_reconnect=True)
-                raise ConsentError(
-                    exc.message.replace(": nothing was stored", "")
-                    + ": it is marked needs reconnect; connect it again in the admin"
-                ) from None
-            raise
-    access, new_refresh, expires_at = _parse(token, name, None, moment)
-    row = Credential.objects.get(name=name)
-    store_oauth2_tokens(row, access, new_refresh, expires_at, keep_refresh_token=True)
-    values = dict(credential.values)
-    values["access_token"] = access
-    if new_refresh:
-        values["refresh_token"] = new_refresh
-    return ResolvedCredential(
-        name=credential.name,
-        type=credential.type,
-        client_id=credential.client_id,
-        token_url=credential.token_url,
-        scopes=credential.scopes,
-        expires_at=expires_at,
-        values=values,
-    )
-
-
-def _rotated_meanwhile(name: str, used: str) -> ResolvedCredential | None:
-    """The credential as another call stored it, when that call replaced the refresh
-    token ``used`` (a rotating provider refuses the old one) with a current token."""
-    row = Credential.objects.filter(name=name).first()
-    if row is None:
-        return None
-    values = unseal(row.secrets, name)
-    if not values.get("refresh_token") or values.get("refresh_token") == used:
-        return None
-    found = ResolvedCredential(
-        name=name,
-        type=row.type,
-        client_id=row.client_id,
-        token_url=row.token_url,
-        scopes=tuple(row.scopes.split()),
-        expires_at=row.expires_at,
-        values=values,
-    )
-    return found if token_is_current(found) else None
 
 
 def disconnect(credential: Credential) -> str:

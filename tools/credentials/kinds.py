@@ -100,12 +100,14 @@ _VAULT_SEGMENT = re.compile(r"^[A-Za-z0-9_.@=+-]+(/[A-Za-z0-9_.@=+-]+)*$")
 
 
 def vault_secret_field(type_: str) -> str | None:
-    """The one secret field a credential of ``type_`` reads from Vault, or None when
-    the type cannot be kept there (none, or several values written by a consent flow)."""
+    """The one secret field a credential of ``type_`` reads from Vault (the value a
+    person sets; an OAuth2 client's current access token, which flowpilot fetches, stays
+    sealed in the row), or None when the type cannot be kept there (its tokens are
+    written by a consent flow)."""
     kind = KINDS.get(type_)
-    if kind is None or len(kind.secrets) != 1:
+    if kind is None or type_ == "oauth2_authorization_code" or len(kind.call_secrets) != 1:
         return None
-    return kind.secrets[0]
+    return kind.call_secrets[0]
 
 
 def vault_problems(source: str, type_: str, fields: Mapping[str, str]) -> dict[str, str]:

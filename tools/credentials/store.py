@@ -154,7 +154,9 @@ def resolve_credential(
             shared_cache_retry(lambda: used.update(last_used_at=moment))
     finally:
         _release_thread_connection()
-    values = vault_values(row) if row.source == "vault" else unseal(row.secrets, row.name, keys)
+    values = unseal(row.secrets, row.name, keys) if row.secrets else {}
+    if row.source == "vault":  # its value from Vault; a fetched OAuth2 token from the row
+        values = {**values, **vault_values(row)}
     return ResolvedCredential(
         name=row.name,
         type=row.type,
