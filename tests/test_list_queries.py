@@ -48,7 +48,7 @@ from tests.factories import (
     pending_version,
     sales_report_data,
 )
-from tools.models import Breaker
+from tools.models import Breaker, Credential
 from triggers.webhooks import webhook_create
 from workflows.models import WorkflowStatus
 
@@ -119,6 +119,8 @@ ADMIN_ROWS: dict[str, Callable[[int], object]] = {
     "schedules.Schedule": lambda i: ScheduleFactory(),
     "schedules.ScheduleFire": lambda i: ScheduleFireFactory(),
     "tools.Breaker": lambda i: Breaker.objects.create(host=f"api{i}.example.com:443"),
+    # No secret value: the list shows which are set, and needs no key to do so.
+    "tools.Credential": lambda i: Credential.objects.create(name=f"cred{i}", type="bearer"),
     "tools.Tool": lambda i: ToolFactory(),
     "tools.ToolRevision": lambda i: ToolFactory(),
     "workflows.PlanAttempt": lambda i: PlanAttemptFactory(),
