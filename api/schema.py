@@ -33,6 +33,18 @@ OPERATION_ERRORS = {
         "503": "No LLM is configured for the planner (`llm_not_configured`): the message "
         "says what to set; nothing was stored or sent.",
     },
+    **{
+        (f"/api/v1/credentials/{tail}", method): {
+            "503": "No credential key is configured, or no key decrypts the stored values "
+            "(`credential_key_error`): the message says what to set; nothing was stored.",
+        }
+        for tail, method in (
+            ("", "post"),
+            ("{name}/", "patch"),
+            ("{name}/connect/", "post"),
+            ("{name}/disconnect/", "post"),
+        )
+    },
 }
 
 

@@ -4,6 +4,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from api.schema_cache import CachedSchemaGenerator
+from api.views.credentials import CredentialViewSet
 from api.views.design import PlanViewSet, VersionDesignViewSet
 from api.views.runs import RunViewSet
 from api.views.schedules import ScheduleViewSet
@@ -13,6 +14,7 @@ from api.views.workflows import WorkflowViewSet
 
 VERSION = "workflows/<slug:name>/versions/<int:version>/"
 SCHEDULE = "schedules/<slug:workflow>/<slug:name>/"
+CREDENTIAL = "credentials/<slug:name>/"
 
 urlpatterns = [
     path(
@@ -97,5 +99,25 @@ urlpatterns = [
     path(SCHEDULE + "pause/", ScheduleViewSet.as_view({"post": "pause"}), name="schedule-pause"),
     path(SCHEDULE + "resume/", ScheduleViewSet.as_view({"post": "resume"}), name="schedule-resume"),
     path(SCHEDULE + "fires/", ScheduleViewSet.as_view({"get": "fires"}), name="schedule-fires"),
+    path(
+        "credentials/",
+        CredentialViewSet.as_view({"get": "list", "post": "create"}),
+        name="credential-list",
+    ),
+    path(
+        CREDENTIAL,
+        CredentialViewSet.as_view({"get": "retrieve", "patch": "partial_update"}),
+        name="credential-detail",
+    ),
+    path(
+        CREDENTIAL + "connect/",
+        CredentialViewSet.as_view({"post": "connect"}),
+        name="credential-connect",
+    ),
+    path(
+        CREDENTIAL + "disconnect/",
+        CredentialViewSet.as_view({"post": "disconnect"}),
+        name="credential-disconnect",
+    ),
     path("hooks/<slug:public_id>/", HookView.as_view({"post": "deliver"}), name="webhook-deliver"),
 ]
