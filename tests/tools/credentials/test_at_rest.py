@@ -1,22 +1,30 @@
 """After runs that used every credential type — one succeeding with the secrets echoed
 back in its responses, one failing with them in its error — no table row, no line of a
-PostgreSQL dump, no DEBUG log line and no failure report holds a byte of a secret value;
-the credentials' values are in the database as ciphertext only."""
+PostgreSQL dump, no DEBUG log line, no failure report, no admin page of the credential,
+tool and run models and no API answer (credentials, runs, their steps) holds a byte of a
+secret value; the credentials' values are in the database as ciphertext only."""
 
 from __future__ import annotations
 
 import base64
 import logging
 import subprocess
+from datetime import timedelta
 
 import pytest
+from django.contrib import admin
+from django.contrib.auth import get_user_model
 from django.db import connection
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+from rest_framework.test import APIClient
 
 from notifications.report import report_build
 from runs.models import Run
 from tests.conftest import write_flow
 from tests.fakes import FakeAPI, FakeResponse
-from tools.credentials.store import save_credential
+from tools.credentials.store import save_credential, store_oauth2_tokens
 from tools.http import oauth2
 from tools.http.oauth2 import TokenCache
 from tools.models import Credential
@@ -29,6 +37,9 @@ API_KEY = "key-atrest-55aa66bb"
 HEADER = "hdr-atrest-77cc88dd"
 CLIENT_SECRET = "cs-atrest-99ee00ff"
 ACCESS_TOKEN = "at-atrest-1122334455"
+CONSENT_SECRET = "cs-atrest-consent-a1b2"
+CONSENT_ACCESS = "at-atrest-consent-c3d4"
+CONSENT_REFRESH = "rt-atrest-consent-e5f6"
 SECRETS = [
     TOKEN,
     PASSWORD,
@@ -38,6 +49,10 @@ SECRETS = [
     CLIENT_SECRET,
     base64.b64encode(f"crm-app:{CLIENT_SECRET}".encode()).decode(),
     ACCESS_TOKEN,
+    CONSENT_SECRET,
+    CONSENT_ACCESS,
+    CONSENT_REFRESH,
+    base64.b64encode(f"crm-consent:{CONSENT_SECRET}".encode()).decode(),
 ]
 
 TOOLS = """
@@ -62,6 +77,10 @@ tools:
     base_url: "{{env.ECHO}}"
     request: {url: /echo/oauth}
     auth: {credential: crm}
+  - name: echo_consent
+    base_url: "{{env.ECHO}}"
+    request: {url: /echo/consent}
+    auth: {credential: connected}
   - name: broken
     base_url: "{{env.ECHO}}"
     request: {url: /broken}
@@ -115,6 +134,20 @@ def credentials(keys, api):
         ),
         {"client_secret": CLIENT_SECRET},
     )
+    connected = save_credential(
+        Credential(
+            name="connected",
+            type="oauth2_authorization_code",
+            client_id="crm-consent",
+            token_url=f"{api.url}/token",
+            authorize_url=f"{api.url}/authorize",
+            revocation_url=f"{api.url}/revoke",
+        ),
+        {"client_secret": CONSENT_SECRET},
+    )
+    store_oauth2_tokens(
+        connected, CONSENT_ACCESS, CONSENT_REFRESH, timezone.now() + timedelta(hours=1)
+    )
     return list(Credential.objects.values_list("secrets", flat=True))
 
 
@@ -124,7 +157,7 @@ def _runs(cli, tmp_path):
     (tools / "echo.yaml").write_text(TOOLS, encoding="utf-8")
     steps = [
         {"id": name, "kind": "tool", "tool": f"echo_{name}"}
-        for name in ("bearer", "basic", "key", "header", "oauth")
+        for name in ("bearer", "basic", "key", "header", "oauth", "consent")
     ]
     flow = {"name": "echoes", "steps": steps, "outputs": {"seen": "bearer.headers"}}
     ok = cli("runflow", write_flow(tmp_path, flow), "--tools", str(tools))
@@ -144,6 +177,54 @@ def _every_row_as_text() -> str:
     return "\n".join(rows)
 
 
+def _admin_pages() -> dict[str, bytes]:
+    """Every changelist and change page of the credential, tool and run models, and the
+    Disconnect confirmation of the connected credential, as a superuser sees them."""
+    user = get_user_model().objects.create_superuser("sweep", "s@example.com", "pw-sweep-123")
+    client = Client()
+    client.force_login(user)
+    pages = {}
+    admin.autodiscover()  # the site registers the apps' admins on first use
+    for model, model_admin in admin.site._registry.items():
+        opts = model._meta
+        if opts.app_label not in {"tools", "runs"}:
+            continue
+        prefix = f"admin:{opts.app_label}_{opts.model_name}"
+        urls = [reverse(f"{prefix}_changelist")]
+        urls += [reverse(f"{prefix}_change", args=[pk]) for pk in model_admin.get_queryset(
+            _request(user)).values_list("pk", flat=True)]  # fmt: skip
+        for url in urls:
+            pages[url] = client.get(url).content
+    connected = Credential.objects.get(name="connected")
+    url = reverse("admin:tools_credential_oauth2_disconnect", args=[connected.pk])
+    pages[url] = client.get(url).content
+    assert all(page for page in pages.values())
+    return pages
+
+
+def _request(user):
+    from django.test import RequestFactory
+
+    request = RequestFactory().get("/admin/")
+    request.user = user
+    return request
+
+
+def _api_answers() -> dict[str, bytes]:
+    """The credentials, the runs and each run with its steps, through the REST API."""
+    client = APIClient()
+    client.force_authenticate(get_user_model().objects.get(username="sweep"))
+    urls = ["/api/v1/credentials/", "/api/v1/runs/"]
+    urls += [f"/api/v1/credentials/{n}/" for n in Credential.objects.values_list("name", flat=True)]
+    urls += [f"/api/v1/runs/{pk}/" for pk in Run.objects.values_list("pk", flat=True)]
+    answers = {}
+    for url in urls:
+        response = client.get(url)
+        assert response.status_code == 200, (url, response.content[:300])
+        answers[url] = response.content
+    return answers
+
+
 def _assert_holds_none(text: str, where: str) -> None:
     for secret in SECRETS:
         assert secret not in text, f"{where} holds a secret value"
@@ -159,6 +240,7 @@ def test_no_stored_or_shown_copy_holds_a_secret_only_ciphertext(
     assert sent["/echo/bearer"].headers["authorization"] == f"Bearer {TOKEN}"
     assert sent["/echo/key"].query == {"key": [API_KEY]}
     assert sent["/echo/oauth"].headers["authorization"] == f"Bearer {ACCESS_TOKEN}"
+    assert sent["/echo/consent"].headers["authorization"] == f"Bearer {CONSENT_ACCESS}"
 
     ok, failed = Run.objects.order_by("id")
     assert ok.status == "succeeded"
@@ -174,6 +256,21 @@ def test_no_stored_or_shown_copy_holds_a_secret_only_ciphertext(
     _assert_holds_none(printed, "the command output")
     _assert_holds_none("\n".join(r.getMessage() for r in caplog.records), "a log line")
     _assert_holds_none(repr(report_build(run=failed, event="failed")), "the failure report")
+
+    pages = _admin_pages()
+    credential_pages = [u for u in pages if "/tools/credential/" in u]
+    run_pages = [u for u in pages if "/runs/run/" in u]
+    assert len(credential_pages) == 1 + Credential.objects.count() + 1
+    assert len(run_pages) >= 1 + 2
+    assert b"token: set" in pages[reverse("admin:tools_credential_change", args=[
+        Credential.objects.get(name="gh").pk])]  # fmt: skip
+    for url, page in pages.items():
+        _assert_holds_none(page.decode(), f"the admin page {url}")
+    answers = _api_answers()
+    assert b"***" in answers[f"/api/v1/runs/{ok.pk}/"]  # the echoed secrets, masked
+    assert b'"steps"' in answers[f"/api/v1/runs/{failed.pk}/"]
+    for url, answer in answers.items():
+        _assert_holds_none(answer.decode(), f"the API answer {url}")
 
     if connection.vendor != "postgresql":
         return
