@@ -1,5 +1,7 @@
 """Stored credentials: what is shown (never a value) and what a create or update takes."""
 
+from typing import Any
+
 from rest_framework import serializers
 
 from tools.credentials.kinds import CREDENTIAL_NAME_PATTERN, SECRET_FIELDS
@@ -20,6 +22,22 @@ CLEAR = [
     "vault_path",
     "vault_key",
 ]
+
+
+class StrictCharField(serializers.CharField):
+    """A string, refusing a number or a boolean (DRF's CharField turns ``0`` into ``"0"``)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return str(super().to_internal_value(data))
+
+
+class StrictRegexField(serializers.RegexField):
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return str(super().to_internal_value(data))
 
 
 class CredentialSerializer(serializers.ModelSerializer):
@@ -48,8 +66,8 @@ class CredentialSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-def _secret(name: str) -> serializers.CharField:
-    return serializers.CharField(
+def _secret(name: str) -> StrictCharField:
+    return StrictCharField(
         required=False,
         allow_blank=True,
         write_only=True,
@@ -62,23 +80,23 @@ def _secret(name: str) -> serializers.CharField:
 class CredentialWriteSerializer(serializers.Serializer):
     """A create (``name`` and ``type`` needed) or an update (what it names changes)."""
 
-    name = serializers.RegexField(CREDENTIAL_NAME_PATTERN, max_length=64, required=False)
+    name = StrictRegexField(CREDENTIAL_NAME_PATTERN, max_length=64, required=False)
     type = serializers.ChoiceField(choices=CredentialType.choices, required=False)
-    description = serializers.CharField(required=False, allow_blank=True, max_length=10000)
+    description = StrictCharField(required=False, allow_blank=True, max_length=10000)
     location = serializers.ChoiceField(
         choices=[("", "(none)"), *CredentialLocation.choices], required=False, allow_blank=True
     )
-    key_name = serializers.CharField(required=False, allow_blank=True, max_length=200)
-    username = serializers.CharField(required=False, allow_blank=True, max_length=200)
-    client_id = serializers.CharField(required=False, allow_blank=True, max_length=300)
-    token_url = serializers.CharField(required=False, allow_blank=True, max_length=500)
-    authorize_url = serializers.CharField(required=False, allow_blank=True, max_length=500)
-    scopes = serializers.CharField(required=False, allow_blank=True, max_length=1000)
-    revocation_url = serializers.CharField(required=False, allow_blank=True, max_length=500)
+    key_name = StrictCharField(required=False, allow_blank=True, max_length=200)
+    username = StrictCharField(required=False, allow_blank=True, max_length=200)
+    client_id = StrictCharField(required=False, allow_blank=True, max_length=300)
+    token_url = StrictCharField(required=False, allow_blank=True, max_length=500)
+    authorize_url = StrictCharField(required=False, allow_blank=True, max_length=500)
+    scopes = StrictCharField(required=False, allow_blank=True, max_length=1000)
+    revocation_url = StrictCharField(required=False, allow_blank=True, max_length=500)
     source = serializers.ChoiceField(choices=CredentialSource.choices, required=False)
-    vault_mount = serializers.CharField(required=False, allow_blank=True, max_length=200)
-    vault_path = serializers.CharField(required=False, allow_blank=True, max_length=500)
-    vault_key = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    vault_mount = StrictCharField(required=False, allow_blank=True, max_length=200)
+    vault_path = StrictCharField(required=False, allow_blank=True, max_length=500)
+    vault_key = StrictCharField(required=False, allow_blank=True, max_length=200)
     value = _secret("value")
     token = _secret("token")
     password = _secret("password")
@@ -94,7 +112,7 @@ class CredentialWriteSerializer(serializers.Serializer):
 
 
 class CredentialConnectSerializer(serializers.Serializer):
-    authorize_url = serializers.CharField(
+    authorize_url = StrictCharField(
         help_text="Open it in a browser logged in to the admin: with session authentication "
         "the provider's consent page, with token authentication the admin's Connect page "
         "(which goes on to the consent page)."
@@ -102,5 +120,5 @@ class CredentialConnectSerializer(serializers.Serializer):
 
 
 class CredentialDisconnectSerializer(serializers.Serializer):
-    message = serializers.CharField(help_text="What happened (revoked at the provider or not).")
+    message = StrictCharField(help_text="What happened (revoked at the provider or not).")
     credential = CredentialSerializer()

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 import schemathesis
+from cryptography.fernet import Fernet
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rest_framework.authtoken.models import Token
@@ -92,6 +93,9 @@ def make_user(fast_passwords):
 @pytest.fixture
 def settings_override(settings, fast_passwords):
     settings.FLOWPILOT_API_MAX_WAIT = 0.5
+    # A credential key, so that generated credentials reach the store and its checks
+    # (without one, saving a value is a 503 naming the setting: test_views_credentials.py).
+    settings.FLOWPILOT_CREDENTIAL_KEYS = [Fernet.generate_key().decode()]
 
 
 def pin(case, parameters: dict):
@@ -148,6 +152,7 @@ def test_every_endpoint_answers_within_its_schema(api_schema):
 
 VIEW_ONLY = (
     "tools.view_tool",
+    "tools.view_credential",
     "workflows.view_workflow",
     "runs.view_run",
     "triggers.view_webhooktrigger",

@@ -48,3 +48,11 @@ def test_bad_input_names_the_field(body, field):
     params = CredentialWriteSerializer(data=body)
     assert not params.is_valid()
     assert set(params.errors) == {field}
+
+
+@pytest.mark.parametrize("field", ["name", "key_name", "token", "description"])
+@pytest.mark.parametrize("value", [0, True, 1.5])
+def test_a_number_or_a_boolean_is_not_a_string(field, value):
+    params = CredentialWriteSerializer(data={field: value})
+    assert not params.is_valid()
+    assert set(params.errors) == {field}
