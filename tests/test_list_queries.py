@@ -215,6 +215,7 @@ API_ROWS: dict[str, tuple[Callable[[int], object], dict[str, object]]] = {
     "webhook-list": (_webhook, {}),
     "schedule-list": (lambda i: ScheduleFactory(), {}),
     "schedule-fires": (_fire, {"workflow": "sales_report", "name": "listed"}),
+    "credential-list": (lambda i: Credential.objects.create(name=f"cred{i}", type="bearer"), {}),
 }
 
 
