@@ -2,7 +2,8 @@
 back in its responses, one failing with them in its error — no table row, no line of a
 PostgreSQL dump, no DEBUG log line, no failure report, no admin page of the credential,
 tool and run models and no API answer (credentials, runs, their steps) holds a byte of a
-secret value; the credentials' values are in the database as ciphertext only."""
+secret value; the credentials' values are in the database as ciphertext only. Every
+type is used: api_key both in a query parameter and in a header."""
 
 from __future__ import annotations
 
@@ -35,6 +36,8 @@ TOKEN = "ghp-atrest-0f1e2d3c4b5a"
 PASSWORD = "pw-atrest-9a8b7c6d"
 API_KEY = "key-atrest-55aa66bb"
 HEADER = "hdr-atrest-77cc88dd"
+QUERY = "qry-atrest-33dd44ee"
+HEADER_KEY = "hkey-atrest-66ff77aa"
 CLIENT_SECRET = "cs-atrest-99ee00ff"
 ACCESS_TOKEN = "at-atrest-1122334455"
 CONSENT_SECRET = "cs-atrest-consent-a1b2"
@@ -46,6 +49,8 @@ SECRETS = [
     base64.b64encode(f"svc-ledger:{PASSWORD}".encode()).decode(),
     API_KEY,
     HEADER,
+    QUERY,
+    HEADER_KEY,
     CLIENT_SECRET,
     base64.b64encode(f"crm-app:{CLIENT_SECRET}".encode()).decode(),
     ACCESS_TOKEN,
@@ -73,6 +78,14 @@ tools:
     base_url: "{{env.ECHO}}"
     request: {url: /echo/header}
     auth: {credential: custom}
+  - name: echo_query
+    base_url: "{{env.ECHO}}"
+    request: {url: /echo/query}
+    auth: {credential: signed}
+  - name: echo_hkey
+    base_url: "{{env.ECHO}}"
+    request: {url: /echo/hkey}
+    auth: {credential: keyed}
   - name: echo_oauth
     base_url: "{{env.ECHO}}"
     request: {url: /echo/oauth}
@@ -125,6 +138,11 @@ def credentials(keys, api):
     save_credential(
         Credential(name="custom", type="header", key_name="X-Custom-Auth"), {"value": HEADER}
     )
+    save_credential(Credential(name="signed", type="query", key_name="sig"), {"value": QUERY})
+    save_credential(
+        Credential(name="keyed", type="api_key", key_name="X-Api-Key", location="header"),
+        {"value": HEADER_KEY},
+    )
     save_credential(
         Credential(
             name="crm",
@@ -157,7 +175,7 @@ def _runs(cli, tmp_path):
     (tools / "echo.yaml").write_text(TOOLS, encoding="utf-8")
     steps = [
         {"id": name, "kind": "tool", "tool": f"echo_{name}"}
-        for name in ("bearer", "basic", "key", "header", "oauth", "consent")
+        for name in ("bearer", "basic", "key", "header", "query", "hkey", "oauth", "consent")
     ]
     flow = {"name": "echoes", "steps": steps, "outputs": {"seen": "bearer.headers"}}
     ok = cli("runflow", write_flow(tmp_path, flow), "--tools", str(tools))
