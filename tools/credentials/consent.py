@@ -33,7 +33,6 @@ from django.utils import timezone
 
 from tools.credentials.crypto import seal, unseal
 from tools.credentials.store import (
-    ResolvedCredential,
     clear_oauth2_tokens,
     store_oauth2_tokens,
 )
@@ -49,16 +48,13 @@ TIMEOUT = 15.0
 
 
 class ConsentError(Exception):
-    """A consent, a token exchange, a refresh or a revocation that failed;
-    ``credential`` is the credential's id when known."""
+    """A consent, a token exchange or a revocation that failed; ``credential`` is the
+    credential's id when known."""
 
-    def __init__(
-        self, message: str, credential: int | None = None, *, refused: bool = False
-    ) -> None:
+    def __init__(self, message: str, credential: int | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.credential = credential
-        self.refused = refused  # the provider answered with an OAuth2 error
 
 
 @dataclass(frozen=True)
@@ -70,9 +66,7 @@ class Connected:
     expires_at: datetime | None
 
 
-def _client(
-    credential: Credential | ResolvedCredential, client_secret: str, redirect_uri: str = ""
-) -> OAuth2Client:
+def _client(credential: Credential, client_secret: str, redirect_uri: str = "") -> OAuth2Client:
     return OAuth2Client(
         client_id=credential.client_id,
         client_secret=client_secret or None,
@@ -242,7 +236,7 @@ def _token_call(
         token = call()
     except OAuthError as exc:
         detail = _masked(_described(exc.error or "", exc.description or ""), secrets)
-        raise ConsentError(f"{where} ({detail}): nothing was stored", pk, refused=True) from None
+        raise ConsentError(f"{where} ({detail}): nothing was stored", pk) from None
     except httpx2.HTTPStatusError as exc:
         raise ConsentError(
             f"{where} (HTTP {exc.response.status_code}): nothing was stored", pk

@@ -204,14 +204,12 @@ def store_oauth2_tokens(
     refresh_token: str,
     expires_at: datetime | None,
     *,
-    keep_refresh_token: bool = False,
     keys: Sequence[str] | None = None,
 ) -> Credential:
     """Seal an OAuth2 access token (and refresh token) into ``credential`` and clear
-    ``needs_reconnect``. An empty ``refresh_token`` removes the stored one, unless
-    ``keep_refresh_token`` (a refresh the provider answered without rotating it)."""
+    ``needs_reconnect``. An empty ``refresh_token`` removes the stored one."""
     credential.expires_at = expires_at
-    unset = [] if refresh_token or keep_refresh_token else ["refresh_token"]
+    unset = [] if refresh_token else ["refresh_token"]
     values = {"access_token": access_token, "refresh_token": refresh_token}
     return save_credential(credential, values, unset=unset, keys=keys)
 
