@@ -340,10 +340,17 @@ def echo_tools(echo_fake):
 # --- review and approval (admin, services, browser) ----------------------------------
 
 
-@pytest.fixture
-def fast_passwords(settings):
-    """Cheap password hashing for tests that create and log in users."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+@pytest.fixture(scope="session", autouse=True)
+def cheap_password_hashing():
+    """Every test hashes passwords with MD5: Django's PBKDF2 costs about half a second of
+    CPU per hash here, and every user a factory or ``admin_client`` makes is hashed once.
+    The default hashers stay listed after it, so a hash made another way still checks."""
+    from django.conf import settings
+    from django.test.utils import override_settings
+
+    hashers = ["django.contrib.auth.hashers.MD5PasswordHasher", *settings.PASSWORD_HASHERS]
+    with override_settings(PASSWORD_HASHERS=hashers):
+        yield
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ def client_for(user) -> APIClient:
 
 
 @pytest.fixture
-def make_client(db, fast_passwords):
+def make_client(db):
     """``make_client("runs.view_run", staff=False)`` → a token client of a new user."""
     counter = iter(range(1000))
 

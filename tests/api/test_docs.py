@@ -107,7 +107,7 @@ def assert_walkthrough(lines: list[str], output_dir, approval: tuple[str, ...]) 
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.slow
-def test_the_curl_walkthrough_runs_as_written(live_server, planner_llm, output_dir, fast_passwords):
+def test_the_curl_walkthrough_runs_as_written(live_server, planner_llm, output_dir):
     planner_llm.reply_json(digest_plan())
 
     lines = run_doc_blocks(live_server.url, admin_token())
@@ -119,7 +119,7 @@ def test_the_curl_walkthrough_runs_as_written(live_server, planner_llm, output_d
 @pytest.mark.celery
 @pytest.mark.django_db(transaction=True)
 def test_the_curl_walkthrough_runs_as_written_on_celery_workers(
-    live_server, planner_llm, output_dir, fast_passwords, tmp_path
+    live_server, planner_llm, output_dir, tmp_path
 ):
     # The plan, the validation run and the runs execute on a real worker: the
     # walkthrough must wait for the validation run before it starts a run.

@@ -16,7 +16,7 @@ from triggers.webhooks import webhook_sign
 
 
 @pytest.mark.django_db(transaction=True)
-def test_file_to_outputs_through_the_webhook(live_server, output_dir, fast_passwords):
+def test_file_to_outputs_through_the_webhook(live_server, output_dir):
     user = UserFactory(username="operator", superuser=True)
     token = Token.objects.create(user=user).key
     api = httpx.Client(

@@ -91,7 +91,7 @@ def test_an_unexpected_error_is_a_500_in_the_error_shape(admin_client_api, monke
     assert other.get("/nowhere/").status_code == 404  # outside /api/, Django's own pages
 
 
-def test_a_csrf_failure_is_a_403_in_the_error_shape(fast_passwords):
+def test_a_csrf_failure_is_a_403_in_the_error_shape():
     user = UserFactory(username="browser", superuser=True)
     client = Client(enforce_csrf_checks=True)
     client.force_login(user)

@@ -77,7 +77,7 @@ def api_schema(live_server, transactional_db, planner_llm, output_dir, settings_
 
 
 @pytest.fixture
-def make_user(fast_passwords):
+def make_user():
     def make(who: str):
         from tests.api.conftest import grant
 
@@ -91,7 +91,7 @@ def make_user(fast_passwords):
 
 
 @pytest.fixture
-def settings_override(settings, fast_passwords):
+def settings_override(settings):
     settings.FLOWPILOT_API_MAX_WAIT = 0.5
     # A credential key, so that generated credentials reach the store and its checks
     # (without one, saving a value is a 503 naming the setting: test_views_credentials.py).

@@ -134,9 +134,7 @@ def test_approve_with_bad_sample_inputs_names_the_field(make_client):
     assert Workflow.objects.get().status == "pending_review"
 
 
-def test_approve_without_the_permission_is_refused_however_the_request_is_made(
-    make_client, fast_passwords
-):
+def test_approve_without_the_permission_is_refused_however_the_request_is_made(make_client):
     pending_version()
     reviewer = make_client(VIEW, CHANGE, staff=True)
 
@@ -149,7 +147,7 @@ def test_approve_without_the_permission_is_refused_however_the_request_is_made(
     assert Workflow.objects.get().status == "pending_review"
 
 
-def test_a_session_request_without_the_csrf_token_is_refused(make_client, fast_passwords):
+def test_a_session_request_without_the_csrf_token_is_refused(make_client):
     pending_version()
     approver = make_client(VIEW, APPROVE)
     session = APIClient(enforce_csrf_checks=True)

@@ -28,7 +28,7 @@ from tools.services import tool_upsert
 from workflows.models import WorkflowStatus
 from workflows.services import workflow_import
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 VIEW = "runs.view_run"
 OPERATE = "runs.operate_run"

@@ -117,7 +117,7 @@ def test_one_idempotency_key_one_run(make_client, active, output_dir):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_two_concurrent_posts_with_one_key_create_one_run(fast_passwords, monkeypatch, output_dir):
+def test_two_concurrent_posts_with_one_key_create_one_run(monkeypatch, output_dir):
     if connection.vendor != "postgresql":
         pytest.skip("two writers from two threads need PostgreSQL in tests (SQLite locks)")
     WorkflowFactory(status="active")

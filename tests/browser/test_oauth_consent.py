@@ -23,7 +23,7 @@ from tests.tools.credentials.conftest import KEY_A, consent_credential
 from tools.credentials.store import resolve_credential
 from tools.models import Credential
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 CALLBACK = "/admin/tools/credential/oauth2/callback/"
 TOOLS = """

@@ -11,7 +11,7 @@ from tests.browser.test_review_flow import log_in
 from tests.factories import UserFactory
 from tools.models import Tool
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 PETSTORE = Path(__file__).resolve().parents[1] / "data" / "openapi" / "petstore.yaml"
 

@@ -14,7 +14,7 @@ from tests.factories import DIGEST_GOAL, UserFactory, digest_plan
 from workflows.models import PlanAttempt, WorkflowStatus
 from workflows.services import workflow_import
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 QUESTIONS = {
     "answer": "questions",

@@ -17,7 +17,7 @@ from tests.factories import UserFactory, pending_version, sales_report_data
 from workflows.models import WorkflowStatus
 from workflows.services import workflow_import
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 ADDED_RGB = "rgb(31, 138, 59)"
 CHANGED_RGB = "rgb(199, 119, 0)"

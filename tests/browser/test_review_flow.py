@@ -23,7 +23,7 @@ from tests.factories import (
 )
 from workflows.models import Workflow
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 DIGEST_NODES = {
     "load": "csv_read",

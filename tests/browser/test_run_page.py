@@ -24,7 +24,7 @@ from workflows.services import workflow_import
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("fast_passwords", "example_tools"),
+    pytest.mark.usefixtures("example_tools"),
 ]
 
 

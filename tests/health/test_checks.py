@@ -199,7 +199,7 @@ def test_healthz_answers_status_words_only(client, broker_at, settings):
     assert client.post("/healthz").status_code == 405
 
 
-def test_the_staff_page_shows_reasons_to_staff_only(client, fast_passwords):
+def test_the_staff_page_shows_reasons_to_staff_only(client):
     UserFactory(username="staffer")
     UserFactory(username="outsider", is_staff=False)
     open_breaker()

@@ -33,7 +33,7 @@ from workflows.models import PlanAttempt, Workflow
 from workflows.planner.services import plan_create
 from workflows.services import workflow_export, workflow_import
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db
 
 
 class CSRFClient(Client):

@@ -15,7 +15,7 @@ from tests.review.test_admin import fresh, graph_data, login, texts, url
 from workflows.models import Workflow, WorkflowStatus
 from workflows.services import workflow_import
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords", "output_dir")]
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("output_dir")]
 
 
 def test_the_page_counts_approvals_and_names_who(settings):

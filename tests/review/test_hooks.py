@@ -19,7 +19,7 @@ from tests.factories import pending_version
 from tests.review.test_admin import login, texts, url
 from workflows.models import Workflow
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def fresh(workflow: Workflow) -> Workflow:

@@ -35,7 +35,7 @@ from tools.services import tools_set_enabled
 from workflows.models import WorkflowStatus
 from workflows.services import workflow_archive
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db
 
 APPS = ("tools", "workflows", "runs", "review", "auth")
 

@@ -19,7 +19,7 @@ from tools.services import tools_load_dir
 from workflows.models import Workflow, WorkflowStatus
 from workflows.validator import WorkflowInvalid
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db
 
 RATES_TOOL = """
 name: rates

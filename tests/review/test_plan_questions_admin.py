@@ -11,7 +11,7 @@ from tests.review.test_admin import fresh, login, texts, url
 from workflows.models import PlanAttempt, TemplateUse, Workflow, WorkflowStatus
 from workflows.services import workflow_import
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db
 
 QUESTIONS = {
     "answer": "questions",

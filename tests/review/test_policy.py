@@ -16,7 +16,7 @@ from workflows.files import read_workflow_file
 from workflows.inputs import InputsInvalid
 from workflows.models import Workflow
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords", "output_dir")]
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("output_dir")]
 
 
 def fresh(workflow: Workflow) -> Workflow:

@@ -16,7 +16,7 @@ from workflows.models import Workflow
 from workflows.services import workflow_import
 from workflows.validator import WorkflowInvalid
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db
 
 
 def fresh(workflow: Workflow) -> Workflow:

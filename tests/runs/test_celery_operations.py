@@ -28,7 +28,7 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.postgres,
     pytest.mark.celery,
-    pytest.mark.usefixtures("workers", "echo_tools", "fast_passwords"),
+    pytest.mark.usefixtures("workers", "echo_tools"),
 ]
 
 

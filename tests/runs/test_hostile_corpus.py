@@ -157,7 +157,6 @@ def test_run_inputs(case, tmp_path):
 
 
 @pytest.mark.django_db
-@pytest.mark.usefixtures("fast_passwords")
 @pytest.mark.parametrize("case", EDITS, ids=ids(EDITS))
 def test_admin_posts(case, reviewer, planner_llm):
     from tests.factories import pending_version

@@ -25,7 +25,7 @@ from tools.services import tool_upsert
 from workflows.models import WorkflowStatus
 from workflows.services import workflow_import
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 SECRET = "ops-key-0123456789abcdef"
 

@@ -33,7 +33,7 @@ from tools.services import tools_load_dir
 from workflows.models import WorkflowStatus
 from workflows.services import workflow_import
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 SERVERS = {
     "fake.yaml": """

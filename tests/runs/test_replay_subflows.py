@@ -24,7 +24,7 @@ from tests.conftest import results_of
 from tests.fakes import FakeAPI
 from tests.runs.subflows import approve, caller_flow, child_flow, parent_flow
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from workflows.validator import WorkflowInvalid, validate_workflow
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("echo_tools", "fast_passwords"),
+    pytest.mark.usefixtures("echo_tools"),
 ]
 
 

@@ -31,7 +31,7 @@ from workflows.revisions import (
 )
 from workflows.services import workflow_export, workflow_import
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db
 
 
 def fresh(workflow: Workflow) -> Workflow:

@@ -113,7 +113,7 @@ def mcp_http(transactional_db, settings):
 
 
 @pytest.fixture
-def shared_database(transactional_db, tmp_path, fast_passwords):
+def shared_database(transactional_db, tmp_path):
     """The URL of a database another process shares with this test.
 
     On PostgreSQL, this session's test database. On SQLite (in memory, invisible to

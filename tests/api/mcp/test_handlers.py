@@ -12,7 +12,7 @@ from review.models import PlanKind, PlanRequest, PlanRequestStatus
 from tests.api.mcp.conftest import AGENT_PERMS, agent
 from tests.factories import UserFactory
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db
 
 
 def test_an_inactive_or_anonymous_user_is_not_authenticated():

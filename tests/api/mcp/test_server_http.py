@@ -15,8 +15,6 @@ from tests.api.mcp.conftest import AGENT_PERMS, agent, calls, over_http, token_o
 from tests.factories import DIGEST_GOAL, UserFactory, digest_plan
 from workflows.models import Workflow
 
-pytestmark = pytest.mark.usefixtures("fast_passwords")
-
 
 def body(result) -> dict:
     """The structured answer, the same as the JSON text beside it."""

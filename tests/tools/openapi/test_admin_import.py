@@ -20,7 +20,7 @@ from tools.openapi.admin_views import SESSION_KEY
 
 MAX_DOCUMENT_BYTES = 5 * 1024 * 1024  # FLOWPILOT_OPENAPI_UPLOAD_MAX_BYTES by default
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db
 
 PETSTORE = Path(__file__).resolve().parents[2] / "data" / "openapi" / "petstore.yaml"
 URL = reverse("admin:tools_tool_import_openapi")

@@ -24,7 +24,7 @@ from tools.openapi.services import openapi_write
 
 __all__ = ["import_dir", "importer"]  # fixtures of the admin page's tests, used below
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db
 
 SCHEMAS = "#/components/schemas"
 
