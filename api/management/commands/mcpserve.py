@@ -1,4 +1,8 @@
-"""``mcpserve`` — serve flowpilot's tools to MCP clients (agents) over stdio or HTTP."""
+"""``mcpserve`` — serve flowpilot's tools to MCP clients (agents) over stdio or HTTP.
+
+The arguments and the stdio token are checked before the MCP SDK is loaded (a few
+seconds of CPU on a small machine), so a refused start answers at once.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,7 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 from rest_framework import exceptions
 
-from api.mcp.auth import TOKEN_ENV
-from api.mcp.server import serve_http, serve_stdio
+from api.mcp.auth import TOKEN_ENV, user_for_token
 from tools.commands import FlowpilotCommand
 
 
@@ -40,6 +43,8 @@ class Command(FlowpilotCommand):
                 )
             if not 0 < options["port"] < 65536:
                 raise CommandError(f"--port must be 1 to 65535, not {options['port']}")
+            from api.mcp.server import serve_http
+
             self.stderr.write(
                 f"flowpilot MCP server on http://{options['host']}:{options['port']}"
                 f"{options['path']} (streamable HTTP)"
@@ -48,6 +53,9 @@ class Command(FlowpilotCommand):
             return
         token = options["token"] or os.environ.get(TOKEN_ENV, "")
         try:
-            serve_stdio(token=token)
+            user_for_token(token)
         except exceptions.APIException as exc:
             raise CommandError(f"refused: {exc.detail}") from exc
+        from api.mcp.server import serve_stdio
+
+        serve_stdio(token=token)

@@ -16,6 +16,7 @@ from tests.api.mcp.conftest import AGENT_PERMS, agent, calls, over_stdio, token_
 from tests.conftest import REPO_ROOT
 from tests.factories import DIGEST_GOAL, UserFactory, digest_plan
 from tests.startup import start_deadline
+from tests.test_import_budget import imported
 from workflows.models import Workflow
 
 
@@ -91,7 +92,7 @@ def test_without_a_valid_token_the_server_refuses_to_start(stdio_env, token, mes
     assert caught.group_contains(MCPError, match="Connection closed", depth=2)
 
     done = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "manage.py"), "mcpserve"],
+        [sys.executable, "-X", "importtime", str(REPO_ROOT / "manage.py"), "mcpserve"],
         env=env,
         capture_output=True,
         text=True,
@@ -101,3 +102,9 @@ def test_without_a_valid_token_the_server_refuses_to_start(stdio_env, token, mes
     assert done.returncode == 1
     assert f"CommandError: refused: {message}" in done.stderr
     assert done.stdout == ""  # stdout is the protocol's: nothing else is written there
+    # The token is checked before the MCP SDK is loaded: a refused start costs no more
+    # than any command.
+    found = imported(done.stderr)
+    assert "api.mcp.auth" in found
+    assert "mcp" not in found
+    assert "api.mcp.server" not in found
