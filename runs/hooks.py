@@ -1,7 +1,8 @@
 """The runs app's own run-finished hook (``FLOWPILOT_RUN_FINISHED_HOOKS``).
 
 A child run of a `workflow` step parked on Celery wakes its parent step: the hook queues
-``runs.settle_parent_step`` (``runs.engine.celery.children.parent_step_settle``). In process
+``runs.settle_parent_step`` (``runs.engine.celery.children.parent_step_settle``) on the
+parent workflow's ``queue`` (the default queue when it names none). In process
 there is nothing to do: the parent step waits for its child itself.
 """
 
@@ -12,6 +13,7 @@ from typing import Any
 from celery import current_app
 
 from runs.engine.celery import broker
+from runs.engine.celery.broker import run_task_options
 from runs.models import Run
 
 SETTLE_PARENT_TASK = "runs.settle_parent_step"
@@ -20,5 +22,11 @@ SETTLE_PARENT_TASK = "runs.settle_parent_step"
 def run_finished(*, run_id: int, child: bool | None = None, **_: Any) -> None:
     if broker.in_process() or child is False:
         return
-    if child or Run.objects.filter(pk=run_id, parent_step__isnull=False).exists():
-        current_app.send_task(SETTLE_PARENT_TASK, args=[run_id])
+    found = (
+        Run.objects.filter(pk=run_id, parent_step__isnull=False)
+        .values_list("pk", "parent_step__run__workflow__definition__queue")
+        .first()
+    )
+    if found is not None:  # on the parent workflow's queue: a run-level task of its run
+        queue = found[1] if isinstance(found[1], str) and found[1] else None
+        current_app.send_task(SETTLE_PARENT_TASK, args=[run_id], **run_task_options(queue))

@@ -3,6 +3,8 @@
 - ``install_echo(fake)`` adds the routes the test tools call to a ``FakeAPI``;
   ``load_echo_tools(fake)`` stores the tools (``echo``, ``trickle``, ``sink``) pointed at it.
 - ``fan_out_flow`` builds N parallel ``echo`` steps joined by a transform.
+- ``Gauge`` counts the requests in flight on a loopback route (``load_gauge_tool``, on a
+  queue when told; ``gauge_fan_out``, ``gauge_foreach``): what ``max_parallel`` bounds.
 - ``Bus`` stands in for the broker in in-process tests: it records what the services
   publish, and ``drain`` delivers each message to ``step_execute`` like a worker would.
 - ``require_services`` decides skip / fail for the tests that need real PostgreSQL and
@@ -19,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -185,6 +188,121 @@ def import_flow(data: dict):
     return workflow
 
 
+# --- a gauge of requests in flight, and tools routed to queues -----------------------
+
+
+class Gauge:
+    """A loopback route counting the requests in flight: ``now``, the ``most`` at once,
+    and every request's ``tag`` and ``name`` (``GET /gauge/{tag}/{name}?delay=s``
+    answers ``{"tag", "name"}`` after ``s`` seconds). What a ``max_parallel`` bound
+    promises is read here, on the server's side: it never saw more than N at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.now = 0
+        self.most = 0
+        self.seen: list[tuple[str, str]] = []
+
+    def reset(self) -> None:
+        with self._lock:
+            self.now, self.most, self.seen = 0, 0, []
+
+    def install(self, fake: FakeAPI) -> None:
+        fake.route("gauge", "GET", r"/gauge/(?P<tag>[^/]+)/(?P<name>[^/]+)", self._answer)
+
+    def _answer(self, request, match) -> FakeResponse:
+        with self._lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+            self.seen.append((match["tag"], match["name"]))
+        try:
+            time.sleep(float(request.arg("delay") or 0))
+        finally:
+            with self._lock:
+                self.now -= 1
+        return FakeResponse.json({"tag": match["tag"], "name": match["name"]})
+
+
+GAUGE_TOOL = """
+name: {name}
+kind: http
+description: Counted in flight by the test's gauge (loopback fake).
+base_url: "{base}"
+request:
+  method: GET
+  url: /gauge/{{{{tag}}}}/{{{{name}}}}
+  query: {{delay: "{{{{delay}}}}"}}
+inputs:
+  type: object
+  properties:
+    tag: {{type: string}}
+    name: {{type: string}}
+    delay: {{type: number}}
+  required: [tag, name, delay]
+timeout: 30
+retry: {retry}
+"""
+
+
+def load_gauge_tool(fake: FakeAPI, name: str = "gauge", *, queue: str | None = None) -> None:
+    """Store the tool ``name`` calling the gauge route, on ``queue`` when given."""
+    from tools.loader import load_tool_text
+    from tools.services import tool_upsert
+
+    text = GAUGE_TOOL.format(name=name, base=fake.url, retry=json.dumps(FAST_RETRY))
+    if queue is not None:
+        text += f"queue: {queue}\n"
+    for spec in load_tool_text(text, source="tests/celery_support.py"):
+        tool_upsert(spec=spec, source="tests/celery_support.py")
+
+
+def gauge_fan_out(name: str, width: int, *, delay: float, tool: str = "gauge") -> dict:
+    """``width`` parallel steps ``g01…`` of ``tool`` (the gauge), then ``join``."""
+    ids = [f"g{i:02d}" for i in range(1, width + 1)]
+    steps: list[dict[str, Any]] = [
+        {
+            "id": sid,
+            "kind": "tool",
+            "tool": tool,
+            "input_mapping": {"tag": "$input.tag", "name": sid, "delay": delay},
+        }
+        for sid in ids
+    ]
+    steps.append(
+        {
+            "id": "join",
+            "kind": "transform",
+            "expression": "{names: names}",
+            "input_mapping": {"names": [f"{sid}.name" for sid in ids]},
+        }
+    )
+    return {"name": name, "inputs": {"tag": {"type": "string"}}, "steps": steps}
+
+
+def gauge_foreach(name: str, *, delay: float, **bound: int) -> dict:
+    """One ``foreach`` step calling the gauge once per item of the run input ``items``
+    (``bound``: ``max_parallel=N`` or ``concurrency=N``)."""
+    return {
+        "name": name,
+        "inputs": {"tag": {"type": "string"}, "items": {"type": "array"}},
+        "steps": [
+            {
+                "id": "each",
+                "kind": "foreach",
+                "tool": "gauge",
+                "input_mapping": {
+                    "items": "$input.items",
+                    "tag": "$input.tag",
+                    "delay": delay,
+                },
+                "item_mapping": {"name": "$item"},
+                **bound,
+            }
+        ],
+        "outputs": {"count": "each.count"},
+    }
+
+
 # --- a stand-in broker ----------------------------------------------------------------
 
 
@@ -193,6 +311,7 @@ class Message:
     step_result_id: int
     countdown: float = 0.0
     time_limit: float | None = None
+    queue: str | None = None  # None: the default queue
 
 
 @dataclass
@@ -203,9 +322,14 @@ class Bus:
     published: list[Message] = field(default_factory=list)
 
     def __call__(
-        self, step_result_id: int, *, countdown: float = 0.0, time_limit: float | None = None
+        self,
+        step_result_id: int,
+        *,
+        countdown: float = 0.0,
+        time_limit: float | None = None,
+        queue: str | None = None,
     ) -> None:
-        message = Message(step_result_id, countdown, time_limit)
+        message = Message(step_result_id, countdown, time_limit, queue)
         self.messages.append(message)
         self.published.append(message)
 
@@ -228,8 +352,8 @@ class Bus:
                 taps_for=call_recorder_for,  # as the task passes it (``runs.tasks``)
             )
             verdicts += [verdict, *verdict.continued]
-            if verdict.retry_in is not None:
-                self(message.step_result_id, countdown=verdict.retry_in)
+            if verdict.retry_in is not None:  # back to its queue, as ``Task.retry`` does
+                self(message.step_result_id, countdown=verdict.retry_in, queue=message.queue)
         return verdicts
 
 
@@ -340,11 +464,18 @@ class CeleryCluster:
         return f"{name}@{self.hostname}"
 
     def start_worker(
-        self, name: str, *, concurrency: int = 4, env: dict[str, str] | None = None
+        self,
+        name: str,
+        *,
+        concurrency: int = 4,
+        env: dict[str, str] | None = None,
+        queues: tuple[str, ...] | None = None,
     ) -> Process:
-        """Start ``name`` (``env``: variables to set for this worker only)."""
+        """Start ``name`` (``env``: variables to set for this worker only; ``queues``: the
+        queues it consumes, else the cluster's own)."""
+        consumed = ",".join(queues or (self.queue,))
         args = [
-            "worker", "-n", f"{name}@%h", "-Q", self.queue, "-c", str(concurrency),
+            "worker", "-n", f"{name}@%h", "-Q", consumed, "-c", str(concurrency),
             "-P", "prefork", "--prefetch-multiplier", "1", "--without-gossip",
             "--without-mingle", "--without-heartbeat", "-l", "INFO",
         ]  # fmt: skip

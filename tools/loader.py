@@ -38,7 +38,7 @@ NEW_KEYS = frozenset(
         "name", "kind", "description", "base_url", "request", "auth", "inputs",
         "response_extract", "outputs", "timeout", "retry", "idempotent", "secret_env",
         "cookies", "response", "pagination", "follow_redirects", "max_redirects", "breaker",
-        "deprecated", "replacement",
+        "deprecated", "replacement", "queue",
     }
 )  # fmt: skip
 LEGACY_KEYS = frozenset(
@@ -48,6 +48,7 @@ LEGACY_KEYS = frozenset(
         "auth_token", "auth_value", "auth_query", "auth_username", "auth_password",
         "parameters", "input_schema", "output_fields", "extract", "timeout", "retry",
         "idempotent", "idempotency_header", "secret_env", "deprecated", "replacement",
+        "queue",
     }
 )  # fmt: skip
 _LEGACY_MARKERS = frozenset({"method", "url", "auth_type", "auth_header", "output_fields"})
@@ -292,7 +293,7 @@ def new_to_spec_dict(data: dict[str, Any]) -> dict[str, Any]:
         k: data[k]
         for k in (
             "name", "kind", "description", "outputs", "retry", "idempotent", "secret_env",
-            "deprecated", "replacement",
+            "deprecated", "replacement", "queue",
         )
         if k in data
     }
@@ -318,7 +319,7 @@ def legacy_to_new(data: dict[str, Any]) -> dict[str, Any]:
         k: data[k]
         for k in (
             "name", "kind", "description", "timeout", "retry", "idempotent", "base_url",
-            "secret_env", "deprecated", "replacement",
+            "secret_env", "deprecated", "replacement", "queue",
         )
         if k in data
     }

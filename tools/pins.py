@@ -28,7 +28,12 @@ _ASPECTS: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
               ("http", "request", "secret_query"), ("secret_env",), ("mcp", "server", "headers"),
               ("mcp", "server", "secret_headers"), ("mcp", "server", "env"))),
     ("outputs", (("outputs",), ("http", "response_extract"))),
+    ("worker queue", (("queue",),)),
 )  # fmt: skip
+
+
+# Fields added after tools were pinned: left out of the hash while unset.
+_COUNTED_WHEN_SET = frozenset({"queue"})
 
 
 def tool_definition_hash(spec: ToolSpec) -> str:
@@ -36,7 +41,8 @@ def tool_definition_hash(spec: ToolSpec) -> str:
 
     The lifecycle (``deprecated``, ``replacement``; an MCP server file's ``deprecated``)
     is left out: deprecating a tool changes what it is offered for, not what a call
-    does, so it never refuses the workflows approved with it.
+    does, so it never refuses the workflows approved with it. A field added since
+    (``queue``) counts only when set, so the tools written before it keep their hash.
     """
     canonical = json.dumps(_without_lifecycle(spec.stored()), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
@@ -44,6 +50,7 @@ def tool_definition_hash(spec: ToolSpec) -> str:
 
 def _without_lifecycle(stored: dict[str, Any]) -> dict[str, Any]:
     kept = {k: v for k, v in stored.items() if k not in ("deprecated", "replacement")}
+    kept = {k: v for k, v in kept.items() if not (k in _COUNTED_WHEN_SET and v is None)}
     server = (kept.get("mcp") or {}).get("server")
     if isinstance(server, dict) and "deprecated" in server:
         server = {k: v for k, v in server.items() if k != "deprecated"}

@@ -30,6 +30,7 @@ from tools.errors import TemplateError
 from tools.mcp.config import McpToolConfig
 from tools.paths import PathError
 from tools.policy import RetryPolicy
+from tools.queues import check_queue_name
 from tools.secrets import credential_params, secret_env_names
 from tools.spec_http import Pagination, ResponseConfig, parse_extract_path
 from tools.spec_request import (  # HttpAuth and HttpRequest are part of the tool format
@@ -179,6 +180,16 @@ class ToolSpec(FrozenModel):
     replacement: str | None = Field(
         None, pattern=TOOL_NAME_PATTERN, description="A deprecated tool's successor, if any."
     )
+    queue: str | None = Field(
+        None,
+        description="The Celery queue its steps' tasks go to (workers started with `-Q NAME` "
+        "run them); omitted: the workflow's queue, else the default one (docs/limits.md).",
+    )
+
+    @field_validator("queue")
+    @classmethod
+    def _queue_name(cls, value: str | None) -> str | None:
+        return check_queue_name(value)
 
     @model_validator(mode="after")
     def _lifecycle(self) -> ToolSpec:

@@ -25,9 +25,10 @@ import re
 from functools import cached_property
 from typing import Annotated, Any, ClassVar, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tools.policy import RetryPolicy
+from tools.queues import check_queue_name
 from workflows.schema_llm import LLMBudget, LLMSettings
 from workflows.schema_triggers import Notifications, ScheduleSpec
 from workflows.transform import multiselect_keys
@@ -269,7 +270,15 @@ class ForeachStep(_StepBase):
         default_factory=dict,
         description="Tool parameter -> `$item`, `$item.path`, `$index`, or a mapped parameter.",
     )
-    concurrency: int = Field(4, ge=1, le=100)
+    concurrency: int = Field(
+        4, ge=1, le=100, description="Items in flight at once (the older name of max_parallel)."
+    )
+    max_parallel: int | None = Field(
+        None,
+        ge=1,
+        le=100,
+        description="Items in flight at once; omitted: `concurrency` (4). Give one of the two.",
+    )
 
     # Every item call retries under the step's (else the tool's) policy.
     retries_per_item: ClassVar[bool] = True
@@ -278,6 +287,19 @@ class ForeachStep(_StepBase):
         '"search.items"}, "item_mapping": {"PARAM": "$item.FIELD"}}: one call per item. It '
         'outputs "items" (the list of its tool\'s results) and "count".'
     )
+
+    @model_validator(mode="after")
+    def _one_bound(self) -> ForeachStep:
+        if self.max_parallel is not None and "concurrency" in self.model_fields_set:
+            raise ValueError(
+                f"give `max_parallel` or its older name `concurrency`, not both (step `{self.id}`)"
+            )
+        return self
+
+    @property
+    def items_in_flight(self) -> int:
+        """How many item calls are in flight at once: ``max_parallel``, else ``concurrency``."""
+        return self.max_parallel if self.max_parallel is not None else self.concurrency
 
     def step_time_limit(self) -> float | None:
         return None  # its ``timeout`` applies to every item call instead
@@ -371,6 +393,24 @@ class WorkflowSpec(_Model):
         description="Days finished runs are kept (0 = forever). Omitted: the site default.",
     )
     notifications: Notifications = Field(default_factory=Notifications)
+    queue: str | None = Field(
+        None,
+        description="The Celery queue of its run's tasks and of the steps whose tool names "
+        "none (a tool's `queue` wins for its steps); omitted: the default queue "
+        "(docs/limits.md).",
+    )
+    max_parallel: int | None = Field(
+        None,
+        ge=1,
+        le=1000,
+        description="Steps of one run in flight at once (queued or running), on either "
+        "driver; omitted: no bound on Celery, FLOWPILOT_MAX_PARALLEL_STEPS in process.",
+    )
+
+    @field_validator("queue")
+    @classmethod
+    def _queue_name(cls, value: str | None) -> str | None:
+        return check_queue_name(value)
 
     @field_validator("schedule")
     @classmethod

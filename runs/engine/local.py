@@ -1,5 +1,9 @@
 """The in-process driver: ready steps run in parallel on a thread pool.
 
+The pool has ``steps_at_once`` threads (``FLOWPILOT_MAX_PARALLEL_STEPS``, lowered by the
+workflow's ``max_parallel``): a ready step claimed beyond that waits for a thread, so no
+more than that many steps of the run call anything at once.
+
 Only this coordinating thread touches the database (SQLite-friendly); worker
 threads make the tool calls (the database breaker store is read here too, through
 ``tools.breaker.run_view``: a step thread makes a statement only for a host whose
@@ -108,7 +112,7 @@ def drive_local(
     breaker_check.due()  # read just now
     turn = _Turn(ctx, run, results, ready, views, previews, start=start)
     with ThreadPoolExecutor(
-        max_workers=ctx.limits.max_parallel_steps, thread_name_prefix=f"run{run.pk}"
+        max_workers=steps_at_once(ctx), thread_name_prefix=f"run{run.pk}"
     ) as pool:
         while True:
             if cancel_check.due() and _cancelled(run):
@@ -134,6 +138,14 @@ def drive_local(
                 continue
             finished = _finished(arrived)
             done = [(futures.pop(f), f.result()) for f in sorted(finished, key=futures.__getitem__)]
+
+
+def steps_at_once(ctx: RunContext) -> int:
+    """How many of the run's steps execute at once in process: the site's
+    ``FLOWPILOT_MAX_PARALLEL_STEPS``, lowered by the workflow's ``max_parallel``."""
+    bound = ctx.spec.max_parallel
+    site = ctx.limits.max_parallel_steps
+    return site if bound is None else min(site, bound)
 
 
 def _finished(arrived: queue.SimpleQueue[Future]) -> list[Future]:

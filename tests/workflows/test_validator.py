@@ -282,8 +282,8 @@ def test_schema_messages_are_readable():
     messages = {i.path: i.message for i in validate_workflow(data, registry=REGISTRY).issues}
     assert messages == {
         "extra": "`extra` is not a known field; the fields here are `description`, `edges`, "
-        "`goal`, `inputs`, `name`, `notifications`, `outputs`, `retention_days`, `schedule`, "
-        "`steps`, `tools`",
+        "`goal`, `inputs`, `max_parallel`, `name`, `notifications`, `outputs`, `queue`, "
+        "`retention_days`, `schedule`, `steps`, `tools`",
         "steps[0]": "`steps[0]` needs a `kind`: one of `decision`, `foreach`, `llm`, `tool`, "
         "`transform`, `workflow`",
         "steps[1]": "`steps[1]`: unknown step kind `loop`; use one of `decision`, `foreach`, "

@@ -26,6 +26,13 @@ row is read. If that UPDATE matches nothing, the general path above decides.
 When no child starts and none waits, the run may be finished: one ``EXISTS`` for a
 queued or running step, and if there is none ``advance_locked`` finishes the run
 (once per run). The caller holds the run's row lock, as for ``advance_locked``.
+
+A workflow with ``max_parallel`` always takes the whole-run path: ``advance_locked``
+counts the run's queued and running steps and queues only as many ready steps as the
+bound leaves room for, in the order ``next_actions`` gives them; the rest stay
+``pending`` and are queued by a later settle, when a step leaves flight. The fast
+paths above are skipped for it, since a settle must also start the ready steps held
+back elsewhere in the run.
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ from django.db.models import F, Q
 from django.db.models.fields.json import KT
 
 from runs.engine.attempt import effective_retry
-from runs.engine.celery.broker import Publish, lease_until, time_limit_of
+from runs.engine.celery.broker import Publish, lease_until, step_queue, time_limit_of
 from runs.engine.celery.claim import no_failed_step
 from runs.engine.context import RunContext
 from runs.engine.finish import run_finish
@@ -76,15 +83,21 @@ def advance_after(
     take: Take[T] | None = None,
 ) -> Held | T | None:
     """Queue what ``step_id`` (just settled as ``status``) made ready; finish the run when
-    nothing is left. Returns the step kept for this task, if any (see ``queue_ready``)."""
-    full = lambda: advance_locked(ctx, run, publish=publish, now=now, take=take)  # noqa: E731
-    if status != StepStatus.SUCCEEDED:
+    nothing is left. Returns the step kept for this task, if any (see ``queue_ready``):
+    only a step routed to this task's queue (``step_id``'s) can be kept."""
+    here = step_queue(ctx, ctx.spec.step(step_id))
+    full = lambda: advance_locked(  # noqa: E731
+        ctx, run, publish=publish, now=now, take=take, task_queue=here
+    )
+    if status != StepStatus.SUCCEEDED or ctx.spec.max_parallel is not None:
         return full()
     graph = ctx.graph
     children = graph.children[step_id]
     if len(children) == 1 and _sole_parent(graph.incoming(children[0])):
         lone = children[0]
-        started, kept = _start_lone_child(ctx, run, lone, publish=publish, now=now, take=take)
+        started, kept = _start_lone_child(
+            ctx, run, lone, publish=publish, now=now, take=take, task_queue=here
+        )
         if started:
             return kept
     ready: dict[str, int] = {}
@@ -108,7 +121,7 @@ def advance_after(
                 return full()  # a branch or a skipped parent: the readiness core decides
             ready[child] = pk
     if ready:
-        return queue_ready(ctx, ready, publish=publish, now=now, take=take)
+        return queue_ready(ctx, ready, publish=publish, now=now, take=take, task_queue=here)
     if waiting or _any_in_flight(run.pk):
         return None
     return full()  # nothing in flight: the run is done (or a resumed run has more to do)
@@ -162,6 +175,7 @@ def _start_lone_child(
     publish: Publish,
     now: datetime,
     take: Take[T] | None,
+    task_queue: str | None,
 ) -> tuple[bool, T | None]:
     """Start ``child``, whose only parent just succeeded, with one conditional UPDATE:
     claimed for this task (``take``) or queued and published on commit. ``(False,
@@ -169,7 +183,7 @@ def _start_lone_child(
     step = ctx.spec.step(child)
     budget = effective_retry(ctx, step).max_attempts
     limit = time_limit_of(step)
-    if take is not None and limit is None:
+    if take is not None and _keepable(ctx, step, task_queue):
         kept = take(child, budget, True)
         return kept is not None, kept
     row = step_update_returning(
@@ -191,8 +205,8 @@ def _start_lone_child(
     )
     if row is None:
         return False, None
-    pk = row[0]
-    transaction.on_commit(lambda: publish(pk, time_limit=limit))
+    pk, queue = row[0], step_queue(ctx, step)
+    transaction.on_commit(lambda: publish(pk, time_limit=limit, queue=queue))
     return True, None
 
 
@@ -203,6 +217,7 @@ def advance_locked(
     publish: Publish,
     now: datetime,
     take: Take[T] | None = None,
+    task_queue: str | None = None,
 ) -> Held | T | None:
     """Persist what ``next_actions`` decides; the caller holds the run's row lock.
 
@@ -227,13 +242,24 @@ def advance_locked(
             updated_at=now,
         )
     held: Held | T | None = None
-    if actions.start:
-        ready = {sid: rows[sid][0] for sid in actions.start}
-        held = queue_ready(ctx, ready, publish=publish, now=now, take=take)
+    start = _within_bound(ctx, actions.start, [row[1] for row in rows.values()])
+    if start:
+        ready = {sid: rows[sid][0] for sid in start}
+        held = queue_ready(ctx, ready, publish=publish, now=now, take=take, task_queue=task_queue)
     if actions.done:
         run_finish(ctx, run)
         logger.info("run %s %s", run.pk, run.status)
     return held
+
+
+def _within_bound(ctx: RunContext, start: tuple[str, ...], statuses: list[str]) -> tuple[str, ...]:
+    """The ready steps that may be queued now: all of them, or under the workflow's
+    ``max_parallel`` as many as leave the run's queued and running steps at the bound."""
+    bound = ctx.spec.max_parallel
+    if bound is None:
+        return start
+    in_flight = sum(1 for status in statuses if status in STEP_IN_FLIGHT)
+    return start[: max(0, bound - in_flight)]
 
 
 def _state(step: AnyStep, status: str, branch: str | None) -> StepState:
@@ -252,13 +278,15 @@ def queue_ready(
     publish: Publish,
     now: datetime,
     take: Take[T] | None = None,
+    task_queue: str | None = None,
 ) -> Held | T | None:
     """Mark ready steps (step id → pk) queued, one UPDATE per retry budget, and publish
     them on commit.
 
-    With ``take``, the first of them that has no time limit of its own is kept for the
-    task that settled its parent, saving a broker round trip (a Celery time limit is
-    per task, so only a step without one can share a task):
+    With ``take``, the first of them that has no time limit of its own and is routed to
+    the queue of the task that settled its parent (``task_queue``) is kept for that task,
+    saving a broker round trip (a Celery time limit is per task, so only a step without
+    one can share a task; a step of another queue belongs to other workers):
 
     - when it is the only ready step, ``take`` claims it in this transaction
       (``pending → running``: one UPDATE, no commit of its own) and its result is
@@ -269,8 +297,19 @@ def queue_ready(
       attempt runs, and publishing may wait on the broker). If that task dies first,
       the sweeper publishes it again.
     """
-    jobs = [(pk, sid, time_limit_of(ctx.spec.step(sid))) for sid, pk in ready.items()]
-    held = next(((pk, sid) for pk, sid, limit in jobs if limit is None), None) if take else None
+    jobs = [
+        (pk, sid, time_limit_of(step), step_queue(ctx, step))
+        for sid, pk in ready.items()
+        for step in (ctx.spec.step(sid),)
+    ]
+    held = (
+        next(
+            ((pk, sid) for pk, sid, limit, queue in jobs if limit is None and queue == task_queue),
+            None,
+        )
+        if take
+        else None
+    )
     if take is not None and held is not None and len(jobs) == 1:
         return take(held[1], _budget(ctx, held[1]), False)
     by_budget: dict[int, list[int]] = {}
@@ -290,12 +329,18 @@ def queue_ready(
         )
 
     def publish_all() -> None:
-        for pk, sid, limit in jobs:
+        for pk, sid, limit, queue in jobs:
             if (pk, sid) != held:
-                publish(pk, time_limit=limit)
+                publish(pk, time_limit=limit, queue=queue)
 
     transaction.on_commit(publish_all)
     return held
+
+
+def _keepable(ctx: RunContext, step: AnyStep, task_queue: str | None) -> bool:
+    """Whether ``step`` may run in the task of a step routed to ``task_queue``: it has no
+    Celery time limit of its own and its own queue is that one."""
+    return time_limit_of(step) is None and step_queue(ctx, step) == task_queue
 
 
 def _budget(ctx: RunContext, step_id: str) -> int:

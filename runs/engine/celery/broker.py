@@ -1,8 +1,15 @@
-"""How a queued step reaches a worker: the step task's name, publishing, time limits, leases.
+"""How a queued step reaches a worker: the step task's name, publishing, time limits,
+queues, leases.
 
 Every module of the Celery path publishes through a ``Publish`` it is given (the
 services pass ``publish_step``; tests pass a recorder standing in for the broker), and
 dates the leases it writes with ``lease_until``.
+
+Routing: a step's task goes to ``step_queue`` — its tool's ``queue``, else its
+workflow's, else the default queue (``CELERY_TASK_DEFAULT_QUEUE``) — so a worker started
+with ``-Q heavy`` runs the steps of the tools that name ``heavy``, and a worker without
+it never sees them. A policy retry re-publishes the task to the queue it came from
+(Celery's ``Task.retry`` keeps the delivery's routing key).
 """
 
 from __future__ import annotations
@@ -14,26 +21,60 @@ from typing import Any
 import redis
 from celery import current_app
 
+from runs.engine.context import RunContext
 from workflows.schema import AnyStep
 
 STEP_TASK = "runs.execute_step"  # the step task's name (``runs.tasks``): never renamed
 HARD_LIMIT_GRACE = 10.0  # seconds between a step's soft and hard time limit
 
-# How a queued step reaches a worker: ``publish(step_result_id, countdown=, time_limit=)``.
+# How a queued step reaches a worker:
+# ``publish(step_result_id, countdown=, time_limit=, queue=)``.
 Publish = Callable[..., None]
 
 
 def publish_step(
-    step_result_id: int, *, countdown: float = 0.0, time_limit: float | None = None
+    step_result_id: int,
+    *,
+    countdown: float = 0.0,
+    time_limit: float | None = None,
+    queue: str | None = None,
 ) -> None:
     """Send the step task to the broker (tests inject a recorder instead).
 
     ``time_limit`` becomes the task's soft time limit; the hard limit follows it.
+    ``queue`` (``step_queue``) names the Celery queue; None: the default one.
     """
     options: dict[str, Any] = {"countdown": countdown} if countdown else {}
     if time_limit:
         options.update(soft_time_limit=time_limit, time_limit=time_limit + HARD_LIMIT_GRACE)
+    if queue:
+        options["queue"] = queue
     current_app.send_task(STEP_TASK, args=[step_result_id], **options)
+
+
+def step_queue(ctx: RunContext, step: AnyStep) -> str | None:
+    """The queue of a step's task: the ``queue`` of the tool it calls by name (a ``tool``
+    or ``foreach`` step), else the workflow's ``queue``; None for the default queue.
+
+    An ``llm`` step's task is the workflow's: the tools a model may call run inside it.
+    """
+    for name in step.direct_tools():
+        spec = ctx.registry.get(name)
+        if spec is not None and spec.queue:
+            return spec.queue
+    return ctx.spec.queue
+
+
+def definition_queue(definition: Any) -> str | None:
+    """A stored definition's workflow-level ``queue`` (its run-level tasks go there: a
+    child run's start, the settle of a step parked on a child); None for the default."""
+    queue = definition.get("queue") if isinstance(definition, dict) else None
+    return queue if isinstance(queue, str) and queue else None
+
+
+def run_task_options(queue: str | None) -> dict[str, Any]:
+    """``send_task`` options for a run-level task of a workflow whose queue is ``queue``."""
+    return {"queue": queue} if queue else {}
 
 
 def in_process() -> bool:

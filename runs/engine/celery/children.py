@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from typing import cast
 
-from runs.engine.celery.broker import Publish, publish_step
+from runs.engine.celery.broker import Publish, publish_step, step_queue
 from runs.engine.celery.run import run_context, run_start
 from runs.engine.celery.settle import settle
 from runs.engine.context import RunContext
@@ -46,8 +46,9 @@ def parent_step_settle(*, child_run_id: int, publish: Publish = publish_step) ->
     with run_context(result.run) as ctx:
         step = cast(WorkflowStep, ctx.spec.step(result.step_id))  # the claim says so
         verdict = settle(ctx, result, token, _child_try(ctx, result, step, child), publish=publish)
+        queue = step_queue(ctx, step)
     if verdict.retry_in is not None:
-        publish(result.pk, countdown=verdict.retry_in)
+        publish(result.pk, countdown=verdict.retry_in, queue=queue)
     logger.info("run %s step %s: child run %s %s", result.run_id, step.id, child.pk, child.status)
     return verdict.status is not None
 

@@ -53,7 +53,13 @@ from django.db import transaction
 
 from runs.engine import checkpoint
 from runs.engine.attempt import attempt_request, execute_attempt
-from runs.engine.celery.broker import Publish, lease_until, publish_step, time_limit_of
+from runs.engine.celery.broker import (
+    Publish,
+    lease_until,
+    publish_step,
+    step_queue,
+    time_limit_of,
+)
 from runs.engine.celery.claim import Claim, Taken, claim, claim_ready
 from runs.engine.celery.heartbeat import heartbeat
 from runs.engine.celery.run import TapsFor, claim_read, run_context
@@ -194,11 +200,12 @@ def continue_chain(
                 # The task is retried for its own step only: send the held one to the
                 # broker now rather than after its queued lease (a copy of a claimed one
                 # does nothing).
-                publish(pk)
+                publish(pk, queue=step_queue(ctx, ctx.spec.step(step_id)))
                 raise
         done.append(replace(verdict, stored_output=None))  # a long chain keeps no outputs
         if verdict.retry_in is not None:
-            publish(pk, countdown=verdict.retry_in)
+            queue = step_queue(ctx, ctx.spec.step(step_id))
+            publish(pk, countdown=verdict.retry_in, queue=queue)
     return tuple(done)
 
 

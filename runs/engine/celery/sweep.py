@@ -41,6 +41,7 @@ from runs.engine.celery.broker import (
     broker_forgot,
     lease_until,
     publish_step,
+    step_queue,
     time_limit_of,
 )
 from runs.engine.celery.run import lock_run, run_context
@@ -112,12 +113,12 @@ def _sweep_run(run_id: int, due: Q, *, now: datetime, publish: Publish) -> Count
 def _take_back(
     ctx: RunContext, run: Run, result: StepResult, step: Step, *, now: datetime, publish: Publish
 ) -> str:
-    limit = time_limit_of(step)
+    limit, queue = time_limit_of(step), step_queue(ctx, step)
     if run.status != RunStatus.RUNNING:
         _abandon(result, now)
         return "abandoned"
     if result.status == StepStatus.QUEUED:
-        return _republish(result, now=now, publish=publish, limit=limit)
+        return _republish(result, now=now, publish=publish, limit=limit, queue=queue)
     entry: dict[str, Any] = {
         "attempt": result.attempts + 1,
         "started_at": result.started_at.isoformat() if result.started_at else None,
@@ -137,11 +138,13 @@ def _take_back(
         return FAILED
     result.attempt_limit += 1  # a lost try does not use up the retry policy
     requeue(result, entry, now, delay=0, error=entry["error"])
-    transaction.on_commit(lambda: publish(result.pk, time_limit=limit))
+    transaction.on_commit(lambda: publish(result.pk, time_limit=limit, queue=queue))
     return "requeued"
 
 
-def _republish(result: StepResult, *, now: datetime, publish: Publish, limit: float | None) -> str:
+def _republish(
+    result: StepResult, *, now: datetime, publish: Publish, limit: float | None, queue: str | None
+) -> str:
     """Publish a queued step again, keeping what is left of a retry's countdown (a
     queued lease runs ``FLOWPILOT_QUEUED_LEASE`` past the time the step is due)."""
     queued_lease = settings.FLOWPILOT_QUEUED_LEASE
@@ -150,9 +153,11 @@ def _republish(result: StepResult, *, now: datetime, publish: Publish, limit: fl
     result.lease_expires_at = lease_until(wait + queued_lease, now)
     result.save(update_fields=["lease_expires_at", "updated_at"])
     if wait:
-        transaction.on_commit(lambda: publish(result.pk, countdown=wait, time_limit=limit))
+        transaction.on_commit(
+            lambda: publish(result.pk, countdown=wait, time_limit=limit, queue=queue)
+        )
     else:
-        transaction.on_commit(lambda: publish(result.pk, time_limit=limit))
+        transaction.on_commit(lambda: publish(result.pk, time_limit=limit, queue=queue))
     return "republished"
 
 

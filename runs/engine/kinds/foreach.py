@@ -3,7 +3,9 @@
 Parameters mapped in ``input_mapping`` (other than ``items``) go to every call;
 ``item_mapping`` gives per-item parameters from ``$item``, ``$item.path``,
 ``$index``, run inputs and upstream outputs (``resolve_step_call`` resolves them).
-At most ``concurrency`` calls are in flight; each item retries under the step's
+At most ``items_in_flight`` calls are in flight (the step's ``max_parallel``, else its
+older ``concurrency``), on either driver: the step is one task, and its items share this
+pool; each item retries under the step's
 (else the tool's) policy, with the waits every step has (``runs.engine.tries``).
 The output keeps input order:
 ``{"items": [result or null, …], "count": N, "errors": [{"index", "error"}, …]}``.
@@ -74,7 +76,8 @@ def execute_foreach_step(ctx: RunContext, step: ForeachStep, args: dict[str, Any
         except FlowpilotError as exc:
             return None, ctx.redactor.scrub(exc.as_dict())
 
-    with ThreadPoolExecutor(max_workers=step.concurrency, thread_name_prefix=step.id) as pool:
+    bound = step.items_in_flight
+    with ThreadPoolExecutor(max_workers=bound, thread_name_prefix=step.id) as pool:
         outcomes = list(pool.map(one, range(len(items))))
     errors: list[dict[str, Any]] = [
         {"index": i, "error": err} for i, (_, err) in enumerate(outcomes) if err
@@ -91,7 +94,7 @@ def execute_foreach_step(ctx: RunContext, step: ForeachStep, args: dict[str, Any
 
 def plan_foreach_step(step: ForeachStep, graph: FlowGraph, describe: Describe) -> list[str]:
     """The per-item mapping, after the shared one."""
-    lines = [f"        per item (concurrency {step.concurrency}):"]
+    lines = [f"        per item ({step.items_in_flight} at a time):"]
     lines += [f"          {name} = {describe(value)}" for name, value in step.item_mapping.items()]
     return lines
 

@@ -35,6 +35,7 @@ from typing import Any
 from celery import current_app
 from django.db import connection, transaction
 
+from runs.engine.celery.broker import definition_queue, run_task_options
 from runs.engine.context import RunContext
 from runs.engine.creation import child_run_create
 from runs.engine.kinds.base import Attempt, Describe, StepKind
@@ -102,7 +103,10 @@ def _park_or_read(
             raise SubworkflowFailed(f"step `{step.id}`: the run ended before its child started")
         if child.status == RunStatus.PENDING:
             child_pk = child.pk
-            transaction.on_commit(lambda: current_app.send_task(START_TASK, args=[child_pk]))
+            options = run_task_options(definition_queue(child.workflow.definition))
+            transaction.on_commit(
+                lambda: current_app.send_task(START_TASK, args=[child_pk], **options)
+            )
     return Attempt(output={"parked_on_run": child.pk})  # discarded: the claim is the child's
 
 
