@@ -12,11 +12,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db.models import QuerySet
 from pydantic import ValidationError
 
 from review.models import Approval
 from review.policy import Tally, approval_tally
+from review.routing import RoutingNote, routing_notes
 from tools.registry import ToolRegistry
 from workflows.diff import WorkflowDiff, field_text
 from workflows.errors import WorkflowError
@@ -85,6 +87,8 @@ class Review:
     # reused}), and the clarifying questions it asked with their answers.
     templates: tuple[dict[str, Any], ...] = ()
     clarifications: tuple[dict[str, Any], ...] = ()
+    # What max_parallel and the queues imply (``review.routing``), before approval.
+    routing: tuple[RoutingNote, ...] = ()
 
 
 def _pretty(value: Any) -> str:
@@ -194,8 +198,17 @@ def workflow_review(*, workflow: Workflow, registry: ToolRegistry | None = None)
         revisions_max=MAX_REVISION_ROUNDS,
         changes=changes,
         tally=approval_tally(version=workflow),
+        routing=_routing(report.spec, registry),
         **_planner_sources(workflow),
     )
+
+
+def _routing(spec: WorkflowSpec | None, registry: ToolRegistry) -> tuple[RoutingNote, ...]:
+    """The routing notes of a definition that parses (none for one that does not)."""
+    if spec is None:
+        return ()
+    site = settings.FLOWPILOT_MAX_PARALLEL_STEPS
+    return tuple(routing_notes(spec, registry, in_process_steps=site))
 
 
 def _planner_sources(workflow: Workflow) -> dict[str, Any]:
