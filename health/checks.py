@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 from celery import current_app
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.db.migrations.executor import MigrationExecutor
 from django.db.models import Max
 from django.utils import timezone
@@ -36,6 +36,8 @@ from kombu.utils.url import maybe_sanitize_url
 
 from tools.breaker.selectors import breakers_list
 from tools.breaker.setup import breaker_backend, breaker_store_from_settings
+from tools.models import Tool
+from workflows.models import Step, Workflow, WorkflowStatus
 
 OK, FAILING, NOT_CONFIGURED = "ok", "failing", "not_configured"
 COMPONENTS = ("database", "broker", "workers", "beat", "llm", "breakers")
@@ -121,7 +123,9 @@ def check_broker() -> CheckResult:
 
 def check_workers(*, node: str | None = None) -> CheckResult:
     """Live workers (Celery inspect, short timeout) and whether one consumes the queue;
-    with ``node``, that worker (``worker@host``) must be among them."""
+    with ``node``, that worker (``worker@host``) must be among them. Every queue an
+    active workflow routes to (``routed_queues``) needs a consumer too: a step published
+    to a queue no worker reads waits until its queued lease runs out, again and again."""
     if not _broker_configured():
         return CheckResult("workers", NOT_CONFIGURED, "no broker: runs execute in process")
     wait = _timeout()
@@ -142,9 +146,47 @@ def check_workers(*, node: str | None = None) -> CheckResult:
     if not consumers:
         reason = f"{len(queues)} worker(s) answered, none consumes queue `{default}`"
         return CheckResult("workers", FAILING, reason, details)
+    routed = _routed_or_none()
+    if routed:
+        details["routed"] = routed
+        consumed = {name for names in queues.values() for name in names}
+        missing = [queue for queue in routed if queue not in consumed]
+        if missing:
+            named = "; ".join(f"`{q}` ({', '.join(routed[q])})" for q in missing)
+            reason = (
+                f"no worker consumes {named}: start one with "
+                f"`celery -A config worker -Q {','.join(missing)}`"
+            )
+            return CheckResult("workers", FAILING, reason, details)
     return CheckResult(
         "workers", OK, f"{len(consumers)} worker(s) consume queue `{default}`", details
     )
+
+
+def routed_queues() -> dict[str, list[str]]:
+    """The queues the active workflow versions route to, each with who names it
+    (``workflow NAME``, ``tool NAME``): a workflow's ``queue``, and the ``queue`` of a
+    tool one of their steps calls. Two queries."""
+    named: dict[str, set[str]] = {}
+    active = Workflow.objects.filter(status=WorkflowStatus.ACTIVE)
+    for name, queue in active.values_list("name", "definition__queue"):
+        if isinstance(queue, str) and queue:
+            named.setdefault(queue, set()).add(f"workflow {name}")
+    used = Step.objects.filter(workflow__status=WorkflowStatus.ACTIVE).exclude(tool="")
+    tools = Tool.objects.filter(name__in=used.values("tool"))
+    for name, queue in tools.values_list("name", "spec__queue"):
+        if isinstance(queue, str) and queue:
+            named.setdefault(queue, set()).add(f"tool {name}")
+    return {queue: sorted(who) for queue, who in sorted(named.items())}
+
+
+def _routed_or_none() -> dict[str, list[str]]:
+    """``routed_queues``, or nothing when the database cannot answer (its own check
+    says so; the workers' check is about the workers)."""
+    try:
+        return routed_queues()
+    except DatabaseError:
+        return {}
 
 
 def check_beat(*, now: datetime | None = None) -> CheckResult:

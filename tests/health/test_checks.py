@@ -240,3 +240,32 @@ def review_migrations_after_0001() -> list[str]:
     """The review app's migrations past its first (what migrating back to 0001 unapplies)."""
     names = MigrationLoader(None, ignore_no_migrations=True).disk_migrations
     return sorted(name for app, name in names if app == "review" and not name.startswith("0001"))
+
+
+# --- the queues active workflows route to ------------------------------------------------
+
+
+def test_routed_queues_are_those_of_active_workflows_and_of_the_tools_they_call():
+    from types import SimpleNamespace
+
+    from health.checks import routed_queues
+    from tests.celery_support import gauge_fan_out, load_gauge_tool
+    from tests.factories import WorkflowFactory
+    from workflows.models import WorkflowStatus
+
+    fake = SimpleNamespace(url="http://127.0.0.1:9")
+    load_gauge_tool(fake)
+    load_gauge_tool(fake, "heavy_gauge", queue="heavy")
+    load_gauge_tool(fake, "idle_gauge", queue="idle")  # no active workflow calls it
+    assert routed_queues() == {}
+
+    routed = gauge_fan_out("routed_active", 2, delay=0)
+    routed["steps"][0]["tool"] = "heavy_gauge"
+    WorkflowFactory(data={**routed, "queue": "reports"}, status=WorkflowStatus.ACTIVE)
+    draft = {**gauge_fan_out("routed_draft", 1, delay=0), "queue": "drafts"}
+    WorkflowFactory(data=draft, status=WorkflowStatus.DRAFT)
+
+    assert routed_queues() == {
+        "heavy": ["tool heavy_gauge"],
+        "reports": ["workflow routed_active"],
+    }

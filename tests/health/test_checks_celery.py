@@ -101,3 +101,36 @@ def test_the_broker_at_a_closed_port(cli, settings):
     assert got["database"]["status"] == "ok"
     assert got["broker"]["status"] == got["workers"]["status"] == "failing"
     assert f"127.0.0.1:{port}" in got["broker"]["reason"]
+
+
+def test_a_queue_an_active_workflow_routes_to_needs_a_worker(cli, workers, settings):
+    from types import SimpleNamespace
+
+    from tests.celery_support import gauge_fan_out, load_gauge_tool
+    from tests.factories import WorkflowFactory
+    from workflows.models import WorkflowStatus
+
+    settings.FLOWPILOT_HEALTH_TIMEOUT = 1
+    heavy = f"{workers.queue}-heavy"
+    load_gauge_tool(SimpleNamespace(url="http://127.0.0.1:9"), "heavy_gauge", queue=heavy)
+    data = gauge_fan_out("routed_health", 2, delay=0)
+    data["steps"][0]["tool"] = "heavy_gauge"
+    WorkflowFactory(data=data, status=WorkflowStatus.ACTIVE)
+
+    code, got = report(cli, "workers")
+
+    assert code == 1
+    assert got["workers"]["reason"] == (
+        f"no worker consumes `{heavy}` (tool heavy_gauge): start one with "
+        f"`celery -A config worker -Q {heavy}`"
+    )
+    assert got["workers"]["details"]["routed"] == {heavy: ["tool heavy_gauge"]}
+
+    workers.start_worker("w-heavy", concurrency=1, queues=(heavy,))
+    try:
+        code, got = report(cli, "workers")
+    finally:
+        workers.stop("w-heavy")
+
+    assert code == 0, got
+    assert got["workers"]["status"] == "ok"

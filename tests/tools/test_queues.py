@@ -100,3 +100,20 @@ def test_the_queue_is_part_of_the_tools_hash_only_when_set():
     before = {k: v for k, v in stored.items() if k not in ("deprecated", "replacement", "queue")}
     canonical = json.dumps(before, sort_keys=True, separators=(",", ":"))
     assert tool_definition_hash(plain) == hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@pytest.mark.django_db
+def test_moving_a_pinned_tool_to_another_queue_is_a_change_named_as_such():
+    from tools.pins import tool_pin_changes, tool_pins_for
+    from tools.registry import ToolRegistry
+    from tools.services import tool_upsert
+
+    (plain,) = load_tool_text(TOOL.format(queue=""), source="t.yaml")
+    tool_upsert(spec=plain, source="t.yaml")
+    pins = tool_pins_for(names=["heavy_report"], registry=ToolRegistry.from_db())
+    (heavy,) = load_tool_text(TOOL.format(queue="queue: heavy"), source="t.yaml")
+    tool_upsert(spec=heavy, source="t.yaml")
+
+    changes = tool_pin_changes(pins=pins, registry=ToolRegistry.from_db())
+
+    assert changes == [("heavy_report", "its worker queue changed")]
