@@ -34,6 +34,11 @@ Beside that walk:
   (``children.child_run_start``) and, when it ends, ``runs.settle_parent_step``
   (``children.parent_step_settle``) settles the parked step like step 5.
 
+Routing and bounds: a step task goes to its tool's ``queue``, else its workflow's, else
+the default queue (``broker.step_queue``); a chain continues in one task only while the
+queue stays the same. A workflow's ``max_parallel`` caps the run's queued and running
+steps when ``advance`` queues ready ones (docs/limits.md).
+
 Leases: a running step's lease is ``FLOWPILOT_STEP_LEASE`` seconds, renewed every
 third of it (from the first second of a try on) by ``heartbeat``; a queued step's
 lease is its due time plus ``FLOWPILOT_QUEUED_LEASE``. Steps of in-process runs have
