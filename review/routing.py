@@ -18,7 +18,8 @@ from workflows.schema import ForeachStep, WorkflowSpec
 
 
 class _Tool(Protocol):
-    queue: str | None
+    @property
+    def queue(self) -> str | None: ...
 
 
 class _Registry(Protocol):
