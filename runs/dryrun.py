@@ -104,6 +104,10 @@ def plan_lines(spec: WorkflowSpec, graph: FlowGraph, inputs: Mapping[str, Any]) 
     ]
     if inputs:
         lines.append("inputs: " + ", ".join(f"{k}={_show(v)}" for k, v in inputs.items()))
+    if spec.max_parallel is not None:
+        lines.append(f"max_parallel: at most {_count(spec.max_parallel, 'step')} at once")
+    if spec.queue:
+        lines.append(f"queue: {spec.queue} (on the Celery workers; a tool's own queue wins)")
     for number, level in enumerate(graph.levels, start=1):
         parallel = " (in parallel)" if len(level) > 1 else ""
         lines.append(f"  level {number}{parallel}")

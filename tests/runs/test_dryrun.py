@@ -195,3 +195,20 @@ def test_dry_run_output_is_deterministic(control_api, cli):
     assert '        branch full: mode == "full" -> enrich' in first.lines
     assert "        branch quick: (default) -> summary" in first.lines
     assert_nothing_happened(control_api)
+
+
+def test_dry_run_shows_the_workflows_bound_and_queue(control_api, cli, tmp_path):
+    data = yaml.safe_load((CORPUS / "foreach_order.yaml").read_text(encoding="utf-8"))
+    data["max_parallel"], data["queue"] = 2, "reports"
+    data["steps"][0].pop("concurrency", None)
+    data["steps"][0]["max_parallel"] = 6
+    path = tmp_path / "bounded.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+
+    result = dry_run(cli, str(path), "--input", "ids=[1, 2]")
+
+    assert result.code == 0, result.out + result.err
+    assert "max_parallel: at most 2 steps at once" in result.lines
+    assert "queue: reports (on the Celery workers; a tool's own queue wins)" in result.lines
+    assert "        per item (6 at a time):" in result.lines
+    assert_nothing_happened(control_api)
