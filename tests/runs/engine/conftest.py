@@ -37,12 +37,15 @@ def echo_api():
 
 @dataclass
 class Tasks:
-    """Records tasks sent by name: ``(name, args)``."""
+    """Records tasks sent by name: ``(name, args)``, and beside them every send's
+    options (``queue``: a run-level task goes to its workflow's queue)."""
 
     sent: list[tuple[str, list]] = field(default_factory=list)
+    options: list[tuple[str, dict]] = field(default_factory=list)
 
-    def send_task(self, name: str, args: list) -> None:
+    def send_task(self, name: str, args: list, **options) -> None:
         self.sent.append((name, list(args)))
+        self.options.append((name, options))
 
 
 @pytest.fixture

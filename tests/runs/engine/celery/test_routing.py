@@ -70,7 +70,8 @@ def published_queues(run: Run, bus: Bus) -> dict[str, set[str | None]]:
     names = by_id(run)
     queues: dict[str, set[str | None]] = {}
     for message in bus.published:
-        queues.setdefault(names[message.step_result_id], set()).add(message.queue)
+        if message.step_result_id in names:  # a step of this run
+            queues.setdefault(names[message.step_result_id], set()).add(message.queue)
     return queues
 
 
@@ -167,3 +168,42 @@ def test_max_parallel_of_one_runs_a_fan_out_one_step_at_a_time(gauge):
     run.refresh_from_db()
     assert run.status == "succeeded", run.error_summary
     assert set(queued) == {1}
+
+
+@pytest.mark.usefixtures("echo_api")
+def test_run_level_tasks_go_to_their_workflows_queue(tasks):
+    from runs.engine.kinds import workflow as workflow_kind
+    from runs.hooks import SETTLE_PARENT_TASK
+    from tests.runs.engine.conftest import settle
+    from tests.runs.subflows import activate, child_flow, parent_flow
+
+    activate({**child_flow(), "queue": "kids"})
+    parent = activate({**parent_flow(), "queue": "parents"})
+    bus = Bus()
+    run = run_create(workflow=parent, trigger="api", inputs={"tag": "q"})
+    run_start(run=run, publish=bus)
+
+    settle(bus, tasks)
+
+    run.refresh_from_db()
+    assert run.status == "succeeded", run.error_summary
+    # The child's start on the child's queue; the parked step's settle on the parent's.
+    assert tasks.options == [
+        (workflow_kind.START_TASK, {"queue": "kids"}),
+        (SETTLE_PARENT_TASK, {"queue": "parents"}),
+    ]
+    child = Run.objects.get(parent_run=run)
+    queues = published_queues(child, bus) | published_queues(run, bus)
+    assert queues == {"say": {"kids"}, "sub": {"parents"}, "after": {"parents"}}
+
+
+@pytest.mark.usefixtures("echo_api")
+def test_run_level_tasks_of_workflows_without_a_queue_go_to_the_default_one(tasks):
+    from tests.runs.engine.conftest import settle, start
+
+    run, bus = start("d1")
+    settle(bus, tasks)
+
+    run.refresh_from_db()
+    assert run.status == "succeeded", run.error_summary
+    assert [options for _, options in tasks.options] == [{}, {}]
