@@ -52,8 +52,9 @@ def _without_lifecycle(stored: dict[str, Any]) -> dict[str, Any]:
     kept = {k: v for k, v in stored.items() if k not in ("deprecated", "replacement")}
     kept = {k: v for k, v in kept.items() if not (k in _COUNTED_WHEN_SET and v is None)}
     server = (kept.get("mcp") or {}).get("server")
-    if isinstance(server, dict) and "deprecated" in server:
-        server = {k: v for k, v in server.items() if k != "deprecated"}
+    if isinstance(server, dict) and ("deprecated" in server or "queue" in server):
+        # The server's queue is the tool's ``queue`` already (hashed there when set).
+        server = {k: v for k, v in server.items() if k not in ("deprecated", "queue")}
         kept["mcp"] = {**kept["mcp"], "server": server}
     return kept
 

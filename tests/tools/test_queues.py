@@ -117,3 +117,41 @@ def test_moving_a_pinned_tool_to_another_queue_is_a_change_named_as_such():
     changes = tool_pin_changes(pins=pins, registry=ToolRegistry.from_db())
 
     assert changes == [("heavy_report", "its worker queue changed")]
+
+
+def test_an_mcp_server_files_queue_is_every_one_of_its_tools_queue():
+    from mcp import types
+
+    from tools.mcp.config import McpServer
+    from tools.mcp.discovery import _spec
+
+    tool = types.Tool(name="lookup", inputSchema={"type": "object", "properties": {}})
+    plain = _spec(McpServer(name="srv", url="http://127.0.0.1:9/mcp"), tool, "srv_lookup")
+    routed = _spec(
+        McpServer(name="srv", url="http://127.0.0.1:9/mcp", queue="heavy"), tool, "srv_lookup"
+    )
+
+    assert (plain.queue, routed.queue) == (None, "heavy")
+    assert tool_definition_hash(plain) != tool_definition_hash(routed)
+    # The hash of an MCP tool written before the field: neither `queue` is hashed unset.
+    stored = plain.stored()
+    server = {k: v for k, v in stored["mcp"]["server"].items() if k not in ("deprecated", "queue")}
+    before = {
+        **{k: v for k, v in stored.items() if k not in ("deprecated", "replacement", "queue")},
+        "mcp": {**stored["mcp"], "server": server},
+    }
+    canonical = json.dumps(before, sort_keys=True, separators=(",", ":"))
+    assert tool_definition_hash(plain) == hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def test_a_bad_queue_in_an_mcp_server_file_names_the_field(tmp_path):
+    from tools.loader import load_mcp_server_file
+
+    path = tmp_path / "srv.yaml"
+    path.write_text("mcp_server:\n  name: srv\n  url: http://127.0.0.1:9/mcp\n  queue: 'a b'\n")
+    with pytest.raises(ToolConfigError) as info:
+        load_mcp_server_file(path)
+    message = str(info.value)
+    assert str(path) in message
+    assert "mcp_server.queue" in message
+    assert "queue name 'a b' must be" in message

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from tools.errors import TemplateError
 from tools.policy import RetryPolicy
+from tools.queues import check_queue_name
 from tools.templating import iter_strings, placeholders
 
 TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"  # tools.spec's (which builds on this module)
@@ -48,6 +49,7 @@ class McpServer(BaseModel):
     env variables they read become secret too). ``timeout`` (seconds per call) and
     ``retry`` apply to every tool of the server unless a step sets its own timeout.
     ``idempotent`` overrides what the server's ``idempotentHint`` annotations say.
+    ``queue`` routes the steps of every tool of the server to that Celery queue.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -64,6 +66,9 @@ class McpServer(BaseModel):
     timeout: float = Field(30.0, gt=0, le=3600, description="Seconds per call.")
     retry: RetryPolicy | None = None
     idempotent: bool | None = Field(None, description="None: from the tools' annotations.")
+    queue: str | None = Field(
+        None, description="The Celery queue of every tool of the server (docs/limits.md)."
+    )
     deprecated: dict[str, str | None] = Field(
         default_factory=dict,
         description="Deprecated tools by their name on the server -> the registered name of "
@@ -91,6 +96,11 @@ class McpServer(BaseModel):
             if not re.match(ENV_NAME_PATTERN, name):
                 raise ValueError(f"{name!r} is not an environment variable name")
         return value
+
+    @field_validator("queue")
+    @classmethod
+    def _queue_name(cls, value: str | None) -> str | None:
+        return check_queue_name(value)
 
     @field_validator("deprecated")
     @classmethod

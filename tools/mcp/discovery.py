@@ -98,4 +98,5 @@ def _spec(server: McpServer, tool: types.Tool, name: str) -> ToolSpec:
         mcp=McpToolConfig(server=server, tool=tool.name),
         deprecated=tool.name in server.deprecated,
         replacement=server.deprecated.get(tool.name),
+        queue=server.queue,
     )
