@@ -216,6 +216,12 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": timedelta(seconds=FLOWPILOT_SWEEP_INTERVAL),
         "options": {"expires": FLOWPILOT_SWEEP_INTERVAL},
     },
+    # Starts queued runs (concurrency limits) whose start message was lost (runs/concurrency.py).
+    "flowpilot-sweep-queued-runs": {
+        "task": "runs.sweep_queued_runs",
+        "schedule": timedelta(seconds=FLOWPILOT_SWEEP_INTERVAL),
+        "options": {"expires": FLOWPILOT_SWEEP_INTERVAL},
+    },
     "flowpilot-retention": {
         "task": "schedules.retention_sweep",
         "schedule": crontab(minute=0, hour=FLOWPILOT_RETENTION_HOUR),

@@ -51,6 +51,14 @@ def summary_line(run: Run) -> str:
 
 def execute_and_report(out: OutputWrapper, run: Run, *, enqueue: bool) -> None:
     """Run in this process (or hand to the Celery workers) and print how it went."""
+    if run.status == RunStatus.QUEUED:  # its workflow's concurrency limit: every slot taken
+        out.write(
+            f"run {run.pk} queued: its workflow's concurrency limit has no free slot; it "
+            f"starts when one frees (cancel with: manage.py cancelrun {run.pk})"
+        )
+        return
+    if run.status in RUN_TERMINAL:  # not admitted by its concurrency limit (skipped, failed)
+        report_end(out, run)
     if enqueue:
         try:
             run = run_enqueue(run=run, observer=ProgressPrinter(out))

@@ -2,8 +2,12 @@
 
 A child run of a `workflow` step parked on Celery wakes its parent step: the hook queues
 ``runs.settle_parent_step`` (``runs.engine.celery.children.parent_step_settle``) on the
-parent workflow's ``queue`` (the default queue when it names none). In process
-there is nothing to do: the parent step waits for its child itself.
+parent workflow's ``queue`` (the default queue when it names none). A run
+under a concurrency limit frees its slot: the hook queues ``runs.fill_slots``
+(``runs.concurrency.slots_fill``), which starts the next queued runs of its pool (a lost
+message is recovered by the periodic ``runs.sweep_queued_runs``). In process there is
+nothing to do: the parent step waits for its child itself, and the driver that ended a
+limited run executes the next ones (``runs.services.run_execute``).
 """
 
 from __future__ import annotations
@@ -17,10 +21,19 @@ from runs.engine.celery.broker import run_task_options
 from runs.models import Run
 
 SETTLE_PARENT_TASK = "runs.settle_parent_step"
+FILL_SLOTS_TASK = "runs.fill_slots"
 
 
-def run_finished(*, run_id: int, child: bool | None = None, **_: Any) -> None:
-    if broker.in_process() or child is False:
+def run_finished(
+    *, run_id: int, child: bool | None = None, limited: bool | None = None, **_: Any
+) -> None:
+    if broker.in_process():
+        return
+    if limited or (
+        limited is None and Run.objects.filter(pk=run_id, concurrency_key__isnull=False).exists()
+    ):
+        current_app.send_task(FILL_SLOTS_TASK, args=[run_id])
+    if child is False:
         return
     found = (
         Run.objects.filter(pk=run_id, parent_step__isnull=False)

@@ -83,6 +83,13 @@ class Run(models.Model):
         help_text="A replay: the validation run whose recorded tool calls this run was served "
         "offline (runs/replay/).",
     )
+    concurrency_key = models.CharField(  # noqa: DJ001 - null (no limit) is not "" (one pool)
+        max_length=255,
+        null=True,
+        blank=True,
+        help_text="Under its workflow's concurrency limit (runs/concurrency.py): the key's "
+        "value naming its pool of slots (empty: one pool for the workflow). Null: no limit.",
+    )
     # A child run of a `workflow` step (runs/engine/kinds/workflow.py): its parent run and step.
     parent_run = models.ForeignKey(
         "self",
@@ -112,7 +119,15 @@ class Run(models.Model):
                 name="run_trigger_valid",
             ),
         ]
-        indexes = [models.Index(fields=["workflow", "status"], name="run_workflow_status_idx")]
+        indexes = [
+            models.Index(fields=["workflow", "status"], name="run_workflow_status_idx"),
+            # The slots and the queue of one key (runs/concurrency.py): limited runs only.
+            models.Index(
+                fields=["concurrency_key", "status"],
+                name="run_concurrency_idx",
+                condition=models.Q(concurrency_key__isnull=False),
+            ),
+        ]
         permissions = [("operate_run", "Can run again, resume and cancel runs")]
 
     def __str__(self) -> str:

@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from runs import concurrency
 from runs.engine import caches, subruns
 from runs.engine.attempt import step_idempotent
 from runs.engine.build import build_run_context
@@ -50,6 +51,7 @@ from tools.registry import ToolRegistry
 from workflows.inputs import resolve_inputs
 from workflows.models import Workflow
 from workflows.pins import workflow_pins_check
+from workflows.schema import WorkflowSpec
 from workflows.services import workflow_spec
 from workflows.validation.subworkflows import max_depth
 from workflows.validator import validate_workflow
@@ -120,7 +122,17 @@ def run_create(
         _reused_copy(run, reuse[s.id]) if s.id in reuse else StepResult(run=run, step_id=s.id)
         for s in spec.steps
     ]
-    run_rows_create(run, rows)
+    key = concurrency.limited_key(spec, resolved, trigger)
+    if key is None:
+        run_rows_create(run, rows)
+    else:  # admitted and written under the pool's lock: no other admission in between
+        with transaction.atomic():
+            _admit(run, rows, spec=spec, key=key)
+            run_rows_create(run, rows)
+            concurrency.admission_finished(run, spec)
+        if run.status != RunStatus.PENDING:
+            logger.info("run %s created %s for %s (%s)", run.pk, run.status, workflow, trigger)
+            return run
     logger.info("run %s created for %s (%s)", run.pk, workflow, trigger)
     # Executed in this process right away (runflow, the admin), the run uses the registry
     # it was just validated against instead of reading the tool table's state again, and
@@ -130,6 +142,22 @@ def run_create(
     if all(row.pk is not None for row in rows):
         run.created_results = {row.step_id: row for row in sorted(rows, key=lambda r: r.step_id)}
     return run
+
+
+def _admit(run: Run, rows: list[StepResult], *, spec: WorkflowSpec, key: str) -> None:
+    """Set the first status of a limited run (``runs.concurrency.admit``) on it and its
+    new step rows: pending or queued as created, or skipped / failed, finished now."""
+    assert spec.concurrency is not None  # a key is only given under a limit
+    admission = concurrency.admit(workflow_name=run.workflow.name, limit=spec.concurrency, key=key)
+    run.concurrency_key = key
+    run.status = admission.status
+    if admission.status in (RunStatus.PENDING, RunStatus.QUEUED):
+        return
+    now = timezone.now()
+    run.finished_at, run.error_summary = now, admission.reason[:MAX_SUMMARY_CHARS]
+    for row in rows:
+        if not row.reused:
+            row.status, row.finished_at = StepStatus.SKIPPED, now
 
 
 _REUSED_FIELDS = (
@@ -153,6 +181,25 @@ def run_execute(
     context: RunContext | None = None,
 ) -> Run:
     """Execute a pending (or resumed) run in this process and record how it ended.
+
+    Under a concurrency limit, with no broker, the runs its end lets out of the queue
+    are executed here next (``_queue_drain``); on Celery its end is announced and
+    ``runs.fill_slots`` starts them on the workers.
+    """
+    try:
+        return _execute(run=run, observer=observer, context=context)
+    finally:
+        if run.concurrency_key is not None and in_process():
+            _queue_drain(run)
+
+
+def _execute(
+    *,
+    run: Run,
+    observer: Observer | None = None,
+    context: RunContext | None = None,
+) -> Run:
+    """``run_execute``'s body: execute one run here and record how it ended.
 
     A run ``run_create`` has just made in this process starts with its first steps'
     claims, in one atomic write (``drive_local``'s ``start``); any other run is moved to
@@ -215,6 +262,31 @@ def run_execute(
     return run
 
 
+def _queue_drain(ended: Run) -> None:
+    """In process: fill the pool of ``ended`` and execute the runs promoted, one after
+    another in this loop (never nested: each one's end fills the pool again from here),
+    until the pool has no queued run or no free slot."""
+    done = [ended]
+    while done:
+        for promoted in concurrency.run_slots_fill(done.pop(), start=None):
+            try:
+                _execute(run=promoted)
+            except Exception:  # recorded on that run (failed); the queue goes on
+                logger.exception("run %s (promoted from the queue) failed", promoted.pk)
+            done.append(promoted)
+
+
+def _slots_release(run: Run) -> None:
+    """A limited run left its slot outside a driver's end (cancelled): fill its pool, on
+    the workers (Celery) or here (no broker)."""
+    if run.concurrency_key is None:
+        return
+    if in_process():
+        _queue_drain(run)
+    else:
+        concurrency.run_slots_fill(run, start=concurrency.start_on_workers)
+
+
 def _execute_child(child: Run) -> Run:
     """A `workflow` step's child run, executed in this process to its end."""
     return run_execute(run=child)
@@ -267,7 +339,9 @@ def run_prepare_resume(*, run: Run, force: bool = False) -> Run:
             step_transition(result, StepStatus.PENDING, updated_at=now, claim_token="")
             if step.called_workflow() is not None:
                 subruns.child_prepare_resume(parent=result, force=force, prepare=run_prepare_resume)
-    run_transition(run, RunStatus.PENDING, finished_at=None, error_summary="", outputs=None)
+    # Back to pending, or to the queue when its concurrency limit has no free slot.
+    to = concurrency.resume_status(run)
+    run_transition(run, to, finished_at=None, error_summary="", outputs=None)
     return run
 
 
@@ -275,7 +349,8 @@ OPERATE_PERMISSION = "runs.operate_run"
 
 
 def run_cancel(*, run: Run, actor: Any = None) -> bool:
-    """Cancel a pending or running run. Steps in flight finish; nothing new starts.
+    """Cancel a queued, pending or running run. Steps in flight finish; nothing new
+    starts. A limited run's slot (or place in the queue) goes to the next queued run.
 
     ``actor`` needs ``runs.operate_run`` (``tools.permissions``: None is an operator's
     command or the engine).
@@ -304,6 +379,7 @@ def run_cancel(*, run: Run, actor: Any = None) -> bool:
         run_cancel(run=child, actor=actor)
     if run.parent_step_id is not None:
         parent_step_settle(child_run_id=run.pk)
+    _slots_release(run)
     return True
 
 
@@ -313,7 +389,12 @@ def run_enqueue(*, run: Run, observer: Observer | None = None) -> Run:
     A coordinator queues the ready steps as separate tasks (``runs.engine.celery``).
     With no broker configured (the embedded default: Celery eager) the run executes in
     this process instead, exactly like ``run_execute``, and comes back finished.
+
+    A run its concurrency limit did not admit (queued, skipped, failed) comes back as it
+    is: a queued run starts when a slot frees, the others never start.
     """
+    if run.concurrency_key is not None and run.status != RunStatus.PENDING:
+        return run
     if in_process():
         return run_execute(run=run, observer=observer)
     run.created_results = None  # started elsewhere: this instance's rows go stale

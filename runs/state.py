@@ -25,11 +25,16 @@ from tools.errors import FlowpilotError
 
 
 class RunStatus(models.TextChoices):
+    # Waiting for a slot of its workflow's concurrency limit (``runs.concurrency``): it
+    # holds none, and starts (moves to pending) when one frees, oldest first per key.
+    QUEUED = "queued", "Queued (concurrency limit)"
     PENDING = "pending", "Pending"
     RUNNING = "running", "Running"
     SUCCEEDED = "succeeded", "Succeeded"
     FAILED = "failed", "Failed"
     CANCELLED = "cancelled", "Cancelled"
+    # Never started: its workflow's concurrency limit was reached (``on_limit: skip``).
+    SKIPPED = "skipped", "Skipped (concurrency limit)"
 
 
 class RunTrigger(models.TextChoices):
@@ -53,21 +58,30 @@ class StepStatus(models.TextChoices):
     SKIPPED = "skipped", "Skipped"
 
 
-RUN_TERMINAL = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
+RUN_TERMINAL = frozenset(
+    {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.SKIPPED}
+)
+# Runs that hold a slot of their workflow's concurrency limit (``runs.concurrency``).
+RUN_HOLDING_SLOT = frozenset({RunStatus.PENDING, RunStatus.RUNNING})
 STEP_TERMINAL = frozenset({StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.SKIPPED})
 # Handed to a worker (queued) or executing (running): a Celery run's steps hold a lease then.
 STEP_IN_FLIGHT = frozenset({StepStatus.QUEUED, StepStatus.RUNNING})
 
 RUN_TRANSITIONS: Mapping[str, frozenset[str]] = {
+    # A slot freed (promoted, oldest first), or cancelled while it waited. A run is
+    # created queued (or skipped) by its admission; no transition leads to either.
+    RunStatus.QUEUED: frozenset({RunStatus.PENDING, RunStatus.CANCELLED}),
     RunStatus.PENDING: frozenset({RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.FAILED}),
     # Back to pending: resuming a run whose process died (operator --force).
     RunStatus.RUNNING: frozenset(
         {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.PENDING}
     ),
     # Resume takes a failed or cancelled run back to pending, then running.
-    RunStatus.FAILED: frozenset({RunStatus.PENDING}),
-    RunStatus.CANCELLED: frozenset({RunStatus.PENDING}),
+    # Resume takes it back to queued instead when its concurrency limit is reached.
+    RunStatus.FAILED: frozenset({RunStatus.PENDING, RunStatus.QUEUED}),
+    RunStatus.CANCELLED: frozenset({RunStatus.PENDING, RunStatus.QUEUED}),
     RunStatus.SUCCEEDED: frozenset(),
+    RunStatus.SKIPPED: frozenset(),
 }
 
 STEP_TRANSITIONS: Mapping[str, frozenset[str]] = {

@@ -14,9 +14,10 @@ from __future__ import annotations
 from celery import Task, shared_task
 from django.db import InterfaceError, OperationalError
 
-from runs import hooks
+from runs import concurrency, hooks
 from runs.engine.celery import children, step, sweep
 from runs.engine.celery.broker import STEP_TASK
+from runs.models import Run
 from runs.replay.recorder import call_recorder_for
 
 INFRASTRUCTURE_ERRORS = (OperationalError, InterfaceError)
@@ -86,3 +87,31 @@ def start_run(run_id: int) -> None:
 def settle_parent_step(child_run_id: int) -> None:
     """A child run finished: settle the `workflow` step parked on it, advance its run."""
     children.parent_step_settle(child_run_id=child_run_id)
+
+
+@shared_task(
+    name=hooks.FILL_SLOTS_TASK,
+    acks_late=True,
+    ignore_result=True,
+    autoretry_for=INFRASTRUCTURE_ERRORS,
+    retry_backoff=True,
+    max_retries=10,
+)
+def fill_slots(run_id: int) -> None:
+    """A limited run ended: start the next queued runs of its pool (``runs.concurrency``)."""
+    run = Run.objects.select_related("workflow").filter(pk=run_id).first()
+    if run is not None:
+        concurrency.run_slots_fill(run, start=concurrency.start_on_workers)
+
+
+@shared_task(
+    name="runs.sweep_queued_runs",
+    acks_late=True,
+    autoretry_for=INFRASTRUCTURE_ERRORS,
+    retry_backoff=True,
+    max_retries=3,
+)
+def sweep_queued_runs() -> int:
+    """Start queued runs whose pool has a free slot (scheduled by Celery beat): recovers
+    a ``fill_slots`` message lost with its worker. Returns how many started."""
+    return len(concurrency.queued_sweep(start=concurrency.start_on_workers))

@@ -29,7 +29,7 @@ from workflows.models import Workflow, WorkflowStatus
 
 logger = logging.getLogger("flowpilot.schedules")
 
-IN_FLIGHT = (RunStatus.PENDING, RunStatus.RUNNING)
+IN_FLIGHT = (RunStatus.QUEUED, RunStatus.PENDING, RunStatus.RUNNING)  # queued: a concurrency limit
 # Starts a fire's run after ``delay`` seconds (the Celery task, or a test's stand-in).
 Starter = Callable[[int, float], None]
 

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from tools.policy import RetryPolicy
 from tools.queues import check_queue_name
+from workflows.schema_concurrency import Concurrency
 from workflows.schema_llm import LLMBudget, LLMSettings
 from workflows.schema_triggers import Notifications, ScheduleSpec
 from workflows.transform import multiselect_keys
@@ -405,6 +406,11 @@ class WorkflowSpec(_Model):
         le=1000,
         description="Steps of one run in flight at once (queued or running), on either "
         "driver; omitted: no bound on Celery, FLOWPILOT_MAX_PARALLEL_STEPS in process.",
+    )
+    concurrency: Concurrency | None = Field(
+        None,
+        description="How many runs may run at once (per key) and what a run past the limit "
+        "does (docs/limits.md). Omitted: no limit.",
     )
 
     @field_validator("queue")

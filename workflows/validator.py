@@ -33,7 +33,11 @@ from workflows.validation.exclusive import check_exclusive_reads
 from workflows.validation.jmespath_checks import check_transforms
 from workflows.validation.kinds import UNSUPPORTED_KINDS, check_kinds
 from workflows.validation.partial import outside, salvage
-from workflows.validation.reference_checks import check_references, check_unused_inputs
+from workflows.validation.reference_checks import (
+    check_concurrency_key,
+    check_references,
+    check_unused_inputs,
+)
 from workflows.validation.report import (
     ValidationIssue,
     ValidationReport,
@@ -135,6 +139,7 @@ _CHECKS: tuple[Callable[[FlowContext], list[ValidationIssue]], ...] = (
     check_foreach_items,
     check_references,
     check_unused_inputs,
+    check_concurrency_key,
     check_tools,
     check_credentials,
     check_edge_labels,

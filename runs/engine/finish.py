@@ -81,7 +81,8 @@ def run_finished_announce(run: Run, spec: WorkflowSpec | None = None) -> None:
     that finished the run; each only queues a task, so the finishing worker does not
     wait for an email or a webhook. ``runs`` never imports the layers it wakes up.
     They get the run's id and what never changes about it — its ``trigger``, whether
-    it is a ``child`` run of a workflow step and, when the caller has the version's
+    it is a ``child`` run of a workflow step, whether it is ``limited`` (holds a slot of
+    a concurrency limit: ``runs.concurrency``) and, when the caller has the version's
     spec, whether it declares any report channel (``reports``; None: not known) — so a
     hook that is not concerned reads nothing (a hook must accept further keyword
     arguments). A replay
@@ -95,6 +96,7 @@ def run_finished_announce(run: Run, spec: WorkflowSpec | None = None) -> None:
         run_id=run.pk,
         trigger=run.trigger,
         child=run.parent_step_id is not None,
+        limited=run.concurrency_key is not None,
         reports=None if spec is None else spec.notifications.has_channels(),
     )
 

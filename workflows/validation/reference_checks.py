@@ -29,11 +29,26 @@ def check_references(ctx: FlowContext) -> list[ValidationIssue]:
 
 def check_unused_inputs(ctx: FlowContext) -> list[ValidationIssue]:
     used = {leaf.value.name for leaf in ctx.leaves() if isinstance(leaf.value, InputRef)}
+    if ctx.spec.concurrency is not None and ctx.spec.concurrency.key_input:
+        used.add(ctx.spec.concurrency.key_input)  # it names the run's pool of slots
     return [
         warning("unused_input", f"inputs.{name}", f"input `{name}` is declared but never read")
         for name in ctx.spec.inputs
         if name not in used
     ]
+
+
+def check_concurrency_key(ctx: FlowContext) -> list[ValidationIssue]:
+    """A ``concurrency.key`` names a declared input: its value picks the pool of slots."""
+    limit = ctx.spec.concurrency
+    name = limit.key_input if limit is not None else None
+    if name is None or name in ctx.spec.inputs:
+        return []
+    message = (
+        f"concurrency key `{limit.key if limit else ''}` reads input `{name}`, which is not "
+        f"declared{suggest(name, ctx.spec.inputs)}; declared inputs: {names(ctx.spec.inputs)}"
+    )
+    return [error("unknown_input", "concurrency.key", message)]
 
 
 def _bad_reference(

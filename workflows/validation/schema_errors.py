@@ -18,6 +18,7 @@ from workflows.schema import (
     WorkflowSpec,
     step_models,
 )
+from workflows.schema_concurrency import Concurrency
 from workflows.validation.confusables import describe, skeleton
 from workflows.validation.report import ValidationIssue, error, format_path, names, suggest
 
@@ -107,6 +108,8 @@ def _model_at(loc: tuple, data: Any) -> Any:
         return Edge
     if loc[0] == "notifications" and len(loc) == 1:
         return Notifications
+    if loc[0] == "concurrency" and len(loc) == 1:
+        return Concurrency
     if loc[0] == "steps" and len(loc) >= 2:
         if len(loc) == 3 and loc[2] in _FIELD_MODELS:
             return _FIELD_MODELS[loc[2]]
