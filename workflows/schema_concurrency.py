@@ -29,6 +29,7 @@ class Concurrency(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
     max_runs: int = Field(
+        strict=True,  # a count: not `true`, not "3"
         ge=1,
         le=MAX_RUNS_BOUND,
         description="How many runs (per key value) may be pending or running at once.",
@@ -60,9 +61,9 @@ class Concurrency(BaseModel):
         """The input whose value names the pool (None: one pool for the workflow)."""
         return None if self.key is None else self.key.removeprefix("$input.")
 
-    def describe(self, *, runs: str = "runs") -> str:
+    def describe(self) -> str:
         """What the limit means, in one sentence (the review page, the run page)."""
-        count = "1 run" if self.max_runs == 1 else f"{self.max_runs:,} {runs}"
+        count = "1 run" if self.max_runs == 1 else f"{self.max_runs:,} runs"
         scope = f" per `{self.key_input}`" if self.key_input else ""
         then = {
             "queue": "further runs queue and start, oldest first, as slots free",

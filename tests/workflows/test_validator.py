@@ -281,8 +281,9 @@ def test_schema_messages_are_readable():
     data = {"name": "s", "steps": [{"id": "a"}, {"id": "b", "kind": "loop"}], "extra": 1}
     messages = {i.path: i.message for i in validate_workflow(data, registry=REGISTRY).issues}
     assert messages == {
-        "extra": "`extra` is not a known field; the fields here are `description`, `edges`, "
-        "`goal`, `inputs`, `max_parallel`, `name`, `notifications`, `outputs`, `queue`, "
+        "extra": "`extra` is not a known field; the fields here are `concurrency`, "
+        "`description`, `edges`, `goal`, `inputs`, `max_parallel`, `name`, `notifications`, "
+        "`outputs`, `queue`, "
         "`retention_days`, `schedule`, `steps`, `tools`",
         "steps[0]": "`steps[0]` needs a `kind`: one of `decision`, `foreach`, `llm`, `tool`, "
         "`transform`, `workflow`",
