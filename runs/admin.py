@@ -362,7 +362,9 @@ class RunAdmin(RunOperationViews):
             if done:
                 cancelled.append(run)
             else:
-                refused.append(f"run {run.pk} is {run.status}; only pending or running runs cancel")
+                refused.append(
+                    f"run {run.pk} is {run.status}; only queued, pending or running runs cancel"
+                )
         self._report(
             request, cancelled, refused, "%(count)d run cancelled", "%(count)d runs cancelled"
         )

@@ -16,6 +16,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from runs.concurrency import Waiting, waiting_behind
 from runs.engine.tries import sent_label, wait_reason_label
 from runs.models import Run, StepResult
 from runs.state import RUN_TERMINAL, StepStatus
@@ -75,6 +76,8 @@ class RunView:
     terminal: bool
     span_ms: float
     counts: dict[str, int]
+    # A queued run: what it waits behind (its concurrency limit's slot holders, its place).
+    waiting: Waiting | None = None
 
 
 def _ms(delta: timedelta) -> float:
@@ -218,7 +221,8 @@ def run_view(*, run: Run) -> RunView:
     counts: dict[str, int] = {}
     for view in views:
         counts[view.status] = counts.get(view.status, 0) + 1
-    return RunView(run, views, graph, terminal, span.ms, dict(sorted(counts.items())))
+    waiting = waiting_behind(run)  # None (no query) unless the run is queued
+    return RunView(run, views, graph, terminal, span.ms, dict(sorted(counts.items())), waiting)
 
 
 def run_status_data(view: RunView) -> dict[str, Any]:
@@ -230,6 +234,7 @@ def run_status_data(view: RunView) -> dict[str, Any]:
         "terminal": view.terminal,
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
         "error_summary": run.error_summary,
+        **({"waiting": waiting_data(view.waiting)} if view.waiting else {}),
         "steps": [
             {
                 "step_id": s.step_id,
@@ -239,6 +244,19 @@ def run_status_data(view: RunView) -> dict[str, Any]:
             }
             for s in view.steps
         ],
+    }
+
+
+def waiting_data(waiting: Waiting) -> dict[str, Any]:
+    """What a queued run waits behind, as JSON: the limit, its key, its place, the runs
+    holding the slots."""
+    return {
+        "limit": waiting.description,
+        "max_runs": waiting.limit.max_runs,
+        "key": waiting.key if waiting.limit.key_input else None,
+        "position": waiting.position,
+        "queued": waiting.queued_total,
+        "holding": [{"id": r.pk, "status": r.status} for r in waiting.holding],
     }
 
 
@@ -286,5 +304,6 @@ def run_record(view: RunView) -> dict[str, Any]:
         "finished_at": _iso(run.finished_at),
         "duration_ms": _ms(run.duration) if run.duration is not None else None,
         "step_counts": view.counts,
+        **({"waiting": waiting_data(view.waiting)} if view.waiting else {}),
         "steps": steps,
     }

@@ -78,7 +78,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     @extend_schema(request=None, responses={200: RunDetailSerializer})
     def cancel(self, request: Request, pk: str) -> Response:
-        """Cancel a pending or running run (steps in flight finish; nothing new starts)."""
+        """Cancel a queued, pending or running run (steps in flight finish; nothing new starts)."""
         run = self.get_object()
         run_cancel(run=run, actor=request.user)
         return Response(RunDetailSerializer(run_detail_list().get(pk=run.pk)).data)

@@ -90,7 +90,7 @@ def test_cancelrun_cancels_pending_runs_and_refuses_finished_or_unknown_ones(cli
     assert pending.status == "cancelled"
     assert set(pending.step_results.values_list("status", flat=True)) == {"skipped"}
     assert refused.code == 1
-    assert f"run {done.pk} is succeeded; only pending or running runs can be cancelled" in (
+    assert f"run {done.pk} is succeeded; only queued, pending or running runs can be cancelled" in (
         refused.err
     )
     assert "no run 999999" in refused.err
@@ -149,7 +149,7 @@ def test_cancel_reports_how_many_runs_it_cancelled(operator_client, output_dir):
     assert messages == [
         f"2 runs cancelled: run {runs[0].pk} (cancelled), run {runs[1].pk} (cancelled)."
     ]
-    assert again == [f"run {runs[0].pk} is cancelled; only pending or running runs cancel"]
+    assert again == [f"run {runs[0].pk} is cancelled; only queued, pending or running runs cancel"]
 
 
 def test_the_actions_need_the_operate_permission(client, django_user_model, output_dir):

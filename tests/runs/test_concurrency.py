@@ -286,3 +286,112 @@ def test_concurrent_admissions_never_exceed_the_limit():
         for s in ("pending", "queued")
     }
     assert counts == {"pending": 3, "queued": 37}
+
+
+# --- the surfaces: run page, admin list, REST API, showrun ----------------------------
+
+
+def test_the_run_page_says_what_a_queued_run_waits_behind(admin_client):
+    workflow = make(limited_flow(max_runs=2))
+    holders = [create(workflow, "acme") for _ in range(2)]
+    create(workflow, "acme")
+    queued = create(workflow, "acme")
+
+    page = admin_client.get(f"/admin/runs/run/{queued.pk}/change/").content.decode()
+
+    assert 'id="fp-run-waiting" data-position="2"' in page
+    assert "at most 2 runs at once per `account`" in page
+    assert "key <code>account</code> = <code>acme</code>" in page
+    assert "number 2 of 2 in the queue" in page
+    for holder in holders:
+        assert f'<a href="/admin/runs/run/{holder.pk}/change/">run {holder.pk}</a>' in page
+    status = admin_client.get(f"/admin/runs/run/{queued.pk}/status.json").json()
+    assert status["status"] == "queued"
+    assert status["waiting"]["position"] == 2
+    assert [h["id"] for h in status["waiting"]["holding"]] == [h.pk for h in holders]
+    holder_page = admin_client.get(f"/admin/runs/run/{holders[0].pk}/change/").content.decode()
+    assert "fp-run-waiting" not in holder_page
+
+
+def test_the_admin_list_shows_and_filters_queued_and_skipped_runs(admin_client):
+    workflow = make(limited_flow(max_runs=1))
+    create(workflow, "acme")
+    queued = create(workflow, "acme")
+    skipper = make(limited_flow("skipper", max_runs=1, on_limit="skip"))
+    create(skipper, "acme")
+    skipped = create(skipper, "acme")
+
+    listed = admin_client.get("/admin/runs/run/?status__exact=queued")
+    page = listed.content.decode()
+
+    assert listed.status_code == 200
+    assert [r.pk for r in listed.context["cl"].result_list] == [queued.pk]
+    assert "Queued (concurrency limit)" in page
+    others = admin_client.get("/admin/runs/run/?status__exact=skipped").context["cl"]
+    assert [r.pk for r in others.result_list] == [skipped.pk]
+
+
+def test_the_api_shows_queued_runs_filters_them_and_cancels_one():
+    from rest_framework.test import APIClient
+
+    from tests.factories import UserFactory
+
+    client = APIClient()
+    client.force_authenticate(user=UserFactory(username="root", superuser=True))
+    workflow = make(limited_flow(max_runs=1))
+    holder = create(workflow, "acme")
+
+    created = client.post(
+        "/api/v1/runs/",
+        {"workflow": "limited", "inputs": {"account": "acme"}},
+        format="json",
+    )
+
+    assert created.status_code == 201, created.json()
+    body = created.json()
+    assert body["status"] == "queued"
+    listed = client.get("/api/v1/runs/", {"status": "queued"}).json()
+    assert [r["id"] for r in listed["results"]] == [body["id"]]
+    cancelled = client.post(f"/api/v1/runs/{body['id']}/cancel/")
+    assert cancelled.status_code == 200
+    assert cancelled.json()["status"] == "cancelled"
+    assert Run.objects.get(pk=holder.pk).status == "pending"
+
+
+def test_showrun_json_says_what_a_queued_run_waits_behind(cli):
+    import json
+
+    workflow = make(limited_flow(max_runs=1, key=None))
+    holder = create(workflow, "acme")
+    queued = create(workflow, "globex")  # no key: one pool for the workflow
+
+    result = cli("showrun", str(queued.pk), "--json")
+
+    record = json.loads(result.out)
+    assert record["status"] == "queued"
+    assert record["waiting"] == {
+        "limit": "at most 1 run at once; further runs queue and start, oldest first, as slots free",
+        "max_runs": 1,
+        "key": None,
+        "position": 1,
+        "queued": 1,
+        "holding": [{"id": holder.pk, "status": "pending"}],
+    }
+
+
+def test_runflow_reports_a_queued_run_and_exits_zero(cli, tmp_path):
+    import yaml
+
+    workflow = make(limited_flow(max_runs=1))
+    create(workflow, "acme")
+    path = tmp_path / "limited.yaml"
+    path.write_text(yaml.safe_dump(limited_flow(max_runs=1)), encoding="utf-8")
+
+    result = cli("runflow", str(path), "--input", "account=acme")
+
+    assert result.code == 0, result.err
+    queued = Run.objects.order_by("-pk").first()
+    assert queued.status == "queued"
+    assert f"run {queued.pk} queued: its workflow's concurrency limit has no free slot" in (
+        result.out
+    )

@@ -1,4 +1,4 @@
-"""cancelrun RUN_ID …: cancel pending or running runs; queued steps never start."""
+"""cancelrun RUN_ID …: cancel queued, pending or running runs; queued steps never start."""
 
 from typing import Any
 
@@ -11,7 +11,7 @@ from tools.commands import FlowpilotCommand
 
 class Command(FlowpilotCommand):
     help = (
-        "Cancel pending or running runs. Steps in flight finish their current attempt; "
+        "Cancel queued, pending or running runs. Steps in flight finish their current attempt; "
         "queued and pending steps never start. Exit status 1 if any run could not be cancelled."
     )
 
@@ -32,7 +32,8 @@ class Command(FlowpilotCommand):
             else:
                 run.refresh_from_db()
                 refused.append(
-                    f"run {run.pk} is {run.status}; only pending or running runs can be cancelled"
+                    f"run {run.pk} is {run.status}; "
+                    "only queued, pending or running runs can be cancelled"
                 )
         if refused:
             raise CommandError("; ".join(refused), returncode=1)
