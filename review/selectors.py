@@ -89,6 +89,9 @@ class Review:
     clarifications: tuple[dict[str, Any], ...] = ()
     # What max_parallel and the queues imply (``review.routing``), before approval.
     routing: tuple[RoutingNote, ...] = ()
+    # What the version's concurrency limit implies, in one sentence ("" when the
+    # definition does not parse: the validator's errors say why).
+    concurrency: str = ""
 
 
 def _pretty(value: Any) -> str:
@@ -199,6 +202,7 @@ def workflow_review(*, workflow: Workflow, registry: ToolRegistry | None = None)
         changes=changes,
         tally=approval_tally(version=workflow),
         routing=_routing(report.spec, registry),
+        concurrency=concurrency_text(report.spec),
         **_planner_sources(workflow),
     )
 
@@ -209,6 +213,16 @@ def _routing(spec: WorkflowSpec | None, registry: ToolRegistry) -> tuple[Routing
         return ()
     site = settings.FLOWPILOT_MAX_PARALLEL_STEPS
     return tuple(routing_notes(spec, registry, in_process_steps=site))
+
+
+def concurrency_text(spec: WorkflowSpec | None) -> str:
+    """What a version's ``concurrency`` block means for its runs, before approval."""
+    if spec is None:
+        return ""
+    if spec.concurrency is None:
+        return "No concurrency limit: every run starts at once, however many are running."
+    text = spec.concurrency.describe()
+    return text[0].upper() + text[1:] + "."
 
 
 def _planner_sources(workflow: Workflow) -> dict[str, Any]:
