@@ -390,10 +390,15 @@ def run_enqueue(*, run: Run, observer: Observer | None = None) -> Run:
     With no broker configured (the embedded default: Celery eager) the run executes in
     this process instead, exactly like ``run_execute``, and comes back finished.
 
-    A run its concurrency limit did not admit (queued, skipped, failed) comes back as it
-    is: a queued run starts when a slot frees, the others never start.
+    A run its concurrency limit did not admit (queued, skipped, failed) is not started
+    here: a queued run starts when a slot frees, the others never start. For a queued
+    run its pool is filled first (a slot left free by a lost fill goes to the oldest
+    queued run now, not at the next sweep), and the run comes back as it is then.
     """
     if run.concurrency_key is not None and run.status != RunStatus.PENDING:
+        if run.status == RunStatus.QUEUED:
+            _slots_release(run)
+            run.refresh_from_db()
         return run
     if in_process():
         return run_execute(run=run, observer=observer)

@@ -395,3 +395,19 @@ def test_runflow_reports_a_queued_run_and_exits_zero(cli, tmp_path):
     assert f"run {queued.pk} queued: its workflow's concurrency limit has no free slot" in (
         result.out
     )
+
+
+def test_enqueueing_a_queued_run_fills_a_slot_a_lost_fill_left_free():
+    workflow = make(limited_flow(max_runs=1))
+    holder = create(workflow, "acme")
+    queued = create(workflow, "acme")
+    Run.objects.filter(pk=holder.pk).update(status=RunStatus.FAILED)  # ended, pool not filled
+    late = create(workflow, "acme")  # queues behind the waiting run: first in, first out
+
+    assert late.status == "queued"
+    done = run_enqueue(run=late)  # fills the pool: both run here, oldest first
+
+    assert done.status == "succeeded"
+    queued.refresh_from_db()
+    assert queued.status == "succeeded"
+    assert queued.started_at < done.started_at
