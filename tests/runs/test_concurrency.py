@@ -411,3 +411,56 @@ def test_enqueueing_a_queued_run_fills_a_slot_a_lost_fill_left_free():
     queued.refresh_from_db()
     assert queued.status == "succeeded"
     assert queued.started_at < done.started_at
+
+
+# --- on Celery: the hook and the tasks (the workers themselves: test_celery_concurrency) --
+
+
+def test_a_limited_runs_end_queues_a_fill_on_celery_and_an_unlimited_one_reads_nothing(
+    monkeypatch, django_assert_num_queries
+):
+    from runs import hooks
+
+    sent: list[tuple[str, list[int]]] = []
+    monkeypatch.setattr(hooks.broker, "in_process", lambda: False)
+    monkeypatch.setattr(
+        hooks.current_app, "send_task", lambda name, args: sent.append((name, args))
+    )
+
+    with django_assert_num_queries(0):
+        hooks.run_finished(run_id=7, child=False, limited=True)
+        hooks.run_finished(run_id=8, child=False, limited=False)
+
+    assert sent == [("runs.fill_slots", [7])]
+
+
+def test_the_hook_reads_whether_a_run_is_limited_when_not_told():
+    from runs import hooks
+
+    workflow = make(limited_flow())
+    run = create(workflow, "acme")
+    sent: list[tuple[str, list[int]]] = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(hooks.broker, "in_process", lambda: False)
+        patch.setattr(hooks.current_app, "send_task", lambda name, args: sent.append((name, args)))
+        hooks.run_finished(run_id=run.pk, child=False)
+
+    assert sent == [("runs.fill_slots", [run.pk])]
+
+
+def test_the_fill_and_sweep_tasks_start_the_promoted_runs_on_the_workers(monkeypatch):
+    from runs import tasks
+
+    workflow = make(limited_flow(max_runs=1))
+    holder = create(workflow, "acme")
+    first, second = create(workflow, "acme"), create(workflow, "globex")
+    started: list[int] = []
+    monkeypatch.setattr(concurrency, "start_on_workers", lambda run: started.append(run.pk))
+    Run.objects.filter(pk=holder.pk).update(status=RunStatus.SUCCEEDED)
+
+    tasks.fill_slots(holder.pk)
+    tasks.fill_slots(10**9)  # a run deleted meanwhile: nothing to do
+
+    assert started == [first.pk]
+    assert second.status == "pending"  # its own pool had a free slot at once
+    assert tasks.sweep_queued_runs() == 0
