@@ -464,3 +464,21 @@ def test_the_fill_and_sweep_tasks_start_the_promoted_runs_on_the_workers(monkeyp
     assert started == [first.pk]
     assert second.status == "pending"  # its own pool had a free slot at once
     assert tasks.sweep_queued_runs() == 0
+
+
+def test_runflow_reports_a_skipped_run_with_the_reason_and_exits_one(cli, tmp_path):
+    import yaml
+
+    data = limited_flow(max_runs=1, on_limit="skip")
+    make(data)
+    path = tmp_path / "limited.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    holder = create(make(data), "acme")
+
+    result = cli("runflow", str(path), "--input", "account=acme")
+
+    assert result.code == 1
+    skipped = Run.objects.exclude(pk=holder.pk).get()
+    assert skipped.status == "skipped"
+    assert f"run {skipped.pk} skipped" in result.out
+    assert "error: skipped: concurrency limit reached" in result.out
