@@ -9,7 +9,7 @@ from tests.factories import pending_version, sales_report_data
 from tests.review.test_admin import login, url
 from workflows.schema import WorkflowSpec
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db
 
 
 def limited(**limit) -> dict:

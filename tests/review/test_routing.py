@@ -14,8 +14,6 @@ from tests.factories import PASSWORD, UserFactory, pending_version
 from tests.review.test_admin import login, url
 from workflows.schema import WorkflowSpec
 
-pytestmark = pytest.mark.usefixtures("fast_passwords")
-
 
 class Registry:
     def __init__(self, **queues: str | None) -> None:
