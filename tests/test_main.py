@@ -28,12 +28,16 @@ ENV = {"PATH": "/usr/bin", "FLOWPILOT_TEST_POSTGRES_URL": "postgres://db.example
 
 
 def _run_tests(tmp_path, *args):
-    """``python -m tests`` on SQLite only (PostgreSQL unreachable, CI unset)."""
+    """``python -m tests`` on SQLite only (PostgreSQL unreachable, CI unset), in one
+    process (``-n 0``): two pytest-xdist workers would each start Django for one file."""
     env = {k: v for k, v in os.environ.items() if k not in {"CI", "DATABASE_URL"}}
     env["FLOWPILOT_TEST_POSTGRES_URL"] = "postgres://postgres@127.0.0.1:1/none"
     env["COVERAGE_FILE"] = str(tmp_path / ".coverage")  # never the outer run's data
     return subprocess.run(
-        [sys.executable, "-m", "tests", SMALL_PART, "-q", "-p", "no:cacheprovider", *args],
+        [
+            *(sys.executable, "-m", "tests", SMALL_PART),
+            *("-q", "-n", "0", "-p", "no:cacheprovider", *args),
+        ],
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,
