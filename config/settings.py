@@ -366,6 +366,23 @@ FLOWPILOT_BREAKER_FAILURES = env.int("FLOWPILOT_BREAKER_FAILURES", default=5)
 FLOWPILOT_BREAKER_COOLDOWN = env.float("FLOWPILOT_BREAKER_COOLDOWN", default=30.0)
 FLOWPILOT_BREAKER_WINDOW = env.float("FLOWPILOT_BREAKER_WINDOW", default=300.0)
 
+# Rate limits (a tool's `rate_limit:`) and adaptive pacing from an API's rate headers
+# (tools/ratelimit/): shared by every worker, in Redis when the broker is Redis, else in
+# the database. auto | redis | database | off.
+FLOWPILOT_RATE_LIMIT_BACKEND = env("FLOWPILOT_RATE_LIMIT_BACKEND", default="auto")
+FLOWPILOT_RATE_LIMIT_REDIS_URL = env(
+    "FLOWPILOT_RATE_LIMIT_REDIS_URL",
+    default=CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else "",
+)
+# A call waits in place for its slot up to this many seconds; a longer wait re-queues the
+# step with that countdown (on Celery no worker slot is held while it waits).
+FLOWPILOT_RATE_LIMIT_MAX_SLEEP = env.float("FLOWPILOT_RATE_LIMIT_MAX_SLEEP", default=5.0)
+# The longest pause an API's Retry-After or rate headers may impose on a key.
+FLOWPILOT_PACING_MAX_PAUSE = env.float("FLOWPILOT_PACING_MAX_PAUSE", default=3600.0)
+# How often a process re-reads which keys are paused (a pause another worker recorded is
+# seen within this many seconds by calls of a tool without a rate_limit).
+FLOWPILOT_PACING_REFRESH = env.float("FLOWPILOT_PACING_REFRESH", default=1.0)
+
 # Approval policy (review/policy.py): distinct approvers a version needs before its
 # validation run starts, and whether the plan's author counts as one. A workflow's
 # own policy (admin: Review → Approval policies) overrides both.

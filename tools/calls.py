@@ -1,7 +1,7 @@
 """What one tool call receives and returns: the context a caller builds, the result.
 
-A leaf module (it imports no other tools module but redaction, the breaker core and the MCP
-sessions),
+A leaf module (it imports no other tools module but redaction, the breaker core, the
+pacer's core and the MCP sessions),
 so the registry, the HTTP client and the built-in providers all import these types at
 module top.
 """
@@ -17,6 +17,7 @@ import httpx
 
 from tools.breaker.core import CircuitBreakers
 from tools.mcp.session import McpSessions
+from tools.ratelimit.core import Pacer
 from tools.redaction import Redactor
 
 
@@ -54,7 +55,9 @@ class ToolCallContext:
     built-in tools may write and read; ``breakers`` (None: none) guards every HTTP
     request by its host's circuit breaker; ``mcp`` holds the run's MCP sessions;
     ``tap`` (None: none) sees every HTTP exchange and MCP call of the call
-    (``CallTap``); ``read_limit`` is how much of one body is read.
+    (``CallTap``); ``pacer`` (None: none) holds every HTTP request to its rate limit
+    and to the pauses its API's headers asked for (``tools.ratelimit``); ``read_limit``
+    is how much of one body is read.
     """
 
     env: Mapping[str, str]
@@ -71,6 +74,7 @@ class ToolCallContext:
     breakers: CircuitBreakers | None = None
     mcp: McpSessions | None = None  # the run's MCP sessions; None: one per call
     tap: CallTap | None = None  # records or replays this call's HTTP and MCP calls
+    pacer: Pacer | None = None  # rate limits and adaptive pacing, shared by every worker
 
     @property
     def read_limit(self) -> int:

@@ -181,6 +181,31 @@ class ToolOutcomeUnknown(ToolError):
     retryable = False
 
 
+class RateLimitWait(ToolError):
+    """A call held back by a rate limit (``rate_limit:``) or by the API's own pacing, for
+    longer than a worker waits in place: nothing was sent.
+
+    Retryable, told: the step's next try waits ``retry_after`` seconds (re-queued with
+    that countdown on Celery, so no worker slot is held), and the try does not use up
+    the step's retry policy (``runs.engine.tries.next_try``).
+    """
+
+    code = "rate_limit_wait"
+    retryable = True
+
+    def __init__(self, *, key: str, retry_after: float) -> None:
+        super().__init__(
+            f"the rate limit of {key} allows the next call in {retry_after:.1f} s; "
+            "nothing was sent; the step waits for it",
+            not_sent=True,
+        )
+        self.key = key
+        self.retry_after = retry_after
+
+    def as_dict(self) -> dict:
+        return {**super().as_dict(), "key": self.key, "retry_after": round(self.retry_after, 3)}
+
+
 class CircuitOpen(ToolError):
     """A call refused without sending anything: the host's circuit breaker is open.
 

@@ -34,6 +34,7 @@ from tools.breaker.core import breaker_guard
 from tools.calls import ToolCallContext, ToolResult
 from tools.errors import ToolError, ToolHTTPError, ToolOutcomeUnknown
 from tools.http.oauth2 import apply_oauth2, drop_token
+from tools.http.pacing import Paced, paced_call
 from tools.http.pagination import Page, collect_pages
 from tools.http.request import PreparedRequest, prepare_request
 from tools.http.response import (
@@ -71,18 +72,19 @@ def call_http_tool(spec: ToolSpec, arguments: dict, ctx: ToolCallContext) -> Too
     assert http is not None  # prepare_request refused a tool without http config
     timeout = ctx.timeout or http.timeout
     started = time.perf_counter()
+    paced = paced_call(spec, prepared, arguments, ctx)
     try:
         if http.pagination is not None:
             replaced: list[bool] = []  # each page's flag (its body was not valid text)
             value, last = collect_pages(
                 http.pagination, prepared,
-                lambda req, _n: _flagged(replaced, _fetch(spec, req, ctx, timeout)),
+                lambda req, _n: _flagged(replaced, _fetch(spec, req, ctx, timeout, paced)),
                 max_bytes=ctx.max_output_bytes,
             )  # fmt: skip
             last = replace(last, replaced=any(replaced))
             truncated = False
         else:
-            last = _fetch(spec, prepared, ctx, timeout)
+            last = _fetch(spec, prepared, ctx, timeout, paced)
             value, truncated = last.value, last.truncated
         output = value
         if http.response_extract:
@@ -90,6 +92,8 @@ def call_http_tool(spec: ToolSpec, arguments: dict, ctx: ToolCallContext) -> Too
     except ToolError as exc:
         status = exc.status if isinstance(exc, ToolHTTPError) else None  # what came back
         exc.attach_request(_info(prepared, ctx, status, started), replace=False)
+        if paced.waited and exc.request is not None:
+            exc.request["rate_limit_wait"] = round(paced.waited, 3)
         guarded = _guard_non_idempotent(spec, exc)
         if guarded is exc:
             raise
@@ -97,6 +101,8 @@ def call_http_tool(spec: ToolSpec, arguments: dict, ctx: ToolCallContext) -> Too
     info = _info(last.sent or prepared, ctx, last.received.status, started)
     if last.replaced:
         info["replaced_text"] = True  # bytes not valid in the body's charset became U+FFFD
+    if paced.waited:
+        info["rate_limit_wait"] = round(paced.waited, 3)  # seconds slept for the rate limit
     return ToolResult(output=output, truncated=truncated, request=info)
 
 
@@ -105,17 +111,23 @@ def _flagged(replaced: list[bool], page: Page) -> Page:
     return page
 
 
-def _fetch(spec: ToolSpec, prepared: PreparedRequest, ctx: ToolCallContext, timeout: float) -> Page:
-    """One page, behind the host's circuit breaker: an open breaker refuses it before
-    anything is sent (``circuit_open``); a retryable failure counts against the host."""
+def _fetch(
+    spec: ToolSpec, prepared: PreparedRequest, ctx: ToolCallContext, timeout: float, paced: Paced
+) -> Page:
+    """One page, in its rate-limit slot (``tools.http.pacing``: a long wait raises
+    ``rate_limit_wait``, nothing sent), behind the host's circuit breaker: an open breaker
+    refuses it before anything is sent (``circuit_open``); a retryable failure counts
+    against the host. The wait comes first, so waiting never counts as a failure."""
     http = spec.http
     assert http is not None
+    paced.admit()
     with breaker_guard(ctx.breakers, prepared.merged_url, http.breaker):
-        return _fetch_page(http, prepared, ctx, timeout)
+        return _fetch_page(http, prepared, ctx, timeout, paced)
 
 
 def _fetch_page(
-    http: HttpConfig, prepared: PreparedRequest, ctx: ToolCallContext, timeout: float
+    http: HttpConfig, prepared: PreparedRequest, ctx: ToolCallContext, timeout: float,
+    paced: Paced,
 ) -> Page:
     """One page: send (with the OAuth2 token, refreshed once on 401), check, read."""
     token = None
@@ -127,6 +139,7 @@ def _fetch_page(
         else:
             token = apply_oauth2(client, prepared, ctx, timeout=timeout)
     received, final = _send_following(http, prepared, ctx, timeout)
+    paced.observe(received)  # the API's rate headers pause every caller of the key
     refused = received.status == 401 and final.url == prepared.url
     if refused and client is not None and token is not None:
         if stored is not None:  # one shared refresh, unless another worker did it

@@ -38,7 +38,7 @@ NEW_KEYS = frozenset(
         "name", "kind", "description", "base_url", "request", "auth", "inputs",
         "response_extract", "outputs", "timeout", "retry", "idempotent", "secret_env",
         "cookies", "response", "pagination", "follow_redirects", "max_redirects", "breaker",
-        "deprecated", "replacement", "queue",
+        "deprecated", "replacement", "queue", "rate_limit",
     }
 )  # fmt: skip
 LEGACY_KEYS = frozenset(
@@ -293,7 +293,7 @@ def new_to_spec_dict(data: dict[str, Any]) -> dict[str, Any]:
         k: data[k]
         for k in (
             "name", "kind", "description", "outputs", "retry", "idempotent", "secret_env",
-            "deprecated", "replacement", "queue",
+            "deprecated", "replacement", "queue", "rate_limit",
         )
         if k in data
     }

@@ -258,3 +258,26 @@ class Credential(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.type})"
+
+
+class RateLimitSlot(models.Model):
+    """The pacing of one rate-limit key (``tools.ratelimit``), when no Redis broker holds it.
+
+    ``tat_ms`` is the key's theoretical arrival time (GCRA: the next free slot, plus the
+    burst tolerance); ``paused_until_ms`` a pause the API's own rate headers asked for.
+    Written only by ``tools.ratelimit.db_store`` with conditional UPDATEs (compare and
+    set), so every worker sharing the database reserves a slot of its own.
+    """
+
+    key = models.CharField(max_length=300, unique=True, help_text="What shares the quota.")
+    tat_ms = models.BigIntegerField(default=0, help_text="Next slot, Unix milliseconds.")
+    paused_until_ms = models.BigIntegerField(
+        null=True, blank=True, help_text="Paused by the API's headers until (Unix ms)."
+    )
+
+    class Meta:
+        ordering = ["key"]
+        verbose_name = "rate limit slot"
+
+    def __str__(self) -> str:
+        return self.key

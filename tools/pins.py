@@ -29,11 +29,12 @@ _ASPECTS: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
               ("mcp", "server", "secret_headers"), ("mcp", "server", "env"))),
     ("outputs", (("outputs",), ("http", "response_extract"))),
     ("worker queue", (("queue",),)),
+    ("rate limit", (("rate_limit",),)),
 )  # fmt: skip
 
 
 # Fields added after tools were pinned: left out of the hash while unset.
-_COUNTED_WHEN_SET = frozenset({"queue"})
+_COUNTED_WHEN_SET = frozenset({"queue", "rate_limit"})
 
 
 def tool_definition_hash(spec: ToolSpec) -> str:
@@ -42,7 +43,7 @@ def tool_definition_hash(spec: ToolSpec) -> str:
     The lifecycle (``deprecated``, ``replacement``; an MCP server file's ``deprecated``)
     is left out: deprecating a tool changes what it is offered for, not what a call
     does, so it never refuses the workflows approved with it. A field added since
-    (``queue``) counts only when set, so the tools written before it keep their hash.
+    (``queue``, ``rate_limit``) counts only when set, so the tools written before it keep their hash.
     """
     canonical = json.dumps(_without_lifecycle(spec.stored()), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()

@@ -31,6 +31,7 @@ from tools.mcp.config import McpToolConfig
 from tools.paths import PathError
 from tools.policy import RetryPolicy
 from tools.queues import check_queue_name
+from tools.ratelimit.config import RateLimitConfig
 from tools.secrets import credential_params, secret_env_names
 from tools.spec_http import Pagination, ResponseConfig, parse_extract_path
 from tools.spec_request import (  # HttpAuth and HttpRequest are part of the tool format
@@ -185,11 +186,39 @@ class ToolSpec(FrozenModel):
         description="The Celery queue its steps' tasks go to (workers started with `-Q NAME` "
         "run them); omitted: the workflow's queue, else the default one (docs/limits.md).",
     )
+    rate_limit: RateLimitConfig | None = Field(
+        None,
+        description="Calls allowed per period, shared by every worker, by key "
+        "(tools.ratelimit.config; docs/limits.md).",
+    )
 
     @field_validator("queue")
     @classmethod
     def _queue_name(cls, value: str | None) -> str | None:
         return check_queue_name(value)
+
+    @model_validator(mode="after")
+    def _rate_limit_key(self) -> ToolSpec:
+        limit = self.rate_limit
+        if limit is None:
+            return self
+        if limit.key_kind in ("host", "credential") and self.kind != "http":
+            raise PydanticCustomError(
+                "rate_limit_key",
+                "{key!r} applies to http tools only; a {kind} tool is keyed by `tool` "
+                "or `$input.<name>`",
+                {"key": limit.key, "kind": self.kind, "schema_path": ["rate_limit", "key"]},
+            )
+        name = limit.input_name
+        properties = self.input_schema.get("properties") or {}
+        if name is not None and name not in properties:
+            known = ", ".join(sorted(properties)) or "none"
+            raise PydanticCustomError(
+                "rate_limit_key",
+                "$input.{name} is not an input of this tool (its inputs: {known})",
+                {"name": name, "known": known, "schema_path": ["rate_limit", "key"]},
+            )
+        return self
 
     @model_validator(mode="after")
     def _lifecycle(self) -> ToolSpec:

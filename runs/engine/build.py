@@ -25,6 +25,7 @@ from runs.engine.plan import CompiledPlan, compile_plan
 from tools.breaker.setup import breakers_from_settings
 from tools.llm import LLMClient, LLMNotConfigured
 from tools.mcp.session import McpSessions
+from tools.ratelimit.setup import pacer_from_settings
 from tools.registry import ToolRegistry
 from tools.secrets import redactor_for
 from workflows.schema import WorkflowSpec
@@ -85,6 +86,7 @@ def build_run_context(
         compiled=plan.compiled,
         ready=plan.ready,
         breakers=breakers_from_settings(),
+        pacer=pacer_from_settings(),
     )
     context.mcp = McpSessions(env=context.env, redactor=context.redactor)
     if llm is not None:

@@ -34,6 +34,7 @@ from tools.breaker.core import CircuitBreakers
 from tools.calls import CallTap
 from tools.llm import DEFAULT_ENDPOINT, ChatTap, LLMClient
 from tools.mcp.session import McpSessions
+from tools.ratelimit.core import Pacer
 from tools.redaction import Redactor
 from tools.registry import ToolRegistry
 from workflows.graph import FlowGraph
@@ -117,6 +118,7 @@ class RunContext:
     owns_http: bool = True  # False: a client shared by the process, left open on close
     named_llms: dict[str, LLMClient] = field(default_factory=dict)  # named endpoints, lazily
     breakers: CircuitBreakers | None = None  # per-host circuit breakers; None: off
+    pacer: Pacer | None = None  # rate limits and adaptive pacing (tools.ratelimit); None: off
     mcp: McpSessions | None = None  # this run's MCP sessions, opened on first use
     taps: CallTaps | None = None  # records (validation) or replays the tool and model calls
     # In process: drives a `workflow` step's child run to its end (``runs.services`` sets
@@ -149,6 +151,8 @@ class RunContext:
             client.close()
         if self.breakers is not None:
             self.breakers.close()
+        if self.pacer is not None:
+            self.pacer.close()
         if self.mcp is not None:
             self.mcp.close()
 

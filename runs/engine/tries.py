@@ -9,15 +9,20 @@ do after a failed try, and records the try as an ``AttemptRecord``:
   policy's ``max_attempts``, gives up (``GiveUp``);
 - otherwise the next try waits the policy's backoff, unless the failure said how long
   to wait: a 429's ``Retry-After`` (``ToolRateLimited.retry_after``) or an open
-  circuit breaker's cool-down (``CircuitOpen.retry_after``). Such a wait is capped by
-  the policy's ``max_delay`` and never shorter than the backoff. ``Retry`` says the
-  wait and its reason (``WaitReason``), stored in the attempt log as ``retry_in`` and
-  ``wait_reason``.
+  circuit breaker's cool-down (``CircuitOpen.retry_after``), or the tool's rate limit
+  (``RateLimitWait.retry_after``: the wait for its slot was too long to sleep in place).
+  Such a wait is capped by the policy's ``max_delay`` and never shorter than the
+  backoff. ``Retry`` says the wait and its reason (``WaitReason``), stored in the
+  attempt log as ``retry_in`` and ``wait_reason``.
 
-A new kind of told wait (a tool's own pacing, say) is one more row of ``_TOLD_WAITS``
-and one more ``WaitReason``: no driver changes. The rule is pure: no clock, no I/O,
-the jitter's random number drawn from the caller's ``rand`` only when a retry is
-decided, so tests pin it with ``ctx.rand`` and a recorded ``ctx.sleep``.
+A new kind of told wait is one more row of ``_TOLD_WAITS`` and one more ``WaitReason``:
+no driver changes. A try held back by a rate limit sent nothing and is the limit's
+doing, not the API's: it never gives up and does not use up the policy
+(``Retry.spends_try`` is False: the drivers add a try to the step's budget).
+
+The rule is pure: no clock, no I/O, the jitter's random number drawn from the caller's
+``rand`` only when a retry is decided, so tests pin it with ``ctx.rand`` and a recorded
+``ctx.sleep``.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from runs.state import StepStatus
-from tools.errors import CircuitOpen, FlowpilotError, ToolError, ToolRateLimited
+from tools.errors import CircuitOpen, FlowpilotError, RateLimitWait, ToolError, ToolRateLimited
 
 if TYPE_CHECKING:
     from runs.engine.context import RunContext
@@ -61,6 +66,7 @@ class WaitReason(StrEnum):
     BACKOFF = "backoff"  # the policy's exponential backoff (with jitter)
     RETRY_AFTER = "retry_after"  # the server's ``Retry-After`` (HTTP 429)
     BREAKER = "breaker"  # the host's circuit breaker is open until its cool-down ends
+    RATE_LIMIT = "rate_limit"  # the tool's rate limit (or the API's pause): its next slot
 
     @property
     def label(self) -> str:
@@ -72,6 +78,7 @@ _LABELS = {
     WaitReason.BACKOFF: "backoff",
     WaitReason.RETRY_AFTER: "the server's Retry-After",
     WaitReason.BREAKER: "circuit breaker cool-down",
+    WaitReason.RATE_LIMIT: "rate limit",
 }
 
 
@@ -102,10 +109,13 @@ def sent_label(stored: Any) -> str | None:
 
 @dataclass(frozen=True)
 class Retry:
-    """Try again after ``delay`` seconds (rounded to the millisecond), for ``reason``."""
+    """Try again after ``delay`` seconds (rounded to the millisecond), for ``reason``.
+    ``spends_try`` False: the try sent nothing (a rate limit held it back), so it does
+    not count against the policy's ``max_attempts``."""
 
     delay: float
     reason: WaitReason
+    spends_try: bool = True
 
 
 @dataclass(frozen=True)
@@ -122,7 +132,10 @@ Decision = Retry | GiveUp
 _TOLD_WAITS: tuple[tuple[type[FlowpilotError], WaitReason], ...] = (
     (CircuitOpen, WaitReason.BREAKER),
     (ToolRateLimited, WaitReason.RETRY_AFTER),
+    (RateLimitWait, WaitReason.RATE_LIMIT),
 )
+# Told waits whose try sent nothing and does not use up the policy.
+_FREE_WAITS: tuple[type[FlowpilotError], ...] = (RateLimitWait,)
 
 
 def next_try(
@@ -132,7 +145,8 @@ def next_try(
     budget) that raised ``error``; ``rand`` gives a number in [0, 1) for the jitter."""
     if not error.retryable:
         return GiveUp(exhausted=False)
-    if attempt >= policy.max_attempts:
+    free = isinstance(error, _FREE_WAITS)
+    if attempt >= policy.max_attempts and not free:
         return GiveUp(exhausted=True)
     delay, reason = policy.delay(attempt, rand()), WaitReason.BACKOFF
     told = _told_wait(error)
@@ -140,7 +154,7 @@ def next_try(
         wait = min(told[0], policy.max_delay)
         if wait > delay:
             delay, reason = wait, told[1]
-    return Retry(round(delay, 3), reason)
+    return Retry(round(delay, 3), reason, spends_try=not free)
 
 
 def _told_wait(error: FlowpilotError) -> tuple[float, WaitReason] | None:
@@ -283,15 +297,17 @@ def try_until_done(
     ``first_attempt`` (a resumed step goes on counting); the policy's budget starts there.
     """
     records: list[AttemptRecord] = []
-    number = first_attempt
+    number, free = first_attempt, 0  # free: tries a rate limit held back (not counted)
     while True:
         tried = try_once(ctx, number, call, worker=worker, request_of=request_of)
         if tried.error is not None:
-            decision = next_try(policy, number - first_attempt + 1, tried.error, ctx.rand.random)
+            budget_try = number - first_attempt + 1 - free
+            decision = next_try(policy, budget_try, tried.error, ctx.rand.random)
             if isinstance(decision, Retry):
                 records.append(tried.record.waiting(decision))
                 ctx.sleep(decision.delay)
                 number += 1
+                free += 0 if decision.spends_try else 1
                 continue
         records.append(tried.record)
         return records, tried

@@ -215,7 +215,7 @@ def _settle_retry(
             entry = tried.record.waiting(wait).entry()
             requeue(
                 current, entry, ctx.now(), delay=wait.delay, error=tried.record.error,
-                **_inputs_fields(inputs),
+                free=not wait.spends_try, **_inputs_fields(inputs),
             )  # fmt: skip
             return Verdict(claimed=True, status=StepStatus.QUEUED, retry_in=wait.delay)
     outcome = outcome_of(tried, (tried.record,))
@@ -258,16 +258,18 @@ def requeue(
     *,
     delay: float,
     error: dict[str, Any] | None,
+    free: bool = False,
     **also: Any,
 ) -> None:
     """Back to ``queued`` with the try's log ``entry`` recorded; due ``delay`` seconds
-    from now (``also``: further fields, the try's inputs)."""
+    from now (``also``: further fields, the try's inputs). ``free``: the try does not use
+    up the retry policy (a rate limit held it back): the step's budget grows by one."""
     step_transition(
         result,
         StepStatus.QUEUED,
         attempts=(result.attempts or 0) + 1,
         attempt_log=[*(result.attempt_log or []), checkpoint.storable(entry)],
-        attempt_limit=result.attempt_limit,
+        attempt_limit=result.attempt_limit + (1 if free else 0),
         error=checkpoint.storable(error),
         claim_token="",
         lease_expires_at=lease_until(delay + settings.FLOWPILOT_QUEUED_LEASE, now),

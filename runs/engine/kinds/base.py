@@ -127,6 +127,7 @@ def call_tool(
         output_dir=ctx.output_dir,
         data_dirs=ctx.data_dirs,
         breakers=ctx.breakers,
+        pacer=ctx.pacer,
         mcp=ctx.mcp,
         tap=None if ctx.taps is None else ctx.taps.tap_for(step.id, item, tool),
     )
