@@ -36,9 +36,9 @@ return wait
 
 # KEYS[1] = the pauses hash; ARGV = the key, the end (ms), the hash's expiry (ms).
 _PAUSE = """
-local until = tonumber(ARGV[2])
+local ends = tonumber(ARGV[2])
 local held = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
-if until > held then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
+if ends > held then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
 end

@@ -30,7 +30,13 @@ from tests.runs.engine.conftest import settle
 from tests.runs.subflows import activate
 from tools.breaker.core import BreakerPolicy, breaker_host
 from tools.breaker.db_store import DatabaseBreakerStore
-from tools.errors import CircuitOpen, ToolInputError, ToolRateLimited, ToolTimeout
+from tools.errors import (
+    CircuitOpen,
+    RateLimitWait,
+    ToolInputError,
+    ToolRateLimited,
+    ToolTimeout,
+)
 from tools.loader import load_tool_text
 from tools.policy import RetryPolicy
 from tools.services import tool_upsert
@@ -76,6 +82,61 @@ def test_an_open_breaker_waits_its_cool_down():
     assert next_try(POLICY, 1, refused, lambda: 0.5) == Retry(2.0, WaitReason.BREAKER)
     trial_due = CircuitOpen(host="api:443", retry_at=NOW, now=NOW)  # 0 s left: the backoff
     assert next_try(POLICY, 2, trial_due, lambda: 0.5) == Retry(0.2, WaitReason.BACKOFF)
+
+
+def test_a_rate_limit_wait_is_told_and_spends_no_try():
+    held = RateLimitWait(key="host:api:443", retry_after=1.5)
+    assert next_try(POLICY, 1, held, lambda: 0.5) == Retry(1.5, WaitReason.RATE_LIMIT, False)
+    # Even past the budget (a policy of one try): the limit held it back, nothing was sent.
+    once = RetryPolicy(max_attempts=1)
+    assert next_try(once, 1, held, lambda: 0.5) == Retry(1.5, WaitReason.RATE_LIMIT, False)
+    assert next_try(POLICY, 1, RateLimitWait(key="k", retry_after=99), lambda: 0.5).delay == 2.0
+    assert WaitReason.RATE_LIMIT.label == "rate limit"
+
+
+def test_try_until_done_does_not_count_the_held_back_tries():
+    from runs.engine.tries import try_until_done
+
+    ctx = _StubContext()
+    outcomes: list[Exception | None] = [
+        RateLimitWait(key="k", retry_after=1.0),
+        RateLimitWait(key="k", retry_after=1.0),
+        ToolTimeout("slow"),
+        None,
+    ]
+
+    def call() -> str:
+        outcome = outcomes.pop(0)
+        if outcome is not None:
+            raise outcome
+        return "done"
+
+    policy = RetryPolicy(max_attempts=2, initial_delay=0.1, jitter=0)
+    records, last = try_until_done(ctx, policy, call)  # type: ignore[arg-type]
+    assert last.value == "done"
+    assert [r.wait.reason if r.wait else None for r in records] == [
+        WaitReason.RATE_LIMIT, WaitReason.RATE_LIMIT, WaitReason.BACKOFF, None,
+    ]  # fmt: skip
+    assert ctx.slept == [1.0, 1.0, 0.1]
+
+
+class _StubContext:
+    """What ``try_until_done`` reads of a run context."""
+
+    def __init__(self) -> None:
+        import random
+
+        from tools.redaction import Redactor
+
+        self.slept: list[float] = []
+        self.rand = random.Random(0)
+        self.redactor = Redactor()
+
+    def now(self) -> datetime:
+        return NOW
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
 
 
 def test_the_log_entry_keeps_its_keys_and_adds_the_reason():
