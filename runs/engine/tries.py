@@ -17,7 +17,8 @@ do after a failed try, and records the try as an ``AttemptRecord``:
 
 A new kind of told wait is one more row of ``_TOLD_WAITS`` and one more ``WaitReason``:
 no driver changes. A try held back by a rate limit sent nothing and is the limit's
-doing, not the API's: it never gives up and does not use up the policy
+doing, not the API's: it never gives up, waits exactly its slot's wait (capped by
+``max_delay``; the backoff does not apply) and does not use up the policy
 (``Retry.spends_try`` is False: the drivers add a try to the step's budget).
 
 The rule is pure: no clock, no I/O, the jitter's random number drawn from the caller's
@@ -96,7 +97,8 @@ SENT_URL_CHARS = 200  # what a label quotes of a (masked) URL
 
 def sent_label(stored: Any) -> str | None:
     """How the run page and ``showrun`` say what a try sent and what came back
-    (``GET https://api.example/v1/x → 503``), from a stored entry's ``request``; None
+    (``GET https://api.example/v1/x → 503``), and the wait for its rate limit's slot it
+    slept in place first (``rate_limit_wait``), from a stored entry's ``request``; None
     for a try that sent no HTTP request (or was logged before tries recorded it)."""
     if not isinstance(stored, dict) or not stored.get("method") or not stored.get("url"):
         return None
@@ -104,7 +106,11 @@ def sent_label(stored: Any) -> str | None:
     if len(url) > SENT_URL_CHARS:
         url = f"{url[:SENT_URL_CHARS]}…"
     status = stored.get("status")
-    return f"{stored['method']} {url}" + (f" → {status}" if status is not None else "")
+    label = f"{stored['method']} {url}" + (f" → {status}" if status is not None else "")
+    paced = stored.get("rate_limit_wait")  # seconds slept in place for the rate limit's slot
+    if isinstance(paced, int | float) and not isinstance(paced, bool) and paced > 0:
+        label += f", after waiting {paced:.2f} s for its rate limit"
+    return label
 
 
 @dataclass(frozen=True)
@@ -148,8 +154,10 @@ def next_try(
     free = isinstance(error, _FREE_WAITS)
     if attempt >= policy.max_attempts and not free:
         return GiveUp(exhausted=True)
-    delay, reason = policy.delay(attempt, rand()), WaitReason.BACKOFF
     told = _told_wait(error)
+    if free and told is not None:  # the limit's own wait, exactly: no backoff to outgrow
+        return Retry(round(min(told[0], policy.max_delay), 3), told[1], spends_try=False)
+    delay, reason = policy.delay(attempt, rand()), WaitReason.BACKOFF
     if told is not None:
         wait = min(told[0], policy.max_delay)
         if wait > delay:

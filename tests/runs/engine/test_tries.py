@@ -91,6 +91,8 @@ def test_a_rate_limit_wait_is_told_and_spends_no_try():
     once = RetryPolicy(max_attempts=1)
     assert next_try(once, 1, held, lambda: 0.5) == Retry(1.5, WaitReason.RATE_LIMIT, False)
     assert next_try(POLICY, 1, RateLimitWait(key="k", retry_after=99), lambda: 0.5).delay == 2.0
+    short = RateLimitWait(key="k", retry_after=0.02)  # shorter than the backoff: kept
+    assert next_try(POLICY, 1, short, never) == Retry(0.02, WaitReason.RATE_LIMIT, False)
     assert WaitReason.RATE_LIMIT.label == "rate limit"
 
 
@@ -403,6 +405,10 @@ def test_the_sent_label_says_the_request_and_the_status():
     )
     assert sent_label(None) is None
     assert sent_label({"status": 200}) is None
+    paced = {"method": "GET", "url": "https://a.example/x", "status": 200, "rate_limit_wait": 0.4}
+    assert sent_label(paced) == (
+        "GET https://a.example/x → 200, after waiting 0.40 s for its rate limit"
+    )
     long = sent_label({"method": "GET", "url": "https://a.example/" + "z" * 500, "status": 200})
     assert long is not None
     assert long.endswith("… → 200")
