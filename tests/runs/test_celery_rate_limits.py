@@ -192,7 +192,7 @@ def test_fifty_runs_on_four_workers_never_exceed_the_limit(api, cluster, admin_c
     assert statuses == {"succeeded"}
     assert len(limited.log) == 2 * RUNS
     assert limited.refused == []  # not one 429
-    print(f"{limited.per_second():.2f} requests a second")  # noqa: T201 - shown with -s
+    print(f"{limited.per_second():.2f} requests a second")
     assert limited.per_second() >= 0.9 * RATE
     steps = StepResult.objects.filter(run__in=[r.pk for r in runs])
     held = [
@@ -207,7 +207,7 @@ def test_fifty_runs_on_four_workers_never_exceed_the_limit(api, cluster, admin_c
         for entry in step.attempt_log
         if (entry.get("request") or {}).get("rate_limit_wait")
     ]
-    print(f"{len(held)} re-queued, {len(slept)} slept, longest {max(slept, default=0)}")  # noqa: T201
+    print(f"{len(held)} re-queued, {len(slept)} slept, longest {max(slept, default=0)}")
     assert held, "with 50 runs at once some calls waited longer than max_sleep"
     assert {e["error"]["type"] for e in held} == {"rate_limit_wait"}
     assert all(e.get("request") is None for e in held)  # nothing was sent
