@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db.models import QuerySet
 from pydantic import ValidationError
 
+from review.limits import LimitNote, rate_limit_notes
 from review.models import Approval
 from review.policy import Tally, approval_tally
 from review.routing import RoutingNote, routing_notes
@@ -92,6 +93,8 @@ class Review:
     # What the version's concurrency limit implies, in one sentence ("" when the
     # definition does not parse: the validator's errors say why).
     concurrency: str = ""
+    # What its tools' rate limits imply (``review.limits``): one note per limited step.
+    rate_limits: tuple[LimitNote, ...] = ()
 
 
 def _pretty(value: Any) -> str:
@@ -203,6 +206,7 @@ def workflow_review(*, workflow: Workflow, registry: ToolRegistry | None = None)
         tally=approval_tally(version=workflow),
         routing=_routing(report.spec, registry),
         concurrency=concurrency_text(report.spec),
+        rate_limits=_rate_limits(workflow, report.spec, registry),
         **_planner_sources(workflow),
     )
 
@@ -223,6 +227,16 @@ def concurrency_text(spec: WorkflowSpec | None) -> str:
         return "No concurrency limit: every run starts at once, however many are running."
     text = spec.concurrency.describe()
     return text[0].upper() + text[1:] + "."
+
+
+def _rate_limits(
+    workflow: Workflow, spec: WorkflowSpec | None, registry: ToolRegistry
+) -> tuple[LimitNote, ...]:
+    """The rate-limit notes of a definition that parses (none for one that does not)."""
+    if spec is None:
+        return ()
+    inputs = sample_input_defaults(workflow, dict(spec.inputs))
+    return rate_limit_notes(spec=spec, registry=registry, inputs=inputs)
 
 
 def _planner_sources(workflow: Workflow) -> dict[str, Any]:
