@@ -55,26 +55,32 @@ def _reset_delay(value: float | None, now: float) -> float | None:
 def pause_seconds(
     status: int, headers: httpx.Headers, *, now: float, max_pause: float
 ) -> float | None:
-    """How long every caller of the key must wait after this answer; None: no pause."""
-    delay = _told(status, headers, now)
+    """How long every caller of the key must wait after this answer; None: no pause.
+
+    Every answer is read, so the headers are gone through once (an answer without any
+    rate header costs one pass over its names)."""
+    rated = {k: v for k, v in headers.items() if "ratelimit" in k or k == "retry-after"}
+    if not rated:
+        return None
+    delay = _told(status, headers, rated, now)
     if delay is None or delay <= 0:
         return None
     return min(delay, max_pause)
 
 
-def _told(status: int, headers: httpx.Headers, now: float) -> float | None:
-    if status in (429, 503) and headers.get("retry-after"):
+def _told(status: int, headers: httpx.Headers, rated: dict[str, str], now: float) -> float | None:
+    if status in (429, 503) and rated.get("retry-after"):
         told = retry_after_seconds(headers, now=now)
         if told is not None:
             return told
-    remaining = _number(headers.get("x-ratelimit-remaining"))
+    remaining = _number(rated.get("x-ratelimit-remaining"))
     if remaining is not None and remaining <= 0:
-        reset = _reset_delay(_number(headers.get("x-ratelimit-reset")), now)
+        reset = _reset_delay(_number(rated.get("x-ratelimit-reset")), now)
         if reset is not None:
             return reset
-    remaining = _number(headers.get("ratelimit-remaining"))
-    reset = _reset_delay(_number(headers.get("ratelimit-reset")), now)
-    combined = _params(headers.get("ratelimit"))
+    remaining = _number(rated.get("ratelimit-remaining"))
+    reset = _reset_delay(_number(rated.get("ratelimit-reset")), now)
+    combined = _params(rated.get("ratelimit"))
     if remaining is None:
         remaining = combined.get("r", combined.get("remaining"))
     if reset is None:
@@ -83,4 +89,4 @@ def _told(status: int, headers: httpx.Headers, now: float) -> float | None:
         return None
     if reset is not None:
         return reset
-    return _params(headers.get("ratelimit-policy")).get("w")
+    return _params(rated.get("ratelimit-policy")).get("w")
