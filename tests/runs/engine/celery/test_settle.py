@@ -67,3 +67,34 @@ def test_a_fatal_error_is_not_retried(echo_api):
 
     assert [v.status for v in verdicts] == ["failed"]
     assert results(run)["s01"].attempts == 1
+
+
+def test_a_rate_limit_wait_is_requeued_without_using_up_the_policy(echo_api, settings):
+    import time
+
+    from tools.breaker.core import breaker_host
+    from tools.models import RateLimitSlot
+    from tools.ratelimit.db_store import DatabasePaceStore
+
+    settings.FLOWPILOT_RATE_LIMIT_BACKEND = "database"
+    settings.FLOWPILOT_PACING_REFRESH = 0  # read the paused keys before every call
+    key = f"host:{breaker_host(echo_api.url)}"
+    DatabasePaceStore().pause(key, until=time.time() + 60)  # the API said: wait a minute
+    run, bus = started(fan_out_flow("fan", 1))
+    message = bus.messages.pop(0)
+
+    held = celery_step.step_execute(
+        step_result_id=message.step_result_id, worker=WORKER, publish=bus
+    )
+
+    row = results(run)["s01"]
+    assert (held.status, held.retry_in) == ("queued", 0.2)  # capped by the policy's max_delay
+    entry = row.attempt_log[0]
+    assert (entry["error"]["type"], entry["wait_reason"]) == ("rate_limit_wait", "rate_limit")
+    assert "request" not in entry  # nothing was sent
+    assert (row.attempts, row.attempt_limit) == (1, 4)  # the budget grew by the held try
+    assert echo_api.requests("echo") == []
+    RateLimitSlot.objects.all().delete()  # the pause ends
+    bus(message.step_result_id, countdown=held.retry_in)
+    bus.drain(worker=WORKER)
+    assert results(run)["s01"].status == "succeeded"
