@@ -202,12 +202,11 @@ class ToolSpec(FrozenModel):
         limit = self.rate_limit
         if limit is None:
             return self
-        if limit.key_kind in ("host", "credential") and self.kind != "http":
+        if self.kind != "http":
             raise PydanticCustomError(
-                "rate_limit_key",
-                "{key!r} applies to http tools only; a {kind} tool is keyed by `tool` "
-                "or `$input.<name>`",
-                {"key": limit.key, "kind": self.kind, "schema_path": ["rate_limit", "key"]},
+                "rate_limit_kind",
+                "a rate limit paces HTTP requests: a {kind} tool has none",
+                {"kind": self.kind, "schema_path": ["rate_limit"]},
             )
         name = limit.input_name
         properties = self.input_schema.get("properties") or {}

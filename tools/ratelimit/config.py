@@ -1,5 +1,8 @@
 """The ``rate_limit:`` key of a tool file: how many calls, per how many seconds, by what key.
 
+HTTP tools only (``tools.spec.ToolSpec`` refuses it on another kind): what it paces is
+the tool's requests (``tools.http.pacing``).
+
 ``{requests: N, per: SECONDS, burst: M, key: host | credential | tool | "$input.<name>"}``.
 Calls sharing a key are spaced ``per / requests`` seconds apart on average; ``burst``
 (default 1: evenly spaced) lets up to M go at once after an idle spell. The key says
