@@ -126,8 +126,7 @@ def _fetch(
 
 
 def _fetch_page(
-    http: HttpConfig, prepared: PreparedRequest, ctx: ToolCallContext, timeout: float,
-    paced: Paced,
+    http: HttpConfig, prepared: PreparedRequest, ctx: ToolCallContext, timeout: float, paced: Paced
 ) -> Page:
     """One page: send (with the OAuth2 token, refreshed once on 401), check, read."""
     token = None
