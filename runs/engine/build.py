@@ -96,6 +96,8 @@ def build_run_context(
         with contextlib.suppress(LLMNotConfigured):  # its llm steps fail saying what to set
             context.llm, context.owns_llm = LLMClient.from_settings(offline=offline), True
     context.taps = taps
+    if taps is not None and taps.offline:
+        context.pacer = None  # a replay sends nothing: no slot to wait for, no header to read
     if sleep is not None:
         context.sleep = sleep
     if rand is not None:

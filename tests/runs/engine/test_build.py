@@ -144,3 +144,21 @@ def test_a_compiled_plan_is_used_as_given_and_its_spec_is_the_contexts():
 def test_a_context_needs_a_spec_or_a_compiled_plan():
     with pytest.raises(TypeError, match="needs a spec or a compiled plan"):
         build_run_context(run_id=1)
+
+
+def test_a_run_paces_its_calls_unless_it_replays_offline(settings):
+    settings.FLOWPILOT_RATE_LIMIT_BACKEND = "database"
+
+    class Offline:
+        offline = True
+
+        def close(self) -> None:
+            pass
+
+    with build_run_context(run_id=1, spec=spec_of(REPO_STEP), env=ENV) as ctx:
+        assert ctx.pacer is not None
+    with build_run_context(run_id=1, spec=spec_of(REPO_STEP), env=ENV, taps=Offline()) as ctx:
+        assert ctx.pacer is None  # a replay sends nothing
+    settings.FLOWPILOT_RATE_LIMIT_BACKEND = "off"
+    with build_run_context(run_id=1, spec=spec_of(REPO_STEP), env=ENV) as ctx:
+        assert ctx.pacer is None
