@@ -33,6 +33,14 @@ from tests.celery_support import Bus, import_flow
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+
+@pytest.fixture(autouse=True)
+def pauses_read_once(settings):
+    """Adaptive pacing reads the paused keys once per ``FLOWPILOT_PACING_REFRESH`` seconds
+    per process, whatever the run (docs/limits.md): a read by the clock, not by the step.
+    An hour here, so the warm-up's read is the only one and the counts are per step."""
+    settings.FLOWPILOT_PACING_REFRESH = 3600
+
 # Statements, transaction control (BEGIN, COMMIT, savepoints) not counted. Of these,
 # one per call is the circuit breaker's (a healthy host: one read, no write).
 MAX_PER_HOP = 3  # breaker, outcome (locking the run), the next step's claim
