@@ -17,8 +17,9 @@ do after a failed try, and records the try as an ``AttemptRecord``:
 
 A new kind of told wait is one more row of ``_TOLD_WAITS`` and one more ``WaitReason``:
 no driver changes. A try held back by a rate limit sent nothing and is the limit's
-doing, not the API's: it never gives up, waits exactly its slot's wait (capped by
-``max_delay``; the backoff does not apply) and does not use up the policy
+doing, not the API's: it never gives up, waits exactly its slot's wait (neither the
+backoff nor ``max_delay`` applies: a shorter wait would only be held back again) and
+does not use up the policy
 (``Retry.spends_try`` is False: the drivers add a try to the step's budget).
 
 The rule is pure: no clock, no I/O, the jitter's random number drawn from the caller's
@@ -155,8 +156,8 @@ def next_try(
     if attempt >= policy.max_attempts and not free:
         return GiveUp(exhausted=True)
     told = _told_wait(error)
-    if free and told is not None:  # the limit's own wait, exactly: no backoff to outgrow
-        return Retry(round(min(told[0], policy.max_delay), 3), told[1], spends_try=False)
+    if free and told is not None:  # the limit's own wait, exactly: no backoff, no cap
+        return Retry(round(told[0], 3), told[1], spends_try=False)
     delay, reason = policy.delay(attempt, rand()), WaitReason.BACKOFF
     if told is not None:
         wait = min(told[0], policy.max_delay)

@@ -19,7 +19,8 @@ What a call does with its slot (``Pacer.admit``):
   its request (``rate_limit_wait``);
 - a longer wait: nothing is reserved and :class:`~tools.errors.RateLimitWait` is raised,
   a told wait: the step is tried again after it (on Celery, re-queued with that
-  countdown, so no worker slot is held while waiting).
+  countdown, so no worker slot is held while waiting), or after ``max_pause`` when
+  the wait is longer still (then it asks again).
 
 Adaptive pacing (``Pacer.observe``): an answer whose headers say the quota is used up
 (``tools.ratelimit.headers``) pauses its key in the store until the reset, and every
@@ -120,7 +121,8 @@ class Pacer:
         if wait <= 0:
             return 0.0
         if wait > self.max_sleep:
-            raise RateLimitWait(key=key, retry_after=wait)
+            # At most max_pause: a step re-queued for a day would sit in the broker.
+            raise RateLimitWait(key=key, retry_after=min(wait, self.max_pause))
         self.sleep(wait)
         return wait
 

@@ -90,7 +90,8 @@ def test_a_rate_limit_wait_is_told_and_spends_no_try():
     # Even past the budget (a policy of one try): the limit held it back, nothing was sent.
     once = RetryPolicy(max_attempts=1)
     assert next_try(once, 1, held, lambda: 0.5) == Retry(1.5, WaitReason.RATE_LIMIT, False)
-    assert next_try(POLICY, 1, RateLimitWait(key="k", retry_after=99), lambda: 0.5).delay == 2.0
+    long = RateLimitWait(key="k", retry_after=99)  # past max_delay: kept, exactly
+    assert next_try(POLICY, 1, long, never) == Retry(99, WaitReason.RATE_LIMIT, False)
     short = RateLimitWait(key="k", retry_after=0.02)  # shorter than the backoff: kept
     assert next_try(POLICY, 1, short, never) == Retry(0.02, WaitReason.RATE_LIMIT, False)
     assert WaitReason.RATE_LIMIT.label == "rate limit"

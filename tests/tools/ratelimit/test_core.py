@@ -140,3 +140,12 @@ def test_long_keys_are_stored_by_their_hash():
     assert len(stored_key(long)) < MAX_KEY_CHARS
     assert stored_key(long) != stored_key(long + "y")
     assert stored_key("tool:t") == "tool:t"
+
+
+def test_a_wait_past_max_pause_asks_again_after_max_pause(store, clock):
+    fixed = Pacer(store=store, max_sleep=1, max_pause=60, clock=clock, sleep=lambda s: None)
+    daily = RateLimitConfig(requests=1, per=86400)
+    assert fixed.admit("tool:daily", daily) == 0.0
+    with pytest.raises(RateLimitWait) as held:
+        fixed.admit("tool:daily", daily)
+    assert held.value.retry_after == 60
