@@ -429,6 +429,7 @@ def test_a_database_that_was_never_migrated_is_a_clear_error(cli):
         cursor.execute("DROP TABLE tools_breaker")
         cursor.execute("DROP TABLE tools_toolrevision")
         cursor.execute("DROP TABLE tools_credential")
+        cursor.execute("DROP TABLE tools_ratelimitslot")
     try:
         result = cli("runflow", "examples/sales_report.yaml")
     finally:
