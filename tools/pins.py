@@ -43,7 +43,8 @@ def tool_definition_hash(spec: ToolSpec) -> str:
     The lifecycle (``deprecated``, ``replacement``; an MCP server file's ``deprecated``)
     is left out: deprecating a tool changes what it is offered for, not what a call
     does, so it never refuses the workflows approved with it. A field added since
-    (``queue``, ``rate_limit``) counts only when set, so the tools written before it keep their hash.
+    (``queue``, ``rate_limit``) counts only when set, so the tools written before it keep
+    their hash.
     """
     canonical = json.dumps(_without_lifecycle(spec.stored()), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()

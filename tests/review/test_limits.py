@@ -82,7 +82,6 @@ def test_durations_read_naturally():
 
 
 @pytest.mark.django_db
-@pytest.mark.usefixtures("fast_passwords")
 def test_the_review_page_shows_them_before_approval(approver, client):
     for spec in load_tool_text(TOOLS, source="test_limits"):
         tool_upsert(spec=spec, source="test_limits")

@@ -86,6 +86,11 @@ def test_a_bad_queue_in_a_tool_file_names_the_field_and_the_file(bad):
     assert "queue" in message
 
 
+# What a tool's hash leaves out: its lifecycle, and the fields added after tools were
+# first pinned while they are unset.
+ADDED = ("deprecated", "replacement", "queue", "rate_limit")
+
+
 def test_the_queue_is_part_of_the_tools_hash_only_when_set():
     (plain,) = load_tool_text(TOOL.format(queue=""), source="t.yaml")
     (heavy,) = load_tool_text(TOOL.format(queue="queue: heavy"), source="t.yaml")
@@ -93,11 +98,13 @@ def test_the_queue_is_part_of_the_tools_hash_only_when_set():
 
     hashes = {tool_definition_hash(spec) for spec in (plain, heavy, other)}
     assert len(hashes) == 3  # moving a tool to another queue is a change approval sees
-    # A tool written before the field keeps its hash: ``queue: null`` is not hashed, so
-    # the hash is the one computed before the field existed.
+    # A tool written before the field keeps its hash: ``queue: null`` (and
+    # ``rate_limit: null``, added with it) is not hashed, so the hash is the one computed
+    # before the fields existed.
     stored = plain.stored()
     assert stored["queue"] is None
-    before = {k: v for k, v in stored.items() if k not in ("deprecated", "replacement", "queue")}
+    assert stored["rate_limit"] is None
+    before = {k: v for k, v in stored.items() if k not in ADDED}
     canonical = json.dumps(before, sort_keys=True, separators=(",", ":"))
     assert tool_definition_hash(plain) == hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -137,7 +144,7 @@ def test_an_mcp_server_files_queue_is_every_one_of_its_tools_queue():
     stored = plain.stored()
     server = {k: v for k, v in stored["mcp"]["server"].items() if k not in ("deprecated", "queue")}
     before = {
-        **{k: v for k, v in stored.items() if k not in ("deprecated", "replacement", "queue")},
+        **{k: v for k, v in stored.items() if k not in ADDED},
         "mcp": {**stored["mcp"], "server": server},
     }
     canonical = json.dumps(before, sort_keys=True, separators=(",", ":"))
