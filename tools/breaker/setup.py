@@ -14,25 +14,12 @@ from django.core.exceptions import ImproperlyConfigured
 from tools.breaker.core import BreakerPolicy, BreakerStore, CircuitBreakers, Clock
 from tools.breaker.db_store import DatabaseBreakerStore
 from tools.breaker.redis_store import RedisBreakerStore
-
-BACKENDS = ("auto", "redis", "database", "off")
+from tools.store_backends import store_backend
 
 
 def breaker_backend() -> str:
     """The backend in use: ``redis``, ``database`` or ``off``."""
-    backend = settings.FLOWPILOT_BREAKER_BACKEND
-    if backend not in BACKENDS:
-        raise ImproperlyConfigured(
-            f"FLOWPILOT_BREAKER_BACKEND is {backend!r}; use one of {', '.join(BACKENDS)}"
-        )
-    if backend == "auto":
-        return "redis" if settings.FLOWPILOT_BREAKER_REDIS_URL else "database"
-    if backend == "redis" and not settings.FLOWPILOT_BREAKER_REDIS_URL:
-        raise ImproperlyConfigured(
-            "FLOWPILOT_BREAKER_BACKEND is 'redis' but neither FLOWPILOT_BREAKER_REDIS_URL "
-            "nor a redis:// CELERY_BROKER_URL is set"
-        )
-    return str(backend)
+    return store_backend("FLOWPILOT_BREAKER")
 
 
 def breaker_store_from_settings() -> BreakerStore | None:

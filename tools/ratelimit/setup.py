@@ -19,25 +19,12 @@ from django.core.exceptions import ImproperlyConfigured
 from tools.ratelimit.core import Pacer, PaceStore
 from tools.ratelimit.db_store import DatabasePaceStore
 from tools.ratelimit.redis_store import RedisPaceStore
-
-BACKENDS = ("auto", "redis", "database", "off")
+from tools.store_backends import store_backend
 
 
 def pacing_backend() -> str:
     """The backend in use: ``redis``, ``database`` or ``off``."""
-    backend = settings.FLOWPILOT_RATE_LIMIT_BACKEND
-    if backend not in BACKENDS:
-        raise ImproperlyConfigured(
-            f"FLOWPILOT_RATE_LIMIT_BACKEND is {backend!r}; use one of {', '.join(BACKENDS)}"
-        )
-    if backend == "auto":
-        return "redis" if settings.FLOWPILOT_RATE_LIMIT_REDIS_URL else "database"
-    if backend == "redis" and not settings.FLOWPILOT_RATE_LIMIT_REDIS_URL:
-        raise ImproperlyConfigured(
-            "FLOWPILOT_RATE_LIMIT_BACKEND is 'redis' but neither FLOWPILOT_RATE_LIMIT_REDIS_URL "
-            "nor a redis:// CELERY_BROKER_URL is set"
-        )
-    return str(backend)
+    return store_backend("FLOWPILOT_RATE_LIMIT")
 
 
 def pace_store_from_settings() -> PaceStore | None:
