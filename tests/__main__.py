@@ -29,7 +29,8 @@ What does not depend on the pass's database runs once. When a PostgreSQL pass ru
 too, the SQLite pass is told so (``FLOWPILOT_TEST_PASS=first``) and the Schemathesis
 command line skips there, running on the PostgreSQL pass; and the PostgreSQL pass is
 told ``FLOWPILOT_TEST_PASS=database``: it keeps only the tests that use the database
-(a ``django_db`` or ``postgres`` mark, or a database fixture; ``tests/conftest.py``),
+(a ``django_db`` or ``postgres`` mark, or a database fixture; ``tests/conftest.py``)
+and are not marked ``one_database`` (costly tests whose subject is not the database),
 leaving the rest (more than half of the suite) to the SQLite pass.
 """
 

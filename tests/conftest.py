@@ -199,14 +199,18 @@ def pytest_collection_modifyitems(config, items):
     tests``, which runs beside a SQLite pass) only the tests that use the database are
     kept: a test with neither a ``django_db`` or ``postgres`` mark nor a database fixture
     cannot reach a database (pytest-django refuses it), so it would only repeat what the
-    SQLite pass runs."""
+    SQLite pass runs. A test marked ``one_database`` uses a database only as a place to
+    keep what it works on (its subject is a protocol, a parser, a clock) and costs many
+    seconds: it is left to the SQLite pass too."""
     database_only = os.environ.get("FLOWPILOT_TEST_PASS") == "database"
     kept, left = [], []
     for item in items:
         uses = set(getattr(item, "fixturenames", ()))
         if item.get_closest_marker("celery") or SLOW_FIXTURES & uses:
             item.add_marker(pytest.mark.slow)
-        if database_only and not _uses_a_database(item, uses):
+        if database_only and (
+            item.get_closest_marker("one_database") or not _uses_a_database(item, uses)
+        ):
             left.append(item)
         else:
             kept.append(item)

@@ -16,7 +16,8 @@ from schedules.services import Policy, schedule_create
 from workflows.models import WorkflowStatus
 from workflows.services import workflow_transition
 
-pytestmark = pytest.mark.django_db
+# Its subject is not the database: the PostgreSQL pass leaves it to the SQLite pass.
+pytestmark = [pytest.mark.django_db, pytest.mark.one_database]
 
 # (zone, the instant the clocks change, the daily cron on the change's hour, the UTC
 # instant that daily cron fires on the day of the change)

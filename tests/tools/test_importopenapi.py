@@ -86,6 +86,7 @@ def test_a_response_schema_is_read_one_level_deep_so_a_bomb_there_is_harmless(cl
 
 
 @pytest.mark.slow
+@pytest.mark.one_database
 def test_a_stripe_sized_document_imports_whole(cli, tmp_path):
     source = write_spec("stripe", tmp_path / "stripe.json")
     document = json.loads(source.read_text())
@@ -104,6 +105,7 @@ def test_a_stripe_sized_document_imports_whole(cli, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.one_database
 def test_a_github_sized_document_imports_whole(cli, tmp_path):
     source = write_spec("github", tmp_path / "github.json")
     assert source.stat().st_size > 12_000_000  # over the old 5 MiB cap

@@ -13,7 +13,8 @@ from tools.services import tools_load_dir
 from workflows.models import PlanAttempt, Workflow
 from workflows.planner.evaluation import DEFAULT_GOALS, GoalsFileInvalid, load_goal_cases
 
-pytestmark = pytest.mark.django_db
+# Its subject is not the database: the PostgreSQL pass leaves it to the SQLite pass.
+pytestmark = [pytest.mark.django_db, pytest.mark.one_database]
 
 CASES = load_goal_cases(DEFAULT_GOALS)
 

@@ -12,7 +12,8 @@ from review.models import PlanKind, PlanRequest, PlanRequestStatus
 from tests.api.mcp.conftest import AGENT_PERMS, agent
 from tests.factories import UserFactory
 
-pytestmark = pytest.mark.django_db
+# Its subject is not the database: the PostgreSQL pass leaves it to the SQLite pass.
+pytestmark = [pytest.mark.django_db, pytest.mark.one_database]
 
 
 def test_an_inactive_or_anonymous_user_is_not_authenticated():

@@ -16,6 +16,9 @@ from tests.api.mcp.conftest import agent, calls, over_http, token_of
 from tests.conftest import REPO_ROOT
 from tests.startup import start_deadline
 
+# Its subject is not the database: the PostgreSQL pass leaves it to the SQLite pass.
+pytestmark = pytest.mark.one_database
+
 
 @pytest.mark.parametrize(
     ("args", "message"),

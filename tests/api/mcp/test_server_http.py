@@ -15,6 +15,9 @@ from tests.api.mcp.conftest import AGENT_PERMS, agent, calls, over_http, token_o
 from tests.factories import DIGEST_GOAL, UserFactory, digest_plan
 from workflows.models import Workflow
 
+# Its subject is not the database: the PostgreSQL pass leaves it to the SQLite pass.
+pytestmark = pytest.mark.one_database
+
 
 def body(result) -> dict:
     """The structured answer, the same as the JSON text beside it."""

@@ -19,6 +19,9 @@ from tests.startup import start_deadline
 from tests.test_import_budget import imported
 from workflows.models import Workflow
 
+# Its subject is not the database: the PostgreSQL pass leaves it to the SQLite pass.
+pytestmark = pytest.mark.one_database
+
 
 def test_plan_approve_run_read_over_stdio(stdio_env, planner_llm, example_tools, output_dir):
     planner_llm.reply_json(digest_plan())

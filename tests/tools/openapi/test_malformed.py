@@ -183,6 +183,7 @@ def check_skipped(lines: list[str]) -> None:
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(CHANGES)
+@pytest.mark.one_database
 def test_the_service_imports_skips_naming_where_or_refuses(changes):
     text = json.dumps(changed(changes))
     with tempfile.TemporaryDirectory() as out:
@@ -203,6 +204,7 @@ def test_the_service_imports_skips_naming_where_or_refuses(changes):
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(CHANGES)
+@pytest.mark.one_database
 def test_the_command_imports_skips_naming_where_or_refuses(changes):
     with tempfile.TemporaryDirectory() as work:
         source = Path(work) / "pets.json"
