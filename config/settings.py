@@ -300,6 +300,8 @@ FLOWPILOT_VAULT_CACHE_SECONDS = env.float("FLOWPILOT_VAULT_CACHE_SECONDS", defau
 FLOWPILOT_MAX_PARALLEL_STEPS = env.int("FLOWPILOT_MAX_PARALLEL_STEPS", default=8)
 # How many levels of `workflow` steps (sub-workflows) may nest; deeper is a validation error.
 FLOWPILOT_MAX_WORKFLOW_DEPTH = env.int("FLOWPILOT_MAX_WORKFLOW_DEPTH", default=5)
+# The most iterations a `loop` step may declare (`max_iterations`); more is a validation error.
+FLOWPILOT_MAX_LOOP_ITERATIONS = env.int("FLOWPILOT_MAX_LOOP_ITERATIONS", default=50)
 # Runs older than this many days may be removed by `purgeruns` (0 keeps them forever).
 FLOWPILOT_RUN_RETENTION_DAYS = env.int("FLOWPILOT_RUN_RETENTION_DAYS", default=90)
 # The daily retention task deletes at most this many runs per transaction.

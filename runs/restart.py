@@ -5,7 +5,9 @@ version with the same inputs, linked to the original (``Run.restarted_from`` and
 ``restarted_from_step``; the original lists it under ``restarts``). The chosen step
 and every step downstream of it run again; every other step's checkpoint is copied
 into the new run as a *reused* result and never executed. Without ``from_step`` it
-is a full re-run with the same inputs (nothing reused), still linked.
+is a full re-run with the same inputs (nothing reused), still linked. ``from_step``
+``"STEP#K"`` restarts a `loop` step from its iteration K, reusing iterations 1…K-1
+(``runs.engine.kinds.loop``).
 
 A step outside the chosen set is reused only when its result can stand for it: it
 succeeded, or failed under ``on_error: continue``. Any other one (never reached,
@@ -29,6 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from runs.engine.kinds.loop import loop_restart_step
 from runs.engine.local import Observer
 from runs.models import Run, StepResult
 from runs.services import OPERATE_PERMISSION, run_create, run_enqueue
@@ -89,6 +92,7 @@ def restart_plan(
 
     Raises ``RunStateError`` (the run is not finished) or ``RestartRefused``.
     """
+    point = from_step
     if run.status not in RUN_TERMINAL:
         raise RunStateError(
             f"run {run.pk} is {run.status}; only a finished run (succeeded, failed or "
@@ -107,6 +111,8 @@ def restart_plan(
         )
     spec = workflow_spec(version)
     graph = build_graph(spec)
+    if from_step is not None and "#" in from_step:  # `STEP#K`: from a loop's iteration
+        from_step = loop_restart_step(run, spec, from_step)
     if from_step is not None and from_step not in graph.step_ids:
         raise RestartStepUnknown(
             f"run {run.pk} of `{version}` has no step `{from_step}`; its steps are "
@@ -119,7 +125,7 @@ def restart_plan(
     _refuse_truncated(run, graph, results, rerun, reused)
     registry = registry if registry is not None else ToolRegistry.from_db()
     risky = {s: tools for s in rerun if (tools := _non_idempotent_tools(spec, registry, s))}
-    return RestartPlan(run, from_step, rerun, reused, risky)
+    return RestartPlan(run, point, rerun, reused, risky)
 
 
 def run_restart_prepare(

@@ -344,7 +344,69 @@ class WorkflowStep(_StepBase):
         return self.workflow
 
 
-AnyStep = ToolStep | LLMStep | DecisionStep | TransformStep | ForeachStep | WorkflowStep
+# The schema's own bound on ``max_iterations``; the operator's is lower
+# (FLOWPILOT_MAX_LOOP_ITERATIONS, checked by the validator).
+LOOP_ITERATIONS_CAP = 1000
+
+
+class LoopStep(_StepBase):
+    """Runs another active workflow as a child run once per iteration, until ``until``
+    holds or ``max_iterations`` ran: a bounded review-and-fix cycle (docs/steps.md)."""
+
+    kind: Literal["loop"] = "loop"
+    workflow: str = Field(
+        pattern=WORKFLOW_NAME_PATTERN,
+        description="Name of the active workflow each iteration runs; approval pins its "
+        "definition hash.",
+    )
+    max_iterations: int = Field(
+        ge=1,
+        le=LOOP_ITERATIONS_CAP,
+        description="Most iterations it runs; required. At most FLOWPILOT_MAX_LOOP_ITERATIONS.",
+    )
+    until: str = Field(
+        min_length=1,
+        description="Condition over `output` (the iteration's outputs) and `iteration` (its "
+        "number, from 1); the loop stops after the first iteration for which it holds.",
+    )
+    iteration_mapping: dict[str, str] = Field(
+        default_factory=dict,
+        description="Child input -> `$loop.previous`, `$loop.previous.PATH` (the previous "
+        "iteration's outputs, null on the first) or `$loop.iteration`; a null value leaves "
+        "the input to `input_mapping` (else the child's default).",
+    )
+    on_exhausted: Literal["fail", "continue"] = Field(
+        "fail",
+        description="At max_iterations without the condition holding: fail the step "
+        "(`loop_exhausted`), or succeed with `condition_held: false`.",
+    )
+
+    planner_hint: ClassVar[str] = (
+        '{"id": "review", "kind": "loop", "workflow": "TEMPLATE_NAME", "max_iterations": 3, '
+        '"until": "output.passed == true", "input_mapping": {"TEMPLATE_INPUT": "$input.text"}, '
+        '"iteration_mapping": {"TEMPLATE_INPUT2": "$loop.previous.OUTPUT_NAME"}}: runs the '
+        "template again until `until` holds (over `output`, that run's outputs, and "
+        "`iteration`), at most max_iterations times; for review-and-fix cycles. It outputs "
+        '"last" (the last run\'s outputs), "count", "condition_held" and "iterations".'
+    )
+    planner_needs_templates: ClassVar[bool] = True
+
+    def step_time_limit(self) -> float | None:
+        return None  # every iteration's child keeps its steps' own time limits
+
+    def called_workflow(self) -> str | None:
+        return self.workflow
+
+    def output_fields(self) -> tuple[str, ...] | None:
+        # ``last``: the last iteration's outputs; ``iterations``: every iteration's, in order.
+        return ("last", "count", "condition_held", "iterations")
+
+    def output_field_schema(self, field: str) -> dict[str, Any] | None:
+        kinds = {"count": "integer", "condition_held": "boolean", "iterations": "array"}
+        return {"type": kinds[field]} if field in kinds else None
+
+
+AnyStep = ToolStep | LLMStep | DecisionStep | TransformStep | ForeachStep | WorkflowStep | LoopStep
 Step = Annotated[AnyStep, Field(discriminator="kind")]
 
 

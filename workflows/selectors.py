@@ -73,6 +73,20 @@ def workflow_version_diff(*, old: Workflow, new: Workflow) -> WorkflowDiff:
     return workflow_diff(workflow_spec(old), workflow_spec(new))
 
 
+def _loop_data(kind: str, config: dict[str, Any]) -> dict[str, Any]:
+    """What the picture shows of a `loop` step: the workflow it repeats, its bound, its
+    condition (a loop node is drawn apart, with its bound)."""
+    if kind != "loop":
+        return {}
+    return {
+        "loop": {
+            "workflow": config.get("workflow", ""),
+            "max_iterations": config.get("max_iterations"),
+            "until": config.get("until", ""),
+        }
+    }
+
+
 def workflow_graph_data(
     workflow: Workflow, *, steps: Iterable[Step] | None = None
 ) -> dict[str, Any]:
@@ -93,6 +107,7 @@ def workflow_graph_data(
                 "name": config.get("name", ""),
                 "description": config.get("description", ""),
                 "branches": list(config.get("branches", [])),
+                **_loop_data(step.kind, config),
             }
         )
     edges = [

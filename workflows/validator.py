@@ -129,6 +129,9 @@ ISSUE_CODES = frozenset(
         "missing_workflow_input",
         "workflow_recursion",
         "workflow_too_deep",
+        # loop steps
+        "loop_iterations_over_limit",
+        "loop_reference_invalid",
         # tool lifecycle (a warning)
         "tool_deprecated",
     }

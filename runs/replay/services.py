@@ -27,6 +27,7 @@ from typing import Any
 
 from runs.engine.build import build_run_context
 from runs.engine.creation import child_run_create
+from runs.engine.kinds.loop import finished_iterations
 from runs.engine.kinds.workflow import current_child
 from runs.models import Run, StepResult
 from runs.replay.player import NOT_SENT, RecordedCalls, ReplayUnrecorded
@@ -36,7 +37,7 @@ from runs.state import RunError, RunStatus, RunTrigger
 from tools.permissions import permission_require
 from tools.registry import ToolRegistry
 from workflows.models import Workflow
-from workflows.schema import WorkflowStep
+from workflows.schema import LoopStep, WorkflowStep
 from workflows.services import workflow_spec
 
 
@@ -135,11 +136,11 @@ class _Replay:
             return self.unused.get(run.pk, {})
 
     def create_child(
-        self, source: Run, step: WorkflowStep, args: dict[str, Any], parent: StepResult
+        self, source: Run, step: WorkflowStep | LoopStep, args: dict[str, Any], parent: StepResult
     ) -> Run:
         """The replay child of ``step``: the validation run's child of that step (its
         newest, whose outputs the step had) is what it replays."""
-        recorded = _recorded_child(source, step)
+        recorded = _recorded_child(source, step, parent)
         return child_run_create(
             workflow=_pinned_version(source, step, recorded),
             inputs=args,
@@ -154,8 +155,10 @@ class _Replay:
         return self.execute(child, child.replay_of)
 
 
-def _recorded_child(source: Run, step: WorkflowStep) -> Run:
+def _recorded_child(source: Run, step: WorkflowStep | LoopStep, parent: StepResult) -> Run:
     result = StepResult.objects.filter(run=source, step_id=step.id).first()
+    if isinstance(step, LoopStep):  # the recorded child of the iteration it starts
+        return _recorded_iteration(source, step, result, parent)
     child = current_child(result) if result is not None else None
     if child is None:
         raise ReplayUnrecorded(
@@ -165,7 +168,23 @@ def _recorded_child(source: Run, step: WorkflowStep) -> Run:
     return child
 
 
-def _pinned_version(source: Run, step: WorkflowStep, recorded: Run) -> Workflow:
+def _recorded_iteration(
+    source: Run, step: LoopStep, result: StepResult | None, parent: StepResult
+) -> Run:
+    """The child run that served iteration N of the replayed loop, N being the iteration
+    the replay's loop starts now (one past its succeeded ones)."""
+    number = len(finished_iterations(step, parent)) + 1
+    recorded = finished_iterations(step, result) if result is not None else []
+    if number > len(recorded):
+        raise ReplayUnrecorded(
+            f"loop `{step.id}` starts iteration {number}, but run {source.pk} (replayed) "
+            f"recorded {len(recorded)} succeeded iterations of it; the iteration's child was "
+            f"not run ({NOT_SENT})"
+        )
+    return recorded[number - 1].run
+
+
+def _pinned_version(source: Run, step: WorkflowStep | LoopStep, recorded: Run) -> Workflow:
     """The child version approved with the replayed version (its pin), else the one the
     recorded child ran."""
     pin = (source.workflow.workflow_pins or {}).get(step.workflow)

@@ -127,7 +127,7 @@ class FlowContext:
         (a tool that declares no outputs, a transform whose shape is known only at run time).
         """
         child = step.called_workflow()
-        if child is not None:
+        if child is not None and step.output_fields() is None:
             found = None if self.workflows is None else self.workflows.get(child)
             return None if found is None else child_output_fields(found)
         name = step.output_tool()

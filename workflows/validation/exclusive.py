@@ -59,9 +59,7 @@ def _only_on(ctx: FlowContext) -> dict[str, dict[str, frozenset[str]]]:
         regions: dict[str, set[str]] = {}
         for edge in ctx.spec.edges:
             if edge.from_ == step.id and edge.when in step.branches:
-                regions.setdefault(edge.when, set()).update(
-                    _reach(edge.to, children, stop=step.id)
-                )
+                regions.setdefault(edge.when, set()).update(_reach(edge.to, children, stop=step.id))
         for member in set().union(*regions.values()) if regions else ():
             on = frozenset(label for label, members in regions.items() if member in members)
             if on != frozenset(regions):

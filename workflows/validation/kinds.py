@@ -19,10 +19,12 @@ from tools.errors import TemplateError
 from tools.llm.endpoints import endpoint_names
 from tools.templating import placeholders
 from workflows.expressions import ExpressionError, compile_condition
+from workflows.loops import UNTIL_NAMES, LoopReferenceError, parse_loop_reference
 from workflows.schema import (
     DecisionStep,
     ForeachStep,
     LLMStep,
+    LoopStep,
     ToolStep,
     TransformStep,
     WorkflowStep,
@@ -233,6 +235,37 @@ def _workflow(step: WorkflowStep, path: str, ctx: FlowContext) -> list[Validatio
     return check_workflow_step(step, path, ctx.spec.name, ctx.workflows)
 
 
+def _loop(step: LoopStep, path: str, ctx: FlowContext) -> list[ValidationIssue]:
+    """The workflow it runs (as a `workflow` step's), its bound, its condition and its
+    iteration references."""
+    issues = check_workflow_step(step, path, ctx.spec.name, ctx.workflows)
+    limit = int(settings.FLOWPILOT_MAX_LOOP_ITERATIONS)
+    if step.max_iterations > limit:
+        message = (
+            f"loop `{step.id}` sets max_iterations to {step.max_iterations}, over the operator "
+            f"maximum of {limit} (FLOWPILOT_MAX_LOOP_ITERATIONS); set at most {limit}"
+        )
+        issues.append(
+            error("loop_iterations_over_limit", f"{path}.max_iterations", message, step.id)
+        )
+    try:
+        compile_condition(step.until, names=UNTIL_NAMES)
+    except ExpressionError as exc:
+        message = (
+            f"loop `{step.id}`, its `until` condition: {exc.message}; it reads `output` (the "
+            "iteration's outputs, e.g. `output.passed == true`) and `iteration`"
+        )
+        issues.append(error("condition_invalid", f"{path}.until", message, step.id))
+    for name, value in step.iteration_mapping.items():
+        try:
+            parse_loop_reference(value)
+        except LoopReferenceError as exc:
+            message = f"loop `{step.id}` maps `{name}` in its iteration_mapping: {exc.message}"
+            where = f"{path}.iteration_mapping.{name}"
+            issues.append(error("loop_reference_invalid", where, message, step.id))
+    return issues
+
+
 # Every kind of the ``Step`` union -> its own checks: (step, its path, the flow) -> issues.
 KIND_CHECKS: dict[str, Callable[[Any, str, FlowContext], list[ValidationIssue]]] = {
     "tool": _tool,
@@ -241,4 +274,5 @@ KIND_CHECKS: dict[str, Callable[[Any, str, FlowContext], list[ValidationIssue]]]
     "transform": _transform,
     "foreach": _foreach,
     "workflow": _workflow,
+    "loop": _loop,
 }

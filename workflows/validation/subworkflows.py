@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from workflows.graph import GraphCycleError, build_graph
 from workflows.models import Workflow, WorkflowStatus
-from workflows.schema import WorkflowSpec, WorkflowStep
+from workflows.schema import LoopStep, WorkflowSpec, WorkflowStep
 from workflows.validation.report import ValidationIssue, error, names, suggest
 
 
@@ -72,9 +72,9 @@ def child_output_fields(spec: WorkflowSpec) -> tuple[str, ...] | None:
 
 
 def check_workflow_step(
-    step: WorkflowStep, path: str, root: str, lookup: WorkflowLookup | None
+    step: WorkflowStep | LoopStep, path: str, root: str, lookup: WorkflowLookup | None
 ) -> list[ValidationIssue]:
-    """The issues of one `workflow` step of workflow ``root`` (at ``path``)."""
+    """The issues of one `workflow` (or `loop`) step of workflow ``root`` (at ``path``)."""
     if lookup is None:
         return []
     if step.workflow == root:
@@ -89,20 +89,32 @@ def check_workflow_step(
     return _inputs(step, child, path) + _nesting(step, path, root, child, lookup)
 
 
-def _inputs(step: WorkflowStep, child: WorkflowSpec, path: str) -> list[ValidationIssue]:
+def _inputs(step: WorkflowStep | LoopStep, child: WorkflowSpec, path: str) -> list[ValidationIssue]:
     issues = []
     declared = list(child.inputs)
-    for param in step.input_mapping:
+    loop = isinstance(step, LoopStep)
+    fields = ("input_mapping", "iteration_mapping") if loop else ("input_mapping",)
+    mapped = {param: field for field in fields for param in getattr(step, field)}
+    for param, field in mapped.items():
         if param not in child.inputs:
             message = (
                 f"step `{step.id}` maps `{param}`, but workflow `{step.workflow}` declares no "
                 f"input `{param}`{suggest(param, declared)}; its inputs are "
                 f"{names(declared)}"
             )
-            where = f"{path}.input_mapping.{param}"
+            where = f"{path}.{field}.{param}"
             issues.append(error("unknown_workflow_input", where, message, step.id))
     for name, spec in child.inputs.items():
         if spec.is_required and name not in step.input_mapping:
+            if name in mapped:  # only in iteration_mapping: null on the first iteration
+                message = (
+                    f"loop `{step.id}` maps `{name}`, a required input of workflow "
+                    f"`{step.workflow}`, only in its iteration_mapping, which is null on the "
+                    "first iteration; map it in input_mapping too, or give it a default"
+                )
+                where = f"{path}.iteration_mapping.{name}"
+                issues.append(error("missing_workflow_input", where, message, step.id))
+                continue
             message = (
                 f"step `{step.id}` does not map `{name}`, a required input of workflow "
                 f"`{step.workflow}`; map it in the step's input_mapping"
@@ -114,7 +126,7 @@ def _inputs(step: WorkflowStep, child: WorkflowSpec, path: str) -> list[Validati
 
 
 def _nesting(
-    step: WorkflowStep, path: str, root: str, child: WorkflowSpec, lookup: WorkflowLookup
+    step: WorkflowStep | LoopStep, path: str, root: str, child: WorkflowSpec, lookup: WorkflowLookup
 ) -> list[ValidationIssue]:
     """A call chain through ``child`` that comes back to a workflow already on it, or
     nests deeper than ``max_depth()`` (the first one found, depth first, in step order)."""

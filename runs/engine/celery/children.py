@@ -1,4 +1,5 @@
-"""Child runs of `workflow` steps on Celery: a parked step settled when its child ends.
+"""Child runs of `workflow` and `loop` steps on Celery: a parked step settled when its
+child ends (a `loop` step's succeeded iteration queues the step again instead).
 
 The step itself is ``runs.engine.kinds.workflow``. On Celery a step parks on its child
 (claim token ``child:<run id>``) and its child is started by the ``runs.start_run``
@@ -16,17 +17,21 @@ from __future__ import annotations
 import logging
 from typing import cast
 
-from runs.engine.celery.broker import Publish, publish_step, step_queue
+from django.conf import settings
+from django.db import transaction
+
+from runs.engine.celery.broker import Publish, lease_until, publish_step, step_queue
 from runs.engine.celery.run import run_context, run_start
 from runs.engine.celery.settle import settle
 from runs.engine.context import RunContext
 from runs.engine.kinds.base import Attempt
-from runs.engine.kinds.workflow import CHILD_CLAIM_PREFIX, child_output
+from runs.engine.kinds.loop import finished_iterations, iteration_failure
+from runs.engine.kinds.workflow import CHILD_CLAIM_PREFIX, SubworkflowFailed, child_output
 from runs.engine.tries import AttemptRecord, Tried, error_record
 from runs.models import Run, StepResult
-from runs.state import RUN_TERMINAL, RunStatus, StepStatus
+from runs.state import RUN_TERMINAL, RunStatus, StepStatus, step_transition
 from tools.errors import FlowpilotError
-from workflows.schema import WorkflowStep
+from workflows.schema import LoopStep, WorkflowStep
 
 logger = logging.getLogger("flowpilot.engine")
 
@@ -44,7 +49,9 @@ def parent_step_settle(*, child_run_id: int, publish: Publish = publish_step) ->
     if result.status != StepStatus.RUNNING or result.claim_token != token:
         return False
     with run_context(result.run) as ctx:
-        step = cast(WorkflowStep, ctx.spec.step(result.step_id))  # the claim says so
+        step = cast(WorkflowStep | LoopStep, ctx.spec.step(result.step_id))  # the claim says so
+        if isinstance(step, LoopStep) and child.status == RunStatus.SUCCEEDED:
+            return _next_iteration(ctx, result, step, child, token, publish=publish)
         verdict = settle(ctx, result, token, _child_try(ctx, result, step, child), publish=publish)
         queue = step_queue(ctx, step)
     if verdict.retry_in is not None:
@@ -53,8 +60,30 @@ def parent_step_settle(*, child_run_id: int, publish: Publish = publish_step) ->
     return verdict.status is not None
 
 
+def _next_iteration(
+    ctx: RunContext, result: StepResult, step: LoopStep, child: Run, token: str, *, publish: Publish
+) -> bool:
+    """A `loop` step's iteration succeeded: queue the step again (no try is used up), so
+    its next task finishes the loop or starts the next iteration. False when the claim
+    is no longer the child's (the run was cancelled meanwhile)."""
+    now = ctx.now()
+    with transaction.atomic():
+        Run.objects.select_for_update().get(pk=result.run_id)  # as a settle does
+        queued = step_transition(
+            StepResult.objects.filter(pk=result.pk, status=StepStatus.RUNNING, claim_token=token),
+            StepStatus.QUEUED,
+            claim_token="",
+            lease_expires_at=lease_until(settings.FLOWPILOT_QUEUED_LEASE, now),
+            updated_at=now,
+        )
+    if queued:
+        publish(result.pk, queue=step_queue(ctx, step))
+        logger.info("run %s step %s: iteration run %s succeeded", result.run_id, step.id, child.pk)
+    return bool(queued)
+
+
 def _child_try(
-    ctx: RunContext, result: StepResult, step: WorkflowStep, child: Run
+    ctx: RunContext, result: StepResult, step: WorkflowStep | LoopStep, child: Run
 ) -> Tried[Attempt]:
     """The parked step's try, as its finished child ended it: from the step's start
     to now, made by the child run."""
@@ -63,6 +92,9 @@ def _child_try(
     took = round((now - started).total_seconds() * 1000, 2)
     number, worker = result.attempts + 1, f"child run {child.pk}"
     try:
+        if isinstance(step, LoopStep):  # an iteration failed (a success queues the step)
+            number = len(finished_iterations(step, result)) + 1
+            raise SubworkflowFailed(iteration_failure(step, number, child))
         attempt = Attempt(output=child_output(step, child))
     except FlowpilotError as exc:
         failed = AttemptRecord(

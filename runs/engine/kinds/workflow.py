@@ -45,7 +45,7 @@ from tools.errors import FlowpilotError
 from tools.jsondata import store_unescape
 from workflows.graph import FlowGraph
 from workflows.models import Workflow
-from workflows.schema import WorkflowStep
+from workflows.schema import LoopStep, WorkflowStep
 from workflows.validation.subworkflows import active_version, max_depth
 
 CHILD_CLAIM_PREFIX = "child:"  # the claim token of a step parked on its child run
@@ -73,7 +73,7 @@ def execute_workflow_step(ctx: RunContext, step: WorkflowStep, args: dict[str, A
     try:
         child = current_child(parent)
         if child is None or child.status in (RunStatus.FAILED, RunStatus.CANCELLED):
-            child = _create_child(ctx, step, args, parent)
+            child = child_create(ctx, step, args, parent)
         if child.status == RunStatus.RUNNING:
             raise SubworkflowUnavailable(
                 f"step `{step.id}`: its child run {child.pk} is still running (its process "
@@ -95,18 +95,22 @@ def _park_or_read(
         return Attempt(output=child_output(step, child))
     with transaction.atomic():
         if child is None or child.status in (RunStatus.FAILED, RunStatus.CANCELLED):
-            child = _create_child(ctx, step, args, parent)
-        parked = StepResult.objects.filter(
-            pk=parent.pk, status=StepStatus.RUNNING, run__status=RunStatus.RUNNING
-        ).update(claim_token=f"{CHILD_CLAIM_PREFIX}{child.pk}", lease_expires_at=None)
-        if not parked:  # the run was cancelled meanwhile: no child is left behind
-            raise SubworkflowFailed(f"step `{step.id}`: the run ended before its child started")
-        if child.status == RunStatus.PENDING:
-            child_pk = child.pk
-            options = run_task_options(definition_queue(child.workflow.definition))
-            transaction.on_commit(
-                lambda: current_app.send_task(START_TASK, args=[child_pk], **options)
-            )
+            child = child_create(ctx, step, args, parent)
+        return park_on_child(step, parent, child)
+
+
+def park_on_child(step: WorkflowStep | LoopStep, parent: StepResult, child: Run) -> Attempt:
+    """Hand the step's claim over to ``child`` and start it once this commits (inside the
+    caller's transaction); the ``Attempt`` returned is discarded."""
+    parked = StepResult.objects.filter(
+        pk=parent.pk, status=StepStatus.RUNNING, run__status=RunStatus.RUNNING
+    ).update(claim_token=f"{CHILD_CLAIM_PREFIX}{child.pk}", lease_expires_at=None)
+    if not parked:  # the run was cancelled meanwhile: no child is left behind
+        raise SubworkflowFailed(f"step `{step.id}`: the run ended before its child started")
+    if child.status == RunStatus.PENDING:
+        child_pk = child.pk
+        options = run_task_options(definition_queue(child.workflow.definition))
+        transaction.on_commit(lambda: current_app.send_task(START_TASK, args=[child_pk], **options))
     return Attempt(output={"parked_on_run": child.pk})  # discarded: the claim is the child's
 
 
@@ -115,9 +119,10 @@ def current_child(parent: StepResult) -> Run | None:
     return Run.objects.filter(parent_step=parent).order_by("-id").first()
 
 
-def _create_child(
-    ctx: RunContext, step: WorkflowStep, args: dict[str, Any], parent: StepResult
+def child_create(
+    ctx: RunContext, step: WorkflowStep | LoopStep, args: dict[str, Any], parent: StepResult
 ) -> Run:
+    """A new child run of ``step`` with inputs ``args`` (a replay's: the recorded one)."""
     if ctx.create_child is not None:  # a replay: the recorded child, offline
         return ctx.create_child(step, args, parent)
     version = child_version(step, parent.run)
@@ -126,7 +131,7 @@ def _create_child(
     )
 
 
-def child_version(step: WorkflowStep, parent_run: Run) -> Workflow:
+def child_version(step: WorkflowStep | LoopStep, parent_run: Run) -> Workflow:
     """The version a step runs: the active one, as approved with the parent."""
     depth = run_depth(parent_run) + 1
     if depth > max_depth():
@@ -158,7 +163,7 @@ def run_depth(run: Run) -> int:
     return depth
 
 
-def child_output(step: WorkflowStep, child: Run) -> Any:
+def child_output(step: WorkflowStep | LoopStep, child: Run) -> Any:
     """The step's output from its finished child: the child's outputs, or the error."""
     if child.status == RunStatus.SUCCEEDED:
         outputs = store_unescape(child.outputs)

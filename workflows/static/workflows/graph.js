@@ -45,6 +45,9 @@
   }
 
   function subtitle(node) {
+    if (node.loop) {
+      return "\u21bb loop \u2264" + node.loop.max_iterations + "\u00d7: " + node.loop.workflow;
+    }
     if (node.tool) return node.kind === "tool" ? node.tool : node.kind + ": " + node.tool;
     if (node.kind === "decision" && node.branches.length) {
       return "decision: " + node.branches.join(" | ");
@@ -80,11 +83,14 @@
         role: "listitem",
       };
       if (node.status) attrs["data-status"] = node.status;
+      if (node.loop) attrs["data-max-iterations"] = node.loop.max_iterations;
       var g = el("g", attrs, layer);
       var title = el("title", {}, g);
       title.textContent = node.id + (node.name ? " — " + node.name : "") +
         (node.change && node.change !== "unchanged" ? " (" + node.change + ")" : "") +
         (node.status ? " (" + node.status + ")" : "") +
+        (node.loop ? "\nrepeats " + node.loop.workflow + " until " + node.loop.until +
+          " (at most " + node.loop.max_iterations + " iterations)" : "") +
         (node.description ? "\n" + node.description : "");
       var rect = el("rect", { rx: 6, ry: 6 }, g);
       var lines = [
