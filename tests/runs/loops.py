@@ -28,15 +28,16 @@ CHECK_TOOL = """
 """
 
 
+def reviewer(request: Any, match: Any) -> FakeResponse:
+    """The reviewer: ``{"passed", "feedback", "text"}`` for the text sent."""
+    text = request.json()["text"]
+    passed = text.count("!") >= 2
+    return FakeResponse.json({"passed": passed, "feedback": "" if passed else "!", "text": text})
+
+
 def install_check(fake: FakeAPI) -> None:
-    """``POST /check`` answers ``{"passed", "feedback", "text"}`` for the text sent."""
-
-    def check(request: Any, match: Any) -> FakeResponse:
-        text = request.json()["text"]
-        passed = text.count("!") >= 2
-        return FakeResponse.json({"passed": passed, "feedback": "" if passed else "!", "text": text})
-
-    fake.route("check", "POST", r"/check", check)
+    """``POST /check`` answers as ``reviewer`` does."""
+    fake.route("check", "POST", r"/check", reviewer)
 
 
 def load_check_tool(fake: FakeAPI) -> None:
@@ -96,5 +97,9 @@ def polish_flow(**loop: Any) -> dict:
                 "input_mapping": {"text": "review.last.text", "rounds": "review.count"},
             },
         ],
-        "outputs": {"final": "publish.final", "rounds": "publish.rounds", "held": "review.condition_held"},
+        "outputs": {
+            "final": "publish.final",
+            "rounds": "publish.rounds",
+            "held": "review.condition_held",
+        },
     }

@@ -23,7 +23,15 @@ def spec(**changes) -> WorkflowSpec:
 
 
 def test_the_kinds_are_the_union_in_its_order():
-    assert step_kind_names() == ("tool", "llm", "decision", "transform", "foreach", "workflow")
+    assert step_kind_names() == (
+        "tool",
+        "llm",
+        "decision",
+        "transform",
+        "foreach",
+        "workflow",
+        "loop",
+    )
     assert [m.__name__ for m in step_models()][:2] == ["ToolStep", "LLMStep"]
 
 

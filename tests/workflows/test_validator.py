@@ -278,17 +278,17 @@ def test_schema_paths_drop_the_union_tag_and_name_the_step():
 
 
 def test_schema_messages_are_readable():
-    data = {"name": "s", "steps": [{"id": "a"}, {"id": "b", "kind": "loop"}], "extra": 1}
+    data = {"name": "s", "steps": [{"id": "a"}, {"id": "b", "kind": "repeat"}], "extra": 1}
     messages = {i.path: i.message for i in validate_workflow(data, registry=REGISTRY).issues}
     assert messages == {
         "extra": "`extra` is not a known field; the fields here are `concurrency`, "
         "`description`, `edges`, `goal`, `inputs`, `max_parallel`, `name`, `notifications`, "
         "`outputs`, `queue`, "
         "`retention_days`, `schedule`, `steps`, `tools`",
-        "steps[0]": "`steps[0]` needs a `kind`: one of `decision`, `foreach`, `llm`, `tool`, "
-        "`transform`, `workflow`",
-        "steps[1]": "`steps[1]`: unknown step kind `loop`; use one of `decision`, `foreach`, "
-        "`llm`, `tool`, `transform`, `workflow`",
+        "steps[0]": "`steps[0]` needs a `kind`: one of `decision`, `foreach`, `llm`, `loop`, "
+        "`tool`, `transform`, `workflow`",
+        "steps[1]": "`steps[1]`: unknown step kind `repeat`; use one of `decision`, `foreach`, "
+        "`llm`, `loop`, `tool`, `transform`, `workflow`",
     }
 
 

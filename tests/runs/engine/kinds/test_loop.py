@@ -16,7 +16,14 @@ from runs.replay.services import version_replay
 from runs.restart import run_restart
 from runs.services import run_create, run_execute, run_resume
 from tests.fakes import FakeAPI, FakeResponse
-from tests.runs.loops import checks, fixup_flow, install_check, load_check_tool, polish_flow
+from tests.runs.loops import (
+    checks,
+    fixup_flow,
+    install_check,
+    load_check_tool,
+    polish_flow,
+    reviewer,
+)
 from tests.runs.subflows import activate, approve
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -186,7 +193,7 @@ def test_resume_of_a_failed_loop_continues_from_the_failed_iteration(reviewer_ap
     review = run.step_results.get(step_id="review")
     assert review.error["type"] == "subworkflow_failed"
     assert "step `review`, iteration 2: workflow `fixup`" in review.error["message"]
-    install_check_again(reviewer_api)
+    reviewer_api.respond("check", reviewer)
 
     run = run_resume(run=run)
 
@@ -200,15 +207,6 @@ def test_resume_of_a_failed_loop_continues_from_the_failed_iteration(reviewer_ap
     assert [c.status for c in children] == ["succeeded"] * 3
 
 
-def install_check_again(fake: FakeAPI) -> None:
-    def check(request, match) -> FakeResponse:
-        text = request.json()["text"]
-        passed = text.count("!") >= 2
-        return FakeResponse.json({"passed": passed, "feedback": "" if passed else "!", "text": text})
-
-    fake.respond("check", check)
-
-
 def test_the_loop_replays_offline_every_iteration_from_its_recorded_child(reviewer_api, approver):
     approve(fixup_flow(), approver, {"draft": "hi"})
     polish = approve(polish_flow(), approver, {"draft": "hi"})
@@ -217,8 +215,9 @@ def test_the_loop_replays_offline_every_iteration_from_its_recorded_child(review
     recorded = iterations_of(validation)
     assert len(recorded) == 3
     assert all(
-        ToolCallRecording.objects.filter(step_result__run=child, step_result__step_id="check")
-        .exists()
+        ToolCallRecording.objects.filter(
+            step_result__run=child, step_result__step_id="check"
+        ).exists()
         for child in recorded
     )
     reviewer_api.stop()  # nothing answers on the network from here on
