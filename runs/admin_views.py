@@ -15,6 +15,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
+from runs.engine.kinds.loop import restart_points
 from runs.forms import RestartForm
 from runs.models import Run
 from runs.restart import run_restart
@@ -48,7 +49,8 @@ class RunOperationViews(admin.ModelAdmin):
 
     def restart_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         run = self._run(request, object_id)
-        steps = build_graph(workflow_spec(run.workflow)).order
+        spec = workflow_spec(run.workflow)
+        steps = restart_points(run, spec, build_graph(spec).order)
         form = RestartForm(request.POST or None, steps=steps)
         page = {
             "form": form,

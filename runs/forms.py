@@ -28,7 +28,13 @@ class RestartForm(forms.Form):
         choices = [(FROM_TRIGGER, "the trigger (every step again, same inputs)")]
         field = self.fields["from_step"]
         assert isinstance(field, forms.ChoiceField)
-        field.choices = choices + [(s, f"step {s}") for s in steps]
+        field.choices = choices + [(s, _label(s)) for s in steps]
 
     def step(self) -> str | None:
         return self.cleaned_data["from_step"] or None
+
+
+def _label(point: str) -> str:
+    """``geo`` → "step geo"; ``review#2`` → "step review, from iteration 2"."""
+    step, _, iteration = point.partition("#")
+    return f"step {step}, from iteration {iteration}" if iteration else f"step {step}"

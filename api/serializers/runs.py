@@ -119,7 +119,8 @@ class RunRestartSerializer(serializers.Serializer):
         required=False,
         allow_null=True,
         help_text="The step to run again, with every step downstream of it; every other "
-        "step's result is reused. Absent or null: from the trigger (every step again).",
+        "step's result is reused. Absent or null: from the trigger (every step again). "
+        "`STEP#K`: a `loop` step from its iteration K (iterations before K are reused).",
     )
     confirm = JsonBooleanField(
         default=False,

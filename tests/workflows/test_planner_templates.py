@@ -218,6 +218,38 @@ def test_the_prompt_offers_the_workflow_kind_only_beside_templates(llm, client):
     assert '"kind": "workflow"' in user
     assert "reuse it as one step" in user
     assert '"kind": "workflow"' not in system
+    assert '"kind": "loop"' in user  # a review-and-fix cycle over a template
+    assert '"until": "output.passed == true"' in user
+    assert '"kind": "loop"' not in system
+
+
+def test_a_plan_looping_a_template_until_it_passes_is_accepted(llm, client):  # noqa: F811
+    approved(WEATHER_POST)
+    llm.reply_json(
+        {
+            "name": "warm_enough_post",
+            "inputs": {"url": {"type": "string"}},
+            "steps": [
+                {
+                    "id": "again",
+                    "kind": "loop",
+                    "workflow": "city_weather_post",
+                    "max_iterations": 3,
+                    "until": "output.temperature > 20",
+                    "input_mapping": {"city": "Bergen", "url": "$input.url"},
+                }
+            ],
+            "outputs": {"temperature": "again.last.temperature", "tries": "again.count"},
+        }
+    )
+
+    workflow = plan_create(
+        goal="Post the weather for Bergen until it is warm", registry=registry(), client=client
+    )
+
+    assert workflow.steps.get().kind == "loop"
+    attempt = PlanAttempt.objects.get(workflow=workflow)
+    assert attempt.templates[0]["reused"] is True
 
 
 def test_a_plan_reusing_a_template_as_a_workflow_step_is_accepted(llm, client):  # noqa: F811

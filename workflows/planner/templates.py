@@ -91,6 +91,13 @@ def select_templates(*, query: str, limit: int | None = None) -> list[TemplateMa
     return matches[:limit]
 
 
+# What the model sees of a template's step (a `loop` step's bound and condition too).
+_TEMPLATE_STEP_KEYS = (
+    "id", "kind", "tool", "workflow", "tools", "input_mapping", "item_mapping",
+    "max_iterations", "until", "iteration_mapping",
+)  # fmt: skip
+
+
 def compact_template(workflow: Workflow) -> dict[str, Any]:
     """What the model sees of one template: enough to copy its structure or reuse it."""
     definition = workflow.definition if isinstance(workflow.definition, dict) else {}
@@ -99,11 +106,7 @@ def compact_template(workflow: Workflow) -> dict[str, Any]:
         for name, spec in (definition.get("inputs") or {}).items()
     }
     steps = [
-        {
-            key: step[key]
-            for key in ("id", "kind", "tool", "workflow", "tools", "input_mapping", "item_mapping")
-            if key in step
-        }
+        {key: step[key] for key in _TEMPLATE_STEP_KEYS if key in step}
         for step in definition.get("steps") or []
         if isinstance(step, dict)
     ]
@@ -134,13 +137,15 @@ def template_tools(matches: Iterable[TemplateMatch]) -> list[str]:
 
 
 def reused_templates(data: Any, shown: Iterable[str]) -> list[str]:
-    """The shown templates a plan calls as ``workflow`` steps (by name), sorted."""
+    """The shown templates a plan calls as ``workflow`` or ``loop`` steps (by name), sorted."""
     shown = set(shown)
     steps = data.get("steps") if isinstance(data, dict) else None
     return sorted(
         {
             s["workflow"]
             for s in steps or []
-            if isinstance(s, dict) and s.get("kind") == "workflow" and s.get("workflow") in shown
+            if isinstance(s, dict)
+            and s.get("kind") in ("workflow", "loop")
+            and s.get("workflow") in shown
         }
     )

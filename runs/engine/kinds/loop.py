@@ -247,6 +247,22 @@ def loop_restart_step(run: Run, spec: WorkflowSpec, value: str) -> str:
     return step.id
 
 
+def restart_points(run: Run, spec: WorkflowSpec, order: tuple[str, ...]) -> tuple[str, ...]:
+    """Every step of ``order``, each `loop` step followed by the iterations of ``run`` it
+    can restart from past the first (``review#2``…), for the admin's restart page."""
+    results = {r.step_id: r for r in run.step_results.all()}
+    points: list[str] = []
+    for step_id in order:
+        points.append(step_id)
+        step, result = spec.step(step_id), results.get(step_id)
+        if not isinstance(step, LoopStep) or result is None:
+            continue
+        done = len(finished_iterations(step, result))
+        last = min(done + (result.status != StepStatus.SUCCEEDED), step.max_iterations)
+        points += [f"{step_id}#{number}" for number in range(2, last + 1)]
+    return tuple(points)
+
+
 def compile_loop_step(step: LoopStep) -> dict[str, Any]:
     """Its ``until`` condition."""
     return {"until": compile_condition(step.until, names=UNTIL_NAMES)}

@@ -1,4 +1,5 @@
-"""restartflow RUN_ID [--from STEP]: run a finished run again from a step, as a new run."""
+"""restartflow RUN_ID [--from STEP[#K]]: run a finished run again from a step (or a loop
+step's iteration K), as a new run."""
 
 from typing import Any
 
@@ -24,8 +25,9 @@ class Command(FlowpilotCommand):
         parser.add_argument(
             "--from",
             dest="from_step",
-            metavar="STEP",
-            help="The step to run again, with every step downstream of it.",
+            metavar="STEP[#K]",
+            help="The step to run again, with every step downstream of it; STEP#K: a loop "
+            "step from its iteration K (the iterations before K are reused).",
         )
         parser.add_argument(
             "--yes",

@@ -233,3 +233,56 @@ def test_the_loop_replays_offline_every_iteration_from_its_recorded_child(review
     assert [c.status for c in children] == ["succeeded"] * 3
     assert len(reviewer_api.requests()) == sent
     assert report.matched, report.summary
+
+
+def test_the_admin_restart_page_offers_the_loops_iterations(reviewer_api, operator):
+    activate(fixup_flow())
+    first = run_polish(activate(polish_flow()))
+    reviewer_api.clear()
+
+    form = operator.get(f"/admin/runs/run/{first.pk}/restart/").content.decode()
+    assert 'value="review#2">step review, from iteration 2<' in form
+    assert 'value="review#3">step review, from iteration 3<' in form
+    assert "review#4" not in form and "review#1" not in form  # #1 is the step itself
+
+    done = operator.post(
+        f"/admin/runs/run/{first.pk}/restart/", {"from_step": "review#3"}, follow=True
+    )
+
+    again = Run.objects.get(restarted_from=first)
+    assert done.redirect_chain[-1][0] == f"/admin/runs/run/{again.pk}/change/"
+    assert (again.status, again.restarted_from_step) == ("succeeded", "review#3")
+    assert checks(reviewer_api) == ["hi!!"]
+
+
+def test_the_restart_api_takes_an_iteration(reviewer_api):
+    from django.contrib.auth import get_user_model
+
+    from tests.api.conftest import client_for
+
+    operator_api = client_for(get_user_model().objects.create_superuser("root", "r@x.y", "pw"))
+    activate(fixup_flow())
+    first = run_polish(activate(polish_flow()))
+    reviewer_api.clear()
+
+    response = operator_api.post(
+        f"/api/v1/runs/{first.pk}/restart/", {"from_step": "review#2"}, format="json"
+    )
+
+    assert response.status_code in (200, 201, 202), response.content
+    again = Run.objects.get(restarted_from=first)
+    assert again.restarted_from_step == "review#2"
+    assert checks(reviewer_api) == ["hi!", "hi!!"]
+
+
+@pytest.fixture
+def operator(client, django_user_model):
+    from django.contrib.auth.models import Permission
+
+    user = django_user_model.objects.create_user("ops", password="pw-ops-1", is_staff=True)
+    user.user_permissions.add(
+        Permission.objects.get(codename="view_run"),
+        Permission.objects.get(codename="operate_run"),
+    )
+    client.force_login(user)
+    return client
