@@ -77,6 +77,9 @@ SKIPPED: dict[str, str] = {
         READERS_OWN
     ),
     "./flowpilot manage restartflow 42 --from weather --async  # on the Celery workers": CELERY,
+    "./flowpilot manage restartflow 42 --from review#2         # iteration 2 onwards of loop "
+    "review": READERS_OWN,
+    "python manage.py runflow docs/examples/loop.yaml --input ip=1.1.1.1": NETWORK,
     "./flowpilot manage replayflow geo_weather                  # the newest version": (
         READERS_OWN
     ),

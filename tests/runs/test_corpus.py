@@ -178,7 +178,7 @@ def test_validateflow_accepts_each_documented_example(path, cli):
     from tests.conftest import EXAMPLE_TOOLS_DIR
     from workflows.validator import UNSUPPORTED_KINDS
 
-    if path.stem == "workflow":  # it runs the shipped geo_weather, which must be active
+    if path.stem in ("workflow", "loop"):  # they run the shipped geo_weather: active
         _activate_geo_weather(cli)
     result = cli("validateflow", str(path), "--tools", str(EXAMPLE_TOOLS_DIR))
 
@@ -218,6 +218,29 @@ def test_the_workflow_example_runs_geo_weather_as_a_child_run(fake_api, cli):
         f"{child.outputs['city']} ( {child.outputs['country']} ): "
         f"{child.outputs['temperature_c']} C"
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_loop_example_reads_the_weather_until_max_iterations(fake_api, cli):
+    from tests.fakes.apis import current_reading
+
+    _activate_geo_weather(cli)
+
+    run = _run_example(cli, "loop", "ip=8.8.8.8")
+
+    assert run.status == "succeeded", run.error_summary
+    children = list(Run.objects.filter(parent_run=run).order_by("pk"))
+    assert [c.workflow.name for c in children] == ["geo_weather"] * 3
+    last = children[-1].outputs
+    temperature, _, _ = current_reading(last["latitude"], last["longitude"])
+    assert temperature < 15  # the fake's reading there: never warm enough, so 3 readings
+    assert run.outputs == {
+        "city": last["city"],
+        "temperature_c": temperature,
+        "readings": 3,
+        "warm": False,
+    }
+    assert [r.route for r in fake_api.requests()].count("weather") == 3
 
 
 def _run_example(cli, name: str, *inputs: str):

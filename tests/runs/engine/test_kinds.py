@@ -32,6 +32,7 @@ EXAMPLES = {
     "transform": {"expression": "a"},
     "foreach": {"tool": "t", "input_mapping": {"items": [1]}, "timeout": 5},
     "workflow": {"workflow": "child", "input_mapping": {"x": 1}, "timeout": 5},
+    "loop": {"workflow": "child", "max_iterations": 2, "until": "output.ok", "timeout": 5},
 }
 
 
@@ -65,7 +66,7 @@ def test_every_kind_answers_the_engines_questions(name):
 
 
 def test_the_facts_of_each_kind():
-    tool, llm, decision, transform, foreach, workflow = (example(k) for k in EXAMPLES)
+    tool, llm, decision, transform, foreach, workflow, _ = (example(k) for k in EXAMPLES)
 
     assert [s.needs_llm() for s in (tool, llm, decision, transform, foreach, workflow)] == [
         False, True, False, False, False, False,
@@ -90,6 +91,13 @@ def test_the_facts_of_each_kind():
     assert workflow.direct_tools() == workflow.model_tools() == ()
     assert workflow.step_time_limit() is None
     assert workflow.output_tool() is None
+    # a loop step runs a child run per iteration: the same, with outputs of its own
+    loop = example("loop")
+    assert loop.called_workflow() == "child"
+    assert loop.direct_tools() == loop.model_tools() == ()
+    assert loop.step_time_limit() is None
+    assert loop.output_fields() == ("last", "count", "condition_held", "iterations")
+    assert set(KINDS["loop"].compile(loop)) == {"until"}
 
 
 # --- every list of kinds is derived from the union -----------------------------------
