@@ -16,7 +16,9 @@ Sub-workflows: a ``workflow`` step runs its child as a replay child — a child 
 the pinned child version, executed here against the recordings of that child run,
 and so on down for nested ones. A step whose validation run started no child fails
 (``replay_unrecorded``): nothing is run for real. The report lists the child's own
-differing steps under the parent step (``child.<step>.…``).
+differing steps under the parent step (``child.<step>.…``). A ``loop`` step's
+iteration N runs as a replay child of the validation run's child of iteration N, so
+every iteration replays.
 """
 
 from __future__ import annotations

@@ -70,3 +70,19 @@ def test_the_graph_data_has_the_steps_in_file_order_and_every_edge():
     assert data["nodes"][2]["name"] == "Done"
     assert {"from": "pick", "to": "done", "when": "yes", "inferred": False} in data["edges"]
     assert {"from": "read", "to": "pick", "when": "", "inferred": True} in data["edges"]
+
+
+def test_a_loop_node_carries_its_workflow_bound_and_condition():
+    steps = [
+        {"id": "review", "kind": "loop", "workflow": "fixup", "max_iterations": 4,
+         "until": "output.passed == true", "input_mapping": {"draft": "x"}},
+        {"id": "done", "kind": "transform", "expression": "@",
+         "input_mapping": {"t": "review.last"}},
+    ]  # fmt: skip
+    data = workflow_graph_data(WorkflowFactory(data={"name": "w", "steps": steps}))
+    loop, done = data["nodes"]
+    assert (loop["kind"], loop["loop"]) == (
+        "loop",
+        {"workflow": "fixup", "max_iterations": 4, "until": "output.passed == true"},
+    )
+    assert "loop" not in done
