@@ -287,3 +287,19 @@ def operator(client, django_user_model):
     )
     client.force_login(user)
     return client
+
+
+def test_the_dry_run_shows_the_loop_its_condition_and_bound(reviewer_api, cli, tmp_path):
+    import yaml
+
+    activate(fixup_flow())
+    path = tmp_path / "polish.yaml"
+    path.write_text(yaml.safe_dump(polish_flow()), encoding="utf-8")
+
+    result = cli("runflow", str(path), "--dry-run", "--input", "draft=hi")
+
+    assert result.code == 0, result.out + result.err
+    assert "loops over workflow: fixup" in result.out
+    assert "until: output.passed == true (at most 5 iterations; then fail)" in result.out
+    assert "draft = $loop.previous.text" in result.out
+    assert checks(reviewer_api) == []  # a dry run calls nothing
