@@ -7,8 +7,10 @@ limit, a replay's recorded children, parking on Celery. Each iteration is its ow
 checkpoint: the step's iterations are its succeeded child runs, in order
 (``finished_iterations``), so whatever re-runs the step — a retry, a resume, a Celery
 task after each child — carries on after the last succeeded one and never runs it
-again. A retry after a failed child starts that iteration afresh; a resume of the run
-resumes the failed child itself (``runs.engine.subruns.child_prepare_resume``).
+again. A failed iteration fails the step (not retryable, as a `workflow` step's child);
+a resume of the run resumes the failed child itself
+(``runs.engine.subruns.child_prepare_resume``), and a step run again whose failed
+child was not resumed starts that iteration afresh.
 
 A run restarted from an iteration (``restartflow RUN --from STEP#K``,
 ``Run.restarted_from_step``) reuses iterations 1…K-1 of the restarted run's step: they
