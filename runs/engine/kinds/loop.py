@@ -83,7 +83,13 @@ class Iteration:
 
 def finished_iterations(step: LoopStep, result: StepResult) -> list[Iteration]:
     """The succeeded iterations of ``step``'s result, in order: those a restart from an
-    iteration reused, then its own succeeded child runs."""
+    iteration reused, then its own succeeded child runs. A result a restart copied
+    (``reused``) has the iterations of the result it copies."""
+    if result.reused and result.run.restarted_from_id is not None:
+        original = StepResult.objects.filter(
+            run_id=result.run.restarted_from_id, step_id=step.id
+        ).first()
+        return finished_iterations(step, original) if original is not None else []
     done = reused_iterations(step, result.run)
     children = Run.objects.filter(parent_step=result, status=RunStatus.SUCCEEDED).order_by("pk")
     for child in children.select_related("workflow"):

@@ -146,6 +146,20 @@ def test_restart_from_iteration_two_reuses_the_first(reviewer_api, cli):
     assert checks(reviewer_api) == ["hi!!"]
 
 
+def test_a_loop_reused_by_a_restart_downstream_keeps_its_iterations(reviewer_api):
+    activate(fixup_flow())
+    first = run_polish(activate(polish_flow()))
+    later = run_restart(run=first, from_step="publish")  # the loop's result is copied
+    assert later.step_results.get(step_id="review").reused
+    reviewer_api.clear()
+
+    again = run_restart(run=later, from_step="review#3")
+
+    assert again.status == "succeeded", again.error_summary
+    assert checks(reviewer_api) == ["hi!!"]  # iterations 1 and 2 are those of the first run
+    assert again.step_results.get(step_id="review").output["iterations"] == ITERATIONS
+
+
 @pytest.mark.parametrize(
     ("point", "message"),
     [
