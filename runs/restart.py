@@ -47,6 +47,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db.models import Q
+
 from runs.engine.kinds import KINDS
 from runs.engine.local import Observer
 from runs.models import Run, StepResult
@@ -212,6 +214,15 @@ def restart_version(run: Run, number: int) -> Workflow:
             + ")"
         )
     return found
+
+
+def restart_versions(run: Run) -> list[Workflow]:
+    """The versions a restart of ``run`` may run, by number: its own and every active
+    version of its workflow."""
+    versions = Workflow.objects.filter(name=run.workflow.name).filter(
+        Q(pk=run.workflow_id) | Q(status=WorkflowStatus.ACTIVE)
+    )
+    return list(versions.order_by("version"))
 
 
 def _target_version(run: Run, version: Workflow | None) -> Workflow:

@@ -11,8 +11,10 @@ descendants make calls.
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
+from django.contrib.auth.models import Permission
 
 from runs.models import Run
 from runs.restart import (
@@ -24,7 +26,9 @@ from runs.restart import (
 )
 from runs.services import run_create, run_execute
 from runs.state import RunStatus
+from tests.api.conftest import client_for, grant
 from tests.conftest import results_of
+from tests.factories import UserFactory
 from tests.runs.test_restart import FLOW, calls
 from tools.registry import ToolRegistry
 from workflows.models import Workflow, WorkflowStatus
@@ -172,3 +176,114 @@ def test_restartflow_onto_a_version(v1_run, control_api, cli):
     assert "workflow `restart_ops` has no version 9 (its versions: 1 (archived), 2 (active))" in (
         missing.err
     )
+
+
+def test_showrun_and_its_json_name_both_versions(v1_run, control_api, cli):
+    v2 = v2_with(lambda steps, _: steps["summary"].update(expression="{id: id, v: `2`}"))
+    again = run_restart(run=v1_run, from_step="summary", version=v2)
+
+    shown = cli("showrun", str(again.pk))
+    record = json.loads(cli("showrun", str(again.pk), "--json").out)
+
+    assert f"run {again.pk} of restart_ops v2: succeeded" in shown.out
+    assert f"restarts run {v1_run.pk} of restart_ops v1 from step `summary`, onto v2" in shown.out
+    assert (record["version"], record["restarted_from"], record["restarted_from_version"]) == (
+        2,
+        v1_run.pk,
+        1,
+    )
+
+
+# --- the API and the admin -------------------------------------------------------------
+
+
+def api_operator():
+    user = UserFactory(username="api_ops", permissions=None)
+    user.user_permissions.clear()
+    return client_for(grant(user, "runs.view_run", "runs.operate_run"))
+
+
+def test_the_api_restarts_onto_a_version_and_shows_both(v1_run, control_api):
+    client = api_operator()
+    v2_with(lambda steps, _: steps["alert"]["input_mapping"].update(level="warning"))
+    url = f"/api/v1/runs/{v1_run.pk}/restart/"
+
+    refused = client.post(url, {"from_step": "summary", "version": 2}, format="json")
+    assert refused.status_code == 409
+    assert refused.json()["code"] == "restart_needs_confirmation"
+    missing = client.post(url, {"from_step": "summary", "version": 7}, format="json")
+    assert missing.status_code == 409
+    assert missing.json()["details"][0]["path"] == "version"
+    assert "has no version 7" in missing.json()["message"]
+
+    response = client.post(
+        url, {"from_step": "summary", "version": 2, "confirm": True}, format="json"
+    )
+
+    body = response.json()
+    assert response.status_code == 201, body
+    assert (body["version"], body["restarted_from"], body["restarted_from_version"]) == (
+        2,
+        v1_run.pk,
+        1,
+    )
+    assert calls(control_api) == {"alert": 1}
+    original = client.get(f"/api/v1/runs/{v1_run.pk}/").json()
+    assert (original["version"], original["restarted_from_version"]) == (1, None)
+
+
+def test_the_api_names_every_misfit(v1_run, control_api):
+    client = api_operator()
+
+    def change(steps, data):
+        data["inputs"]["region"] = {"type": "string"}
+        steps["alert"]["input_mapping"].update(message="item.colour", service="$input.region")
+
+    v2_with(change)
+
+    response = client.post(
+        f"/api/v1/runs/{v1_run.pk}/restart/",
+        {"from_step": "alert", "version": 2, "confirm": True},
+        format="json",
+    )
+
+    body = response.json()
+    assert response.status_code == 409, body
+    assert body["code"] == "restart_unfit"
+    assert len(body["details"]) == 2
+    assert {d["code"] for d in body["details"]} == {"restart_unfit"}
+    assert any("`region`" in d["message"] for d in body["details"])
+    assert any("item.colour" in d["message"] for d in body["details"])
+
+
+def test_the_admin_restart_page_offers_the_active_version(
+    v1_run, control_api, client, django_user_model
+):
+    user = django_user_model.objects.create_user("ops", password="pw-ops-1", is_staff=True)
+    user.user_permissions.add(
+        Permission.objects.get(codename="view_run"),
+        Permission.objects.get(codename="operate_run"),
+    )
+    client.force_login(user)
+    v2_with(lambda steps, _: steps["alert"]["input_mapping"].update(level="warning"))
+    url = f"/admin/runs/run/{v1_run.pk}/restart/"
+
+    form = client.get(url).content.decode()
+    assert "v1 (the run&#x27;s own, archived)" in form
+    assert "v2 (active)" in form
+
+    own = client.post(url, {"from_step": "summary"})
+    assert "archived; its runs are not restarted on it" in own.content.decode()
+    done = client.post(
+        url,
+        {"from_step": "summary", "flow_version": "2", "confirm_non_idempotent": "on"},
+        follow=True,
+    )
+
+    again = Run.objects.get(restarted_from=v1_run)
+    assert again.workflow.version == 2
+    assert f"Run {again.pk} restarts run {v1_run.pk} from step `summary`, onto v2: succeeded." in [
+        str(m) for m in done.context["messages"]
+    ]
+    assert "of restart_ops v1 from step summary, onto v2" in done.content.decode()
+    assert calls(control_api) == {"alert": 1}
