@@ -77,6 +77,9 @@ SKIPPED: dict[str, str] = {
         READERS_OWN
     ),
     "./flowpilot manage restartflow 42 --from weather --async  # on the Celery workers": CELERY,
+    "./flowpilot manage restartflow 42 --from report --flow-version 4  # onto version 4": (
+        READERS_OWN
+    ),
     "./flowpilot manage replayflow geo_weather                  # the newest version": (
         READERS_OWN
     ),
