@@ -172,3 +172,62 @@ def test_a_foreach_downstream_of_a_rerun_step_runs_every_item(control_api, contr
 
     assert again.status == RunStatus.SUCCEEDED
     assert len(control_api.requests("item")) == 20
+
+
+# --- the progress itself: stored masked, carried only when it fits ----------------------
+
+
+class _StoreContext:
+    """What ``checkpoint.outcome_output`` reads of a run context."""
+
+    def __init__(self, secret: str) -> None:
+        from types import SimpleNamespace
+
+        from tools.redaction import Redactor
+
+        self.redactor = Redactor([secret])
+        self.limits = SimpleNamespace(max_stored_output_bytes=1_000_000)
+
+
+def test_a_failed_foreachs_progress_is_stored_masked_by_value():
+    from runs.engine.attempt import StepOutcome
+    from runs.engine.checkpoint import outcome_output
+
+    secret = "sk-item-0f9e8d7c6b5a"
+    progress = {
+        "items": [{"token": secret, "id": 1}, None],
+        "count": 2,
+        "errors": [{"index": 1, "item": {"key": secret}, "error": {"type": "http_error"}}],
+    }
+    failed = StepOutcome(StepStatus.FAILED, output=progress, error={"type": "x"})
+
+    stored, capped = outcome_output(_StoreContext(secret), failed)
+
+    assert not capped
+    assert secret not in str(stored)
+    assert stored["items"][0] == {"token": "***", "id": 1}
+    assert stored["errors"][0]["item"] == {"key": "***"}
+    assert outcome_output(_StoreContext(secret), StepOutcome(StepStatus.FAILED)) == (None, False)
+
+
+def test_progress_is_carried_only_for_a_list_of_the_same_length_with_failed_items():
+    from runs.engine.kinds.foreach import carry_progress, foreach_progress
+    from runs.engine.resolve import DONE_KEY
+    from workflows.schema import ForeachStep
+
+    step = ForeachStep(id="each", tool="item_get", input_mapping={"items": [1, 2, 3]})
+    progress = {"items": [{"id": 1}, None, {"id": 3}], "count": 3,
+                "errors": [{"index": 1, "item": 2, "error": {}}]}  # fmt: skip
+
+    assert carry_progress(step, progress, {"items": [1, 2, 3]})[DONE_KEY] == [
+        [{"id": 1}],
+        None,
+        [{"id": 3}],
+    ]
+    assert foreach_progress(progress) == (2, 3)
+    assert DONE_KEY not in carry_progress(step, progress, {"items": [1, 2]})  # another list
+    preview = {"_truncated": True, "preview": "{…"}
+    assert DONE_KEY not in carry_progress(step, preview, {"items": [1, 2, 3]})
+    clean = {**progress, "errors": []}
+    assert DONE_KEY not in carry_progress(step, clean, {"items": [1, 2, 3]})
+    assert foreach_progress(clean) is None
