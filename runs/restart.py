@@ -24,8 +24,9 @@ again. Those steps are part of the re-run set as well.
 
 **Progress carried** (``RestartPlan.carried``): a re-run step whose kind carries
 progress (``StepKind.carry``: a `foreach` runs only the items that did not succeed)
-starts from the original's result when that step is unchanged and every step it reads
-is reused (its arguments are then the same): the original's output is seeded into the
+starts from the original's result when that step is unchanged, every step it reads
+is reused and every run input it reads has the original's value (its arguments are
+then the same): the original's output is seeded into the
 new run's pending row. A step downstream of a re-run step starts from nothing.
 
 Refused, with a message naming the run and the step: a run not finished (pending or
@@ -61,7 +62,7 @@ from tools.registry import ToolRegistry
 from workflows.graph import FlowGraph, build_graph, step_references
 from workflows.inputs import InputsInvalid, resolve_inputs
 from workflows.models import Workflow, WorkflowStatus
-from workflows.references import StepRef, iter_refs
+from workflows.references import InputRef, StepRef, iter_refs
 from workflows.schema import WorkflowSpec
 from workflows.services import workflow_spec
 
@@ -195,7 +196,8 @@ def restart_plan(
         raise RestartUnfit(run, problems)
     registry = registry if registry is not None else ToolRegistry.from_db()
     risky = {s: tools for s in rerun if (tools := _non_idempotent_tools(spec, registry, s))}
-    carried = _carried(spec, graph, results, rerun, reused, changed)
+    same_inputs = _same_inputs(run, spec, inputs)
+    carried = _carried(spec, graph, results, rerun, reused, changed, same_inputs)
     return RestartPlan(
         run, from_step, rerun, reused, risky,
         version=None if target.pk == original.pk else target,
@@ -350,6 +352,15 @@ def _step_refs(step: Any, step_ids: set[str]) -> set[StepRef]:
     return {ref for ref in iter_refs(parsed) if isinstance(ref, StepRef)}
 
 
+def _same_inputs(run: Run, spec: WorkflowSpec, inputs: dict[str, Any] | None) -> set[str]:
+    """The run inputs whose value in the new run is the original's (an input whose
+    default the new version changed is not)."""
+    if inputs is None:
+        return set(run.inputs)
+    resolved = resolve_inputs(spec.inputs, inputs)  # checked by _input_problems already
+    return {k for k, v in resolved.items() if k in run.inputs and run.inputs[k] == v}
+
+
 def _carried(
     spec: WorkflowSpec,
     graph: FlowGraph,
@@ -357,18 +368,24 @@ def _carried(
     rerun: tuple[str, ...],
     reused: tuple[str, ...],
     changed: tuple[str, ...],
+    same_inputs: set[str],
 ) -> dict[str, tuple[int, int]]:
-    """Re-run steps that start from the original's progress: unchanged, every step they
-    read reused, and a result whose progress their kind keeps."""
+    """Re-run steps that start from the original's progress: unchanged, every step and
+    run input they read as it was, and a result whose progress their kind keeps."""
     carried = {}
     kept = set(reused)
+    ids = set(graph.step_ids)
     for step_id in rerun:
-        result, kind = results.get(step_id), KINDS[spec.step(step_id).kind]
+        step = spec.step(step_id)
+        result, kind = results.get(step_id), KINDS[step.kind]
         if result is None or step_id in changed or not kind.carries:
             continue
         if result.output is None or result.output_truncated:
             continue
         if not set(graph.parents[step_id]) <= kept:
+            continue
+        read = {r.name for r in iter_refs(step_references(step, ids)) if isinstance(r, InputRef)}
+        if not read <= same_inputs:
             continue
         progress = kind.progress(store_unescape(result.output))
         if progress is not None:

@@ -231,3 +231,57 @@ def test_progress_is_carried_only_for_a_list_of_the_same_length_with_failed_item
     clean = {**progress, "errors": []}
     assert DONE_KEY not in carry_progress(step, clean, {"items": [1, 2, 3]})
     assert foreach_progress(clean) is None
+
+
+# --- onto another version --------------------------------------------------------------
+
+
+def _active(version):
+    from workflows.models import Workflow, WorkflowStatus
+
+    Workflow.objects.filter(name=version.name).exclude(pk=version.pk).update(
+        status=WorkflowStatus.ARCHIVED
+    )
+    Workflow.objects.filter(pk=version.pk).update(status=WorkflowStatus.ACTIVE)
+    version.refresh_from_db()
+    return version
+
+
+def priced_flow(name: str) -> dict:
+    flow = fan_flow(name)
+    flow["inputs"]["currency"] = {"type": "string", "required": False}  # no default
+    flow["steps"][0]["input_mapping"]["currency"] = "$input.currency"
+    return flow
+
+
+def test_a_restart_onto_a_version_that_fixed_a_later_step_carries_the_items(
+    control_api, control_tools
+):
+    run, ids = failed_run(control_api, count=40, flow=priced_flow("fan_v"))
+    fixed = priced_flow("fan_v")
+    fixed["steps"][1]["expression"] = "{ids: results[].id, n: length(results), v: `2`}"
+    v2 = _active(workflow_import(data=fixed)[0])
+
+    plan = restart_plan(run=run, from_step="each", version=v2)
+    again = run_restart(run=run, from_step="each", version=v2)
+
+    assert plan.changed == ("prices",)
+    assert plan.carried == {"each": (39, 40)}
+    assert again.status == RunStatus.SUCCEEDED, again.error_summary
+    assert [int(r.segments[1]) for r in control_api.requests("item")] == [17]
+    assert again.outputs == {"ids": ids, "n": 40}
+
+
+def test_an_input_the_new_version_gives_another_value_runs_every_item(control_api, control_tools):
+    run, _ = failed_run(control_api, count=20, flow=priced_flow("fan_cur"))
+    changed = priced_flow("fan_cur")
+    changed["inputs"]["currency"]["default"] = "USD"  # the run had none
+    v2 = _active(workflow_import(data=changed)[0])
+
+    assert restart_plan(run=run, from_step="each", version=v2).carried == {}
+    again = run_restart(run=run, from_step="each", version=v2)
+
+    assert again.status == RunStatus.SUCCEEDED, again.error_summary
+    requests = control_api.requests("item")
+    assert len(requests) == 20
+    assert {r.arg("currency") for r in requests} == {"USD"}
