@@ -22,7 +22,12 @@ from rest_framework.views import set_rollback
 
 from api.exceptions import ApiError
 from runs.idempotency import IdempotencyKeyInvalid, IdempotencyKeyReused
-from runs.restart import RestartNeedsConfirmation, RestartStepUnknown
+from runs.restart import (
+    RestartNeedsConfirmation,
+    RestartStepUnknown,
+    RestartUnfit,
+    RestartVersionRefused,
+)
 from runs.services import RunStateError
 from schedules.services import ScheduleInvalid
 from tools.errors import FlowpilotError
@@ -51,6 +56,8 @@ STATUS_BY_ERROR: tuple[tuple[type[FlowpilotError], int], ...] = (
     (WorkflowTransitionError, status.HTTP_409_CONFLICT),
     (RunStateError, status.HTTP_409_CONFLICT),
     (RestartNeedsConfirmation, status.HTTP_409_CONFLICT),
+    (RestartVersionRefused, status.HTTP_409_CONFLICT),
+    (RestartUnfit, status.HTTP_409_CONFLICT),
     (PlanNotRevisable, status.HTTP_409_CONFLICT),
     (PlanRoundsExhausted, status.HTTP_409_CONFLICT),
     (IdempotencyKeyReused, status.HTTP_422_UNPROCESSABLE_ENTITY),
@@ -86,6 +93,10 @@ def error_details(exc: FlowpilotError) -> list[dict[str, str]]:
         ]
     elif isinstance(exc, RestartStepUnknown):
         return [{"path": "from_step", "code": exc.code, "message": exc.message}]
+    elif isinstance(exc, RestartVersionRefused):
+        return [{"path": "version", "code": exc.code, "message": exc.message}]
+    elif isinstance(exc, RestartUnfit):
+        return [{"path": "", "code": exc.code, "message": problem} for problem in exc.problems]
     elif isinstance(exc, WorkflowNotActive):
         message = f"v{exc.version} is {exc.status}, not active"
         return [{"path": "version", "code": exc.code, "message": message, "status": exc.status}]

@@ -171,14 +171,19 @@ class RunAdmin(RunOperationViews):
     def links(self, obj: Run) -> str:
         """Restarted from / restarts / replays, and the operation pages (restart, replay)."""
         parts = []
-        if obj.restarted_from_id:
+        if (original := obj.restarted_from) is not None:
             where = f"step {obj.restarted_from_step}" if obj.restarted_from_step else "the trigger"
+            onto = ""
+            if original.workflow_id != obj.workflow_id:
+                onto = f", onto v{obj.workflow.version}"
             parts.append(
                 format_html(
-                    'restarts <a href="{}">run {}</a> from {}',
-                    reverse("admin:runs_run_change", args=[obj.restarted_from_id]),
-                    obj.restarted_from_id,
+                    'restarts <a href="{}">run {}</a> of {} from {}{}',
+                    reverse("admin:runs_run_change", args=[original.pk]),
+                    original.pk,
+                    original.workflow,
                     where,
+                    onto,
                 )
             )
         restarts = list(obj.restarts.order_by("pk"))

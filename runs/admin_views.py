@@ -18,10 +18,11 @@ from django.urls import reverse
 from runs.engine.kinds.loop import restart_points
 from runs.forms import RestartForm
 from runs.models import Run
-from runs.restart import run_restart
+from runs.restart import restart_versions, run_restart
 from runs.state import RunTrigger
 from tools.errors import FlowpilotError
 from workflows.graph import build_graph
+from workflows.models import Workflow
 from workflows.services import workflow_spec
 
 OPERATE_TEMPLATE = "runs/run/operate.html"
@@ -49,18 +50,27 @@ class RunOperationViews(admin.ModelAdmin):
 
     def restart_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         run = self._run(request, object_id)
-        spec = workflow_spec(run.workflow)
-        steps = restart_points(run, spec, build_graph(spec).order)
-        form = RestartForm(request.POST or None, steps=steps)
+        offered = restart_versions(run)
+        own_spec = workflow_spec(run.workflow)
+        # The run's own version offers its loops' iterations too (`review#2`).
+        steps = list(restart_points(run, own_spec, build_graph(own_spec).order))
+        for version in offered:
+            steps += [s for s in build_graph(workflow_spec(version)).order if s not in steps]
+        versions = [(v.version, _version_label(run, v)) for v in offered]
+        own = run.workflow.version
+        form = RestartForm(request.POST or None, steps=tuple(steps), versions=versions, own=own)
         page = {
             "form": form,
             "action": "restart",
             "submit_label": "Restart as a new run",
-            "intro": "A new run of the same version and inputs, linked to this one.",
+            "intro": "A new run with the same inputs, linked to this one: of the same version, "
+            "or of another active version of its workflow.",
         }
         title = f"Restart run {run.pk}"
         if request.method != "POST" or not form.is_valid():
             return self._operate_page(request, run, title, **page)
+        chosen = form.version()
+        onto = next((v for v in offered if v.version == chosen), run.workflow)
         try:
             again = run_restart(
                 run=run,
@@ -68,12 +78,15 @@ class RunOperationViews(admin.ModelAdmin):
                 confirm_non_idempotent=form.cleaned_data["confirm_non_idempotent"],
                 trigger=RunTrigger.MANUAL,
                 actor=request.user,
+                version=None if onto.pk == run.workflow_id else onto,
             )
         except FlowpilotError as exc:
             return self._operate_page(request, run, title, problem=exc.message, **page)
         where = (
             f"step `{again.restarted_from_step}`" if again.restarted_from_step else "the trigger"
         )
+        if again.workflow_id != run.workflow_id:
+            where += f", onto v{again.workflow.version}"
         self.message_user(
             request,
             f"Run {again.pk} restarts run {run.pk} from {where}: {again.status}.",
@@ -103,3 +116,9 @@ class RunOperationViews(admin.ModelAdmin):
         except FlowpilotError as exc:
             return self._operate_page(request, run, title, problem=exc.message, **page)
         return self._operate_page(request, run, title, report=report, replay_run=report.replay_run)
+
+
+def _version_label(run: Run, version: Workflow) -> str:
+    if version.pk == run.workflow_id:
+        return f"v{version.version} (the run's own, {version.get_status_display().lower()})"
+    return f"v{version.version} ({version.get_status_display().lower()})"

@@ -115,6 +115,20 @@ def _step_lines(step: StepView) -> list[str]:
     return lines
 
 
+def restart_origin(run: Run) -> str | None:
+    """How a restarted run says what it restarts, naming both versions when they differ
+    (``restarts run 12 of name v1 from step `x`, onto v2``); None for a run that is not a
+    restart (or whose original was purged)."""
+    original = run.restarted_from
+    if original is None:
+        return None
+    where = f"step `{run.restarted_from_step}`" if run.restarted_from_step else "the trigger"
+    text = f"restarts run {original.pk} of {original.workflow} from {where}"
+    if original.workflow_id != run.workflow_id:
+        text += f", onto v{run.workflow.version}"
+    return text
+
+
 def run_lines(view: RunView) -> list[str]:
     """``showrun``: the run, then each step in definition order."""
     run = view.run
@@ -126,6 +140,8 @@ def run_lines(view: RunView) -> list[str]:
         f"created {_when(run.created_at)}, started {_when(run.started_at)}, "
         f"finished {_when(run.finished_at)}",
     ]
+    if (origin := restart_origin(run)) is not None:
+        lines.append(origin)
     if run.error_summary:
         lines.append(f"error: {_cut(run.error_summary, 2000)}")
     lines.append(f"steps ({len(view.steps)}): {counts or 'none'}")

@@ -46,9 +46,13 @@ def run_fingerprint(*, workflow: Workflow, inputs: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def restart_fingerprint(*, run: Run, from_step: str | None) -> str:
-    """What a restart request asked for: the run restarted and the step (None: the trigger)."""
-    text = json.dumps(["restart", run.pk, from_step], separators=(",", ":"))
+def restart_fingerprint(*, run: Run, from_step: str | None, version: int | None = None) -> str:
+    """What a restart request asked for: the run restarted, the step (None: the trigger)
+    and the version number it restarts onto (None: its own)."""
+    asked: list = ["restart", run.pk, from_step]
+    if version is not None:  # a restart on its own version keeps its earlier fingerprint
+        asked.append(version)
+    text = json.dumps(asked, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

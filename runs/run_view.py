@@ -303,7 +303,21 @@ def run_record(view: RunView) -> dict[str, Any]:
         "started_at": _iso(run.started_at),
         "finished_at": _iso(run.finished_at),
         "duration_ms": _ms(run.duration) if run.duration is not None else None,
+        **_restart_record(run),
         "step_counts": view.counts,
         **({"waiting": waiting_data(view.waiting)} if view.waiting else {}),
         "steps": steps,
+    }
+
+
+def _restart_record(run: Run) -> dict[str, Any]:
+    """A restart's link to the run it restarts and that run's version (both versions:
+    ``version`` is the new run's own)."""
+    original = run.restarted_from
+    if original is None:
+        return {}
+    return {
+        "restarted_from": original.pk,
+        "restarted_from_step": run.restarted_from_step,
+        "restarted_from_version": original.workflow.version,
     }

@@ -83,12 +83,16 @@ def run_create(
     restarted_from_step: str = "",
     reuse: Mapping[str, StepResult] | None = None,
     replay_of: Run | None = None,
+    progress: Mapping[str, StepResult] | None = None,
 ) -> Run:
     """Validate the version and the inputs, then record a pending run and its steps.
 
     A restart (``runs.restart``) links the new run to ``restarted_from`` and gives
     ``reuse``: step id → the original's result, copied as this run's result (marked
-    ``reused``, never executed). A replay (``runs.replay``) links ``replay_of``.
+    ``reused``, never executed), and ``progress``: step id → the original's result
+    whose output is seeded into this run's pending row, which its kind carries when the
+    step starts (``StepKind.carry``: a foreach calls only the items that did not
+    succeed). A replay (``runs.replay``) links ``replay_of``.
 
     Raises ``WorkflowInvalid`` (with every problem; ``tool_changed`` when a tool of
     an approved version changed since approval — a validation run, which proves the
@@ -117,9 +121,11 @@ def run_create(
         restarted_from_step=restarted_from_step,
         replay_of=replay_of,
     )
-    reuse = reuse or {}
+    reuse, progress = reuse or {}, progress or {}
     rows = [
-        _reused_copy(run, reuse[s.id]) if s.id in reuse else StepResult(run=run, step_id=s.id)
+        _reused_copy(run, reuse[s.id])
+        if s.id in reuse
+        else StepResult(run=run, step_id=s.id, output=_seed(progress.get(s.id)))
         for s in spec.steps
     ]
     key = concurrency.limited_key(spec, resolved, trigger)
@@ -172,6 +178,11 @@ def _reused_copy(run: Run, source: StepResult) -> StepResult:
     stored, already scrubbed and escaped)."""
     copied = {name: getattr(source, name) for name in _REUSED_FIELDS}
     return StepResult(run=run, step_id=source.step_id, reused=True, **copied)
+
+
+def _seed(source: StepResult | None) -> Any:
+    """The progress a restarted step starts from: the original's output as stored."""
+    return None if source is None or source.output_truncated else source.output
 
 
 def run_execute(

@@ -80,6 +80,9 @@ SKIPPED: dict[str, str] = {
     "./flowpilot manage restartflow 42 --from review#2         # iteration 2 onwards of loop "
     "review": READERS_OWN,
     "python manage.py runflow docs/examples/loop.yaml --input ip=1.1.1.1": NETWORK,
+    "./flowpilot manage restartflow 42 --from report --flow-version 4  # onto version 4": (
+        READERS_OWN
+    ),
     "./flowpilot manage replayflow geo_weather                  # the newest version": (
         READERS_OWN
     ),

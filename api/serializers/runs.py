@@ -26,6 +26,14 @@ class RunSerializer(serializers.ModelSerializer):
     restarted_from_step = serializers.CharField(
         read_only=True, help_text="The step it restarted from; '' for a restart from the trigger."
     )
+    restarted_from_version = serializers.IntegerField(
+        source="restarted_from.workflow.version",
+        read_only=True,
+        allow_null=True,
+        default=None,
+        help_text="The version the restarted run ran (null: not a restart); it differs from "
+        "`version` for a restart onto another version.",
+    )
     replay_of = serializers.IntegerField(
         source="replay_of_id",
         read_only=True,
@@ -51,6 +59,7 @@ class RunSerializer(serializers.ModelSerializer):
             "finished_at",
             "restarted_from",
             "restarted_from_step",
+            "restarted_from_version",
             "replay_of",
         ]
 
@@ -126,6 +135,14 @@ class RunRestartSerializer(serializers.Serializer):
         default=False,
         help_text="Confirm re-running steps whose tool is not idempotent (without it such a "
         "restart is a 409 `restart_needs_confirmation` naming them).",
+    )
+    version = serializers.IntegerField(
+        min_value=1,
+        required=False,
+        allow_null=True,
+        help_text="Restart onto this version of the run's workflow (an active one): steps "
+        "changed since the run's version run again with their descendants, unchanged ones' "
+        "results are reused. Absent or null: the run's own version.",
     )
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from runs.idempotency import restart_fingerprint, run_create_idempotent, run_once
 from runs.models import Run, RunTrigger
-from runs.restart import run_restart_prepare
+from runs.restart import restart_version, run_restart_prepare
 from workflows.selectors import workflow_get_runnable
 
 if TYPE_CHECKING:
@@ -40,9 +40,16 @@ def run_start(
 
 
 def run_restart_start(
-    *, run: Run, from_step: str | None, confirm: bool, user: User, idempotency_key: str | None
+    *,
+    run: Run,
+    from_step: str | None,
+    confirm: bool,
+    user: User,
+    idempotency_key: str | None,
+    version: int | None = None,
 ) -> tuple[Run, bool]:
-    """``run`` restarted from ``from_step`` (None: from the trigger) as a new run, enqueued
+    """``run`` restarted from ``from_step`` (None: from the trigger), onto version number
+    ``version`` of its workflow (None: its own), as a new run, enqueued
     like a started one; returns ``(run, created)`` as ``run_start`` does — the same key
     for the same run and step answers the run it created. Refused as
     ``run_restart_prepare`` refuses (``RestartNeedsConfirmation`` without ``confirm`` when
@@ -50,12 +57,13 @@ def run_restart_start(
     return run_once(
         user=user,
         key=idempotency_key,
-        fingerprint=restart_fingerprint(run=run, from_step=from_step),
+        fingerprint=restart_fingerprint(run=run, from_step=from_step, version=version),
         create=lambda: run_restart_prepare(
             run=run,
             from_step=from_step,
             confirm_non_idempotent=confirm,
             trigger=RunTrigger.API,
             actor=user,
+            version=None if version is None else restart_version(run, version),
         ),
     )

@@ -102,7 +102,11 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         """Restart a finished run (succeeded, failed or cancelled) as a new run of the same
         version and inputs, linked to it: ``from_step`` and every step downstream of it
         run again, every other step's result is reused (never executed); without
-        ``from_step``, every step runs again. Started like ``POST /runs/`` (on the workers
+        ``from_step``, every step runs again. With ``version``, the new run runs that (active)
+        version of the workflow: steps changed since the run's version run again with their
+        descendants; 409 ``restart_version_refused`` for a version not active or of another
+        workflow, 409 ``restart_unfit`` naming every reused output or input that does not
+        fit it. Started like ``POST /runs/`` (on the workers
         when a broker is configured). A re-run step whose tool is not idempotent needs
         ``confirm``: without it, 409 ``restart_needs_confirmation`` naming the steps. With
         an ``Idempotency-Key`` a repeated request answers 200 with the run it created."""
@@ -115,6 +119,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             confirm=data["confirm"],
             user=request.user,
             idempotency_key=request.headers.get("Idempotency-Key"),
+            version=data.get("version"),
         )
         body = RunDetailSerializer(run_detail_list().get(pk=run.pk)).data
         return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)

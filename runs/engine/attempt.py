@@ -27,7 +27,7 @@ from typing import Any
 
 from runs.engine.context import RunContext
 from runs.engine.kinds import KINDS
-from runs.engine.kinds.base import Attempt
+from runs.engine.kinds.base import Attempt, StepFailedWithProgress
 from runs.engine.tries import AttemptRecord, Tried, try_until_done
 from runs.state import StepStatus
 from tools.errors import FlowpilotError
@@ -144,8 +144,11 @@ def attempt_request(attempt: Attempt) -> dict[str, Any] | None:
 
 def outcome_of(last: Tried[Attempt], records: tuple[AttemptRecord, ...]) -> StepOutcome:
     """The step's outcome when ``last`` was its last try (``records``: all its tries)."""
-    if last.value is None:
-        return StepOutcome(StepStatus.FAILED, error=last.record.error, attempts=records)
+    if last.value is None:  # a failure that kept part of its work keeps it as its output
+        progress = last.error.progress if isinstance(last.error, StepFailedWithProgress) else None
+        return StepOutcome(
+            StepStatus.FAILED, output=progress, error=last.record.error, attempts=records
+        )
     return StepOutcome(
         StepStatus.SUCCEEDED,
         output=last.value.output,

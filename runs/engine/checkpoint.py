@@ -18,8 +18,9 @@ from typing import Any
 
 from runs.engine.attempt import StepOutcome
 from runs.engine.context import RunContext
+from runs.engine.kinds import KINDS
 from runs.engine.readiness import StepState
-from runs.engine.resolve import step_view_value
+from runs.engine.resolve import DONE_KEY, step_view_value
 from runs.engine.tries import AttemptRecord, capped_error
 from runs.models import Run, StepResult
 from runs.state import (
@@ -55,6 +56,30 @@ def stored_output(ctx: RunContext, output: Any) -> tuple[Any, bool]:
         return scrubbed, False
     preview = text.encode()[: min(limit, PREVIEW_BYTES)].decode(errors="ignore")
     return {"_truncated": True, "_stored_limit_bytes": limit, "preview": preview}, True
+
+
+def outcome_output(ctx: RunContext, outcome: StepOutcome) -> tuple[Any, bool]:
+    """The output an outcome stores: a success's output, or the progress a failed step
+    kept (``StepFailedWithProgress``); else none."""
+    if outcome.status == StepStatus.SUCCEEDED or outcome.output is not None:
+        return stored_output(ctx, outcome.output)
+    return None, False
+
+
+def with_progress(
+    step: AnyStep, result: StepResult, args: dict[str, Any], record: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The arguments of ``step`` started with the progress its row holds (a resumed
+    step's failed try, or what a restart seeded: ``runs.restart``), as its kind carries
+    it (``StepKind.carry``); ``args`` as they are when the row holds none. ``record``
+    (the inputs record) notes how many results were carried."""
+    if result.reused or result.output is None or result.output_truncated:
+        return args
+    carried = KINDS[step.kind].carry(step, store_unescape(result.output), args)
+    done = carried.get(DONE_KEY)
+    if record is not None and isinstance(done, list):
+        record["carried over (not called again)"] = sum(1 for d in done if d is not None)
+    return carried
 
 
 def stored_inputs(ctx: RunContext, record: dict[str, Any] | None) -> tuple[Any, bool]:
@@ -168,9 +193,7 @@ def mark_finished(
 
 
 def _finished_write(ctx: RunContext, result: StepResult, outcome: StepOutcome) -> RowWrite:
-    output, capped = (None, False)
-    if outcome.status == StepStatus.SUCCEEDED:
-        output, capped = stored_output(ctx, outcome.output)
+    output, capped = outcome_output(ctx, outcome)
     now = ctx.now()
     return step_write(
         result,

@@ -288,6 +288,7 @@ class _Turn:
                 args, record = resolve_step_call(
                     self.ctx, step, inputs=self.run.inputs, step_value=self.views.get
                 )
+                args = checkpoint.with_progress(step, self.results[step_id], args, record)
             except FlowpilotError as exc:
                 decided.failed.append((step_id, exc.as_dict()))
                 continue

@@ -112,6 +112,9 @@ def record_of(parsed: Any, value: Any, redactor: Redactor) -> Any:
 
 
 EACH_KEY = "$each"  # per-item arguments of a foreach step (parameter names never start with $)
+# The results a step kept from an earlier try or run (``StepKind.carry``): a foreach's
+# succeeded items, which it does not call again.
+DONE_KEY = "$done"
 
 
 def resolve_step_call(

@@ -136,3 +136,44 @@ def test_a_validation_runs_child_on_the_workers_records_its_calls_and_replays_of
     replayed = Run.objects.get(parent_run=report.replay_run)
     assert (replayed.trigger, replayed.replay_of) == ("replay", child)
     assert echo_tools.requests() == []  # the replay child answered from the recordings
+
+
+def item_flow(name: str) -> dict:
+    """One ``foreach`` over ``$input.names``, an ``echo`` per item, one item at a time."""
+    return {
+        "name": name,
+        "inputs": {"names": {"type": "array"}},
+        "steps": [
+            {"id": "each", "kind": "foreach", "tool": "echo", "max_parallel": 1,
+             "input_mapping": {"items": "$input.names", "tag": "items", "delay": 0},
+             "item_mapping": {"name": "$item"}},
+        ],
+        "outputs": {"count": "each.count"},
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("how", ["restart", "resume"])
+def test_a_failed_foreach_calls_only_its_failed_items_again_on_the_workers(
+    workers, echo_tools, how
+):
+    from runs.services import run_resume
+
+    workflow = import_flow(item_flow(f"items_wk_{how}"))
+    names = [f"n{i:02d}" for i in range(20)]
+    echo_tools.fail("echo", status=404, times=3)  # fatal: the first 3 items fail
+    first = run_enqueue(run=run_create(workflow=workflow, trigger="api", inputs={"names": names}))
+    first = finished(first, cluster=workers)
+    assert first.status == "failed"
+    assert len(echo_tools.requests("echo")) == 20
+    echo_tools.heal()
+    echo_tools.clear()
+
+    again = run_restart(run=first, from_step="each") if how == "restart" else run_resume(run=first)
+    again = finished(again, cluster=workers)
+
+    assert again.status == "succeeded", again.error_summary
+    assert sorted(sent(echo_tools, "items")) == ["n00", "n01", "n02"]  # exactly the 3 failed
+    assert sum(sent(echo_tools, "items").values()) == 3
+    each = again.step_results.get(step_id="each")
+    assert [item["name"] for item in each.output["items"]] == names
+    assert each.output["errors"] == []

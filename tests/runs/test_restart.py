@@ -183,9 +183,7 @@ def test_a_definition_changed_since_the_run_is_refused(finished):
 
 
 def test_a_tool_changed_since_approval_is_refused_by_the_pins(finished, control_api):
-    Workflow.objects.filter(pk=finished.workflow_id).update(
-        tool_pins={"service_status": "0" * 64}
-    )
+    Workflow.objects.filter(pk=finished.workflow_id).update(tool_pins={"service_status": "0" * 64})
     finished.workflow.refresh_from_db()
 
     with pytest.raises(WorkflowInvalid, match="tool `service_status` changed"):
@@ -276,9 +274,10 @@ def test_admin_restart_page_restarts_and_links_both_ways(finished, control_api, 
     assert f"Run {again.pk} restarts run {finished.pk} from step `item`: succeeded." in [
         str(m) for m in done.context["messages"]
     ]
-    assert f'href="/admin/runs/run/{finished.pk}/change/">run {finished.pk}</a> from step item' in (
-        done.content.decode()
-    )
+    assert (
+        f'href="/admin/runs/run/{finished.pk}/change/">run {finished.pk}</a> of restart_ops v1 '
+        "from step item"
+    ) in done.content.decode()
     original = operator.get(f"/admin/runs/run/{finished.pk}/change/").content.decode()
     assert f'restarted as <a href="/admin/runs/run/{again.pk}/change/">run {again.pk}</a>' in (
         original

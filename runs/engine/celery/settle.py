@@ -128,9 +128,7 @@ def settle_outcome(
     follow: Taken | Held | None = None
     with transaction.atomic():
         now = ctx.now()
-        output, capped = (None, False)
-        if outcome.status == StepStatus.SUCCEEDED:
-            output, capped = checkpoint.stored_output(ctx, outcome.output)
+        output, capped = checkpoint.outcome_output(ctx, outcome)
         run_status = _write_outcome(
             result, token, outcome, now, output=output, capped=capped, inputs=inputs
         )

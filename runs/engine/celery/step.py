@@ -73,6 +73,7 @@ from runs.engine.celery.settle import (
 from runs.engine.context import DEFAULT_CLOCK, Clock, RunContext
 from runs.engine.db_retry import with_db_retries
 from runs.engine.finish import run_finished_announce
+from runs.engine.kinds import KINDS
 from runs.engine.kinds.base import Attempt
 from runs.engine.local import CheckpointTruncated
 from runs.engine.resolve import resolve_step_call
@@ -343,7 +344,13 @@ def _resolve(
                 "(over FLOWPILOT_MAX_STORED_OUTPUT_BYTES), so a step on a Celery worker cannot "
                 "read it; raise the limit, or run this workflow in process"
             )
-    return resolve_step_call(ctx, step, inputs=run.inputs, step_value=views.get)
+    args, record = resolve_step_call(ctx, step, inputs=run.inputs, step_value=views.get)
+    if KINDS[step.kind].carries:  # its own row may hold the progress of an earlier try
+        own = StepResult.objects.only("reused", "output", "output_truncated").get(
+            run=run, step_id=step.id
+        )
+        args = checkpoint.with_progress(step, own, args, record)
+    return args, record
 
 
 def _is_preview(value: Any) -> bool:

@@ -32,6 +32,18 @@ class StepKindUnsupported(FlowpilotError):
     code = "step_kind_unsupported"
 
 
+class StepFailedWithProgress(FlowpilotError):
+    """A step that failed after part of its work succeeded (a `foreach` whose items did
+    not all succeed). ``progress`` is stored as the failed step's output (its
+    checkpoint, masked and capped like any output; a later step still reads the failed
+    step as ``{"error": …}``), and handed back to the kind's ``carry`` when the step is
+    started again, so the work done is not done twice."""
+
+    def __init__(self, message: str, *, progress: Any, retryable: bool | None = None) -> None:
+        super().__init__(message, retryable=retryable)
+        self.progress = progress
+
+
 @dataclass(frozen=True)
 class Attempt:
     """What one try of a step returned: its output, whether it was cut at the size
@@ -66,6 +78,14 @@ def _no_plan_lines(step: Any, graph: FlowGraph, describe: Describe) -> list[str]
     return []
 
 
+def _nothing_carried(step: Any, progress: Any, args: dict[str, Any]) -> dict[str, Any]:
+    return args
+
+
+def _no_progress(progress: Any) -> tuple[int, int] | None:
+    return None
+
+
 @dataclass(frozen=True)
 class StepKind:
     """One kind of step: its schema class and what the engine does with it.
@@ -74,13 +94,23 @@ class StepKind:
     ``FlowpilotError``. ``compile(step)`` returns what is compiled once per run, by key
     (a branch label, ``"expression"``); the executor reads it from ``ctx.compiled`` at
     ``(step.id, key)``. ``plan(step, graph, describe)`` gives the dry run's lines shown
-    after the step's input mapping.
+    after the step's input mapping. ``carry(step, progress, args)`` gives the arguments
+    of a step started again (a resume, a restart) whose checkpoint holds the
+    ``progress`` of an earlier try (``StepFailedWithProgress``, or the output of the
+    run it restarts: ``runs.restart``); by default nothing is carried.
     """
 
     model: type[AnyStep]
     execute: Callable[[RunContext, Any, dict[str, Any]], Attempt]
     compile: Callable[[Any], Mapping[str, Any]] = _nothing_compiled
     plan: Callable[[Any, FlowGraph, Describe], list[str]] = _no_plan_lines
+    carry: Callable[[Any, Any, dict[str, Any]], dict[str, Any]] = _nothing_carried
+    progress: Callable[[Any], tuple[int, int] | None] = _no_progress
+
+    @property
+    def carries(self) -> bool:
+        """Whether a step of this kind can carry progress (``carry``) into a new try."""
+        return self.carry is not _nothing_carried
 
     @property
     def name(self) -> str:

@@ -8,9 +8,16 @@ older ``concurrency``), on either driver: the step is one task, and its items sh
 pool; each item retries under the step's
 (else the tool's) policy, with the waits every step has (``runs.engine.tries``).
 The output keeps input order:
-``{"items": [result or null, …], "count": N, "errors": [{"index", "error"}, …]}``.
-With ``on_error: continue`` failed items are collected in ``errors``; otherwise
-any failed item fails the step.
+``{"items": [result or null, …], "count": N, "errors": [{"index", "item", "error"}, …]}``
+(``items[i]`` is the result of input item ``i``; an error names its item's index and
+the item itself). With ``on_error: continue`` failed items are collected in
+``errors``; otherwise any failed item fails the step (``ForeachItemsFailed``), and the
+same output is its ``progress``: the failed step's checkpoint keeps every succeeded
+item's result.
+
+Item-level restart: a step started again with its earlier progress
+(``DONE_KEY``, see ``carry_progress``: a resume, or a restart of the step itself)
+calls only the items that did not succeed, and puts the kept results in their places.
 """
 
 from __future__ import annotations
@@ -20,8 +27,15 @@ from typing import Any
 
 from runs.engine.context import RunContext
 from runs.engine.http import tool_session
-from runs.engine.kinds.base import Attempt, Describe, StepKind, call_tool, check_allowed
-from runs.engine.resolve import EACH_KEY, MAX_ITEMS
+from runs.engine.kinds.base import (
+    Attempt,
+    Describe,
+    StepFailedWithProgress,
+    StepKind,
+    call_tool,
+    check_allowed,
+)
+from runs.engine.resolve import DONE_KEY, EACH_KEY, MAX_ITEMS
 from runs.engine.tries import try_until_done
 from tools.errors import FlowpilotError, ToolInputError
 from tools.policy import RetryPolicy
@@ -30,8 +44,47 @@ from workflows.graph import FlowGraph
 from workflows.schema import ForeachStep
 
 
-class ForeachItemsFailed(FlowpilotError):
+class ForeachItemsFailed(StepFailedWithProgress):
     code = "foreach_items_failed"
+
+
+def _failed_items(progress: Any) -> tuple[list[Any], set[int]] | None:
+    """The results and the failed indexes of a stored foreach output with failed items;
+    None for anything else (a capped preview, an output whose every item succeeded)."""
+    if not isinstance(progress, dict):
+        return None
+    done, count, errors = progress.get("items"), progress.get("count"), progress.get("errors")
+    if not isinstance(done, list) or count != len(done) or not isinstance(errors, list):
+        return None
+    failed = {e["index"] for e in errors if isinstance(e, dict) and isinstance(e.get("index"), int)}
+    return (done, failed) if failed else None
+
+
+def foreach_progress(progress: Any) -> tuple[int, int] | None:
+    """``(items that succeeded, items)`` of a stored output with failed items."""
+    found = _failed_items(progress)
+    if found is None:
+        return None
+    done, failed = found
+    return len(done) - len(failed), len(done)
+
+
+def carry_progress(step: ForeachStep, progress: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """``args`` with the results of the items that succeeded before (``progress``: the
+    step's stored output, from a failed try or a restarted run) under ``DONE_KEY``: a
+    list in item order, ``[result]`` for an item done, null for one to call.
+
+    Nothing is carried when the progress is not a foreach output with failed items and
+    as many items as ``items`` now (a capped preview, another list, an output whose
+    every item succeeded): every item is called.
+    """
+    items = args.get("items")
+    found = _failed_items(progress)
+    if not isinstance(items, list) or found is None or len(found[0]) != len(items):
+        return args
+    done, failed = found
+    carried = [None if i in failed else [done[i]] for i in range(len(items))]
+    return {**args, DONE_KEY: carried}
 
 
 def item_policy(ctx: RunContext, step: ForeachStep) -> RetryPolicy:
@@ -65,10 +118,13 @@ def execute_foreach_step(ctx: RunContext, step: ForeachStep, args: dict[str, Any
     if len(items) > MAX_ITEMS:
         raise ToolInputError(f"step `{step.id}`: {len(items)} items is over the {MAX_ITEMS} limit")
     check_allowed(ctx, step, step.tool)  # once for the step, not once per item
-    shared = {k: v for k, v in args.items() if k not in {"items", EACH_KEY}}
+    shared = {k: v for k, v in args.items() if k not in {"items", EACH_KEY, DONE_KEY}}
     policy = item_policy(ctx, step)
+    done = args.get(DONE_KEY) or [None] * len(items)
 
     def one(index: int) -> tuple[Any, dict | None]:
+        if done[index] is not None:  # succeeded before: kept, not called again
+            return done[index][0], None
         try:
             return _call_item(ctx, step, {**shared, **each[index]}, policy, index), None
         except OutputTooLarge as exc:  # a tool does not know which step called it
@@ -80,16 +136,18 @@ def execute_foreach_step(ctx: RunContext, step: ForeachStep, args: dict[str, Any
     with ThreadPoolExecutor(max_workers=bound, thread_name_prefix=step.id) as pool:
         outcomes = list(pool.map(one, range(len(items))))
     errors: list[dict[str, Any]] = [
-        {"index": i, "error": err} for i, (_, err) in enumerate(outcomes) if err
+        {"index": i, "item": items[i], "error": err} for i, (_, err) in enumerate(outcomes) if err
     ]
+    results = [result for result, _ in outcomes]
+    output = {"items": results, "count": len(results), "errors": errors}
     if errors and step.on_error != "continue":
         first = errors[0]
         raise ForeachItemsFailed(
             f"step `{step.id}`: {len(errors)} of {len(items)} items failed; first, item "
-            f"{first['index']}: {first['error']['type']}: {first['error']['message']}"
+            f"{first['index']}: {first['error']['type']}: {first['error']['message']}",
+            progress=output,
         )
-    results = [result for result, _ in outcomes]
-    return Attempt(output={"items": results, "count": len(results), "errors": errors})
+    return Attempt(output=output)
 
 
 def plan_foreach_step(step: ForeachStep, graph: FlowGraph, describe: Describe) -> list[str]:
@@ -99,4 +157,10 @@ def plan_foreach_step(step: ForeachStep, graph: FlowGraph, describe: Describe) -
     return lines
 
 
-KIND = StepKind(model=ForeachStep, execute=execute_foreach_step, plan=plan_foreach_step)
+KIND = StepKind(
+    model=ForeachStep,
+    execute=execute_foreach_step,
+    plan=plan_foreach_step,
+    carry=carry_progress,
+    progress=foreach_progress,
+)
