@@ -295,6 +295,10 @@ def describe(schema: Any, root: dict[str, Any], depth: int = 2) -> str:
     if types is None:
         return "unknown"
     resolved = _resolve(schema, root) or {}
+    branches = resolved.get("anyOf") or resolved.get("oneOf")
+    if "type" not in resolved and isinstance(branches, list) and branches:
+        shown = [describe(branch, root, depth) for branch in branches]
+        return "|".join(dict.fromkeys(p for text in shown for p in _alternatives(text)))
     parts = []
     for kind in sorted(types, key=lambda k: (_ORDER.index(k) if k in _ORDER else 99, k)):
         items = resolved.get("items")
@@ -304,6 +308,17 @@ def describe(schema: Any, root: dict[str, Any], depth: int = 2) -> str:
         else:
             parts.append(kind)
     return "|".join(parts)
+
+
+def _alternatives(text: str) -> list[str]:
+    """``array<a|b>|null`` → ``["array<a|b>", "null"]``: split at the top level only."""
+    parts, depth, start = [], 0, 0
+    for at, char in enumerate(text):
+        depth += {"<": 1, ">": -1}.get(char, 0)
+        if char == "|" and depth == 0:
+            parts.append(text[start:at])
+            start = at + 1
+    return [*parts, text[start:]]
 
 
 def _resolve(schema: Any, root: dict[str, Any]) -> dict[str, Any] | None:
