@@ -143,6 +143,13 @@ class _StepBase(_Model):
         """The name of the workflow it runs as a child run (``None``: it runs none)."""
         return None
 
+    @model_validator(mode="after")
+    def _kind_is_written(self) -> _StepBase:
+        # ``kind`` picks the model when the step is read back: written even when a step
+        # built in Python left it at its default, so ``to_data()`` reads back the same.
+        self.__pydantic_fields_set__.add("kind")
+        return self
+
     @field_validator("input_mapping")
     @classmethod
     def _param_names(cls, value: dict[str, Any]) -> dict[str, Any]:
