@@ -28,7 +28,10 @@ from workflows.planner.selectors import plan_attempts_for_lineage, plan_attempts
 from workflows.schema import InputSpec, WorkflowSpec
 from workflows.selectors import workflow_diff_base, workflow_graph_data, workflow_version_diff
 from workflows.services import workflow_spec
+from workflows.validation.context import FlowContext
+from workflows.validation.edge_types import edge_type_lines
 from workflows.validation.report import ValidationIssue
+from workflows.validation.subworkflows import ActiveWorkflows
 from workflows.validator import validate_workflow
 
 # Keys every step row shows in its own column; the rest is "details".
@@ -114,6 +117,20 @@ def _node(step: Any, change: str) -> dict[str, Any]:
     }
 
 
+def graph_with_types(
+    graph: dict[str, Any], spec: WorkflowSpec | None, registry: ToolRegistry
+) -> dict[str, Any]:
+    """The picture's data with ``types`` on every edge: what each mapped reference across
+    it carries and where it goes (``a.list: array<object> → b.name: string``), the edge's
+    tooltip (``workflows.validation.edge_types``). None for a definition that does not
+    parse."""
+    if spec is None:
+        return graph
+    lines = edge_type_lines(FlowContext.build(spec, registry, ActiveWorkflows()))
+    edges = [{**e, "types": lines.get((e["from"], e["to"]), [])} for e in graph["edges"]]
+    return {**graph, "edges": edges}
+
+
 def graph_with_changes(graph: dict[str, Any], changes: ChangeSet) -> dict[str, Any]:
     """The picture's data marked with the diff: every node and edge gets ``change``
     (added, removed, changed or unchanged); removed steps and edges are drawn too."""
@@ -187,7 +204,7 @@ def workflow_review(*, workflow: Workflow, registry: ToolRegistry | None = None)
         and workflow.name in {getattr(a.workflow, "name", None), getattr(a.based_on, "name", None)}
     ]
     changes = workflow_changes(workflow=workflow)
-    graph = workflow_graph_data(workflow)
+    graph = graph_with_types(workflow_graph_data(workflow), report.spec, registry)
     return Review(
         graph=graph_with_changes(graph, changes) if changes else graph,
         steps=[_step_row(s) for s in workflow.steps.order_by("position")],

@@ -38,7 +38,7 @@ NEW_KEYS = frozenset(
         "name", "kind", "description", "base_url", "request", "auth", "inputs",
         "response_extract", "outputs", "timeout", "retry", "idempotent", "secret_env",
         "cookies", "response", "pagination", "follow_redirects", "max_redirects", "breaker",
-        "deprecated", "replacement", "queue", "rate_limit",
+        "deprecated", "replacement", "queue", "rate_limit", "output_types",
     }
 )  # fmt: skip
 LEGACY_KEYS = frozenset(
@@ -293,10 +293,10 @@ def new_to_spec_dict(data: dict[str, Any]) -> dict[str, Any]:
         k: data[k]
         for k in (
             "name", "kind", "description", "outputs", "retry", "idempotent", "secret_env",
-            "deprecated", "replacement", "queue", "rate_limit",
+            "deprecated", "replacement", "queue", "rate_limit", "output_types",
         )
         if k in data
-    }
+    }  # fmt: skip
     if "inputs" in data:
         spec["input_schema"] = data["inputs"]
     http: dict[str, Any] = {
@@ -322,7 +322,7 @@ def legacy_to_new(data: dict[str, Any]) -> dict[str, Any]:
             "secret_env", "deprecated", "replacement", "queue",
         )
         if k in data
-    }
+    }  # fmt: skip
     request: dict[str, Any] = {"method": data.get("method", "GET"), "url": data.get("url", "")}
     for key, target in (("query_params", "query"), ("params", "query"), ("headers", "headers")):
         if key in data:

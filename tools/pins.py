@@ -27,14 +27,14 @@ _ASPECTS: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
     ("auth", (("http", "auth"), ("http", "request", "secret_headers"),
               ("http", "request", "secret_query"), ("secret_env",), ("mcp", "server", "headers"),
               ("mcp", "server", "secret_headers"), ("mcp", "server", "env"))),
-    ("outputs", (("outputs",), ("http", "response_extract"))),
+    ("outputs", (("outputs",), ("http", "response_extract"), ("output_types",))),
     ("worker queue", (("queue",),)),
     ("rate limit", (("rate_limit",),)),
 )  # fmt: skip
 
 
 # Fields added after tools were pinned: left out of the hash while unset.
-_COUNTED_WHEN_SET = frozenset({"queue", "rate_limit"})
+_COUNTED_WHEN_SET = frozenset({"queue", "rate_limit", "output_types"})
 
 
 def tool_definition_hash(spec: ToolSpec) -> str:
@@ -43,8 +43,9 @@ def tool_definition_hash(spec: ToolSpec) -> str:
     The lifecycle (``deprecated``, ``replacement``; an MCP server file's ``deprecated``)
     is left out: deprecating a tool changes what it is offered for, not what a call
     does, so it never refuses the workflows approved with it. A field added since
-    (``queue``, ``rate_limit``) counts only when set, so the tools written before it keep
-    their hash.
+    (``queue``, ``rate_limit``, ``output_types``) counts only when set, so the tools written
+    before it keep their hash; a declared or changed output type is a change of the tool's
+    outputs.
     """
     canonical = json.dumps(_without_lifecycle(spec.stored()), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()

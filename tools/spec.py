@@ -28,6 +28,7 @@ from pydantic_core import PydanticCustomError
 from tools.breaker.core import BreakerConfig
 from tools.errors import TemplateError
 from tools.mcp.config import McpToolConfig
+from tools.output_types import extract_type, output_types_problem
 from tools.paths import PathError
 from tools.policy import RetryPolicy
 from tools.queues import check_queue_name
@@ -165,6 +166,13 @@ class ToolSpec(FrozenModel):
         default_factory=lambda: {"type": "object", "properties": {}}
     )
     outputs: list[str] = Field(default_factory=list)
+    output_types: dict[str, dict[str, Any]] | None = Field(
+        None,
+        description="Output field -> JSON Schema of its value; the validator checks every "
+        "mapping of a field against the parameter it feeds (docs/tools.md#output-types). "
+        "Omitted: the types are unknown (a `$status` or `$headers.NAME` extraction is "
+        "typed all the same).",
+    )
     idempotent: bool = True
     retry: RetryPolicy | None = None
     timeout: float = Field(30.0, gt=0, le=3600)
@@ -268,6 +276,35 @@ class ToolSpec(FrozenModel):
             raise ValueError("the input schema must describe an object (type: object)")
         return value
 
+    @field_validator("output_types")
+    @classmethod
+    def _valid_output_types(
+        cls, value: dict[str, dict[str, Any]] | None
+    ) -> dict[str, dict[str, Any]] | None:
+        problem = None if value is None else output_types_problem(value)
+        if problem is not None:
+            where, detail = problem
+            raise PydanticCustomError(
+                "invalid_output_types", "{detail}", {"detail": detail, "schema_path": where}
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _output_types_declared(self) -> ToolSpec:
+        unknown = sorted(set(self.output_types or ()) - set(self.outputs)) if self.outputs else []
+        if unknown:
+            raise PydanticCustomError(
+                "output_types_unknown",
+                "output_types names {unknown}, which are not outputs of this tool "
+                "(its outputs: {known})",
+                {
+                    "unknown": ", ".join(unknown),
+                    "known": ", ".join(self.outputs),
+                    "schema_path": ["output_types", unknown[0]],
+                },
+            )
+        return self
+
     @model_validator(mode="after")
     def _kind_matches_config(self) -> ToolSpec:
         if self.kind == "http" and self.http is None:
@@ -315,13 +352,26 @@ class ToolSpec(FrozenModel):
     def _credential_params(self) -> frozenset[str]:
         return credential_params(self)
 
+    def output_type(self, field: str) -> dict[str, Any] | None:
+        """The JSON Schema of one output field: declared in ``output_types``, else what a
+        ``response_extract`` path gives by itself (``$status``: an integer); ``None``:
+        unknown."""
+        if self.output_types and field in self.output_types:
+            return self.output_types[field]
+        if self.http is not None and field in self.http.response_extract:
+            return extract_type(self.http.response_extract[field])
+        return None
+
     @property
     def required_inputs(self) -> list[str]:
         return list(self.input_schema.get("required", []))
 
     def stored(self) -> dict[str, Any]:
-        """The JSON form kept in ``Tool.spec`` (templates only, no secret values)."""
-        return self.model_dump(mode="json", by_alias=True)
+        """The JSON form kept in ``Tool.spec`` (templates only, no secret values).
+        ``output_types`` is left out while unset, so the tools stored before it existed
+        read the same."""
+        skip = {"output_types"} if self.output_types is None else None
+        return self.model_dump(mode="json", by_alias=True, exclude=skip)
 
     def describe(self) -> dict[str, Any]:
         """The MCP-shaped description the planner and LLM steps see."""

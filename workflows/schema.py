@@ -32,7 +32,7 @@ from tools.queues import check_queue_name
 from workflows.schema_concurrency import Concurrency
 from workflows.schema_llm import LLMBudget, LLMSettings
 from workflows.schema_triggers import Notifications, ScheduleSpec
-from workflows.transform import multiselect_keys
+from workflows.transform import multiselect_keys, output_field_schemas
 
 STEP_ID_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"
@@ -143,6 +143,13 @@ class _StepBase(_Model):
         """The name of the workflow it runs as a child run (``None``: it runs none)."""
         return None
 
+    @model_validator(mode="after")
+    def _kind_is_written(self) -> _StepBase:
+        # ``kind`` picks the model when the step is read back: written even when a step
+        # built in Python left it at its default, so ``to_data()`` reads back the same.
+        self.__pydantic_fields_set__.add("kind")
+        return self
+
     @field_validator("input_mapping")
     @classmethod
     def _param_names(cls, value: dict[str, Any]) -> dict[str, Any]:
@@ -244,6 +251,9 @@ class DecisionStep(LLMSettings, _StepBase):
             return ("branch", "reason", "usage")
         return ("branch", "condition")
 
+    def output_field_schema(self, field: str) -> dict[str, Any] | None:
+        return {"type": "string", "enum": list(self.branches)} if field == "branch" else None
+
 
 class TransformStep(_StepBase):
     """Pure data reshaping with a JMESPath expression over the mapped values."""
@@ -260,6 +270,12 @@ class TransformStep(_StepBase):
     def output_fields(self) -> tuple[str, ...] | None:
         """The keys of a top-level ``{key: expr, …}`` expression; otherwise unknown."""
         return multiselect_keys(self.expression)
+
+    def output_field_schema(self, field: str) -> dict[str, Any] | None:
+        """What the expression alone says of a key (``length(…)``: an integer); ``None``
+        when the data decides (``rows[0].name``) or the expression is no ``{…}`` hash."""
+        found = (output_field_schemas(self.expression) or {}).get(field)
+        return found or None
 
 
 class ForeachStep(_StepBase):

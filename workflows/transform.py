@@ -288,3 +288,83 @@ def multiselect_keys(expression: str) -> tuple[str, ...] | None:
     if node.get("type") != "multi_select_dict":
         return None
     return tuple(child["value"] for child in node["children"])
+
+
+# What a JMESPath function returns, when that is one JSON type whatever it is given
+# (``max``, ``min``, ``not_null``… depend on their arguments: unknown).
+_RETURNS: dict[str, Any] = {
+    "length": "integer",
+    "to_string": "string",
+    "join": "string",
+    "type": "string",
+    "to_number": ["number", "null"],
+    "sum": "number",
+    "avg": ["number", "null"],
+    "abs": "number",
+    "ceil": "number",
+    "floor": "number",
+    "keys": "array",
+    "values": "array",
+    "sort": "array",
+    "sort_by": "array",
+    "to_array": "array",
+    "map": "array",
+    "merge": "object",
+    "contains": "boolean",
+    "starts_with": "boolean",
+    "ends_with": "boolean",
+    "reverse": ["array", "string"],
+}
+_LISTS = frozenset({"projection", "value_projection", "filter_projection", "flatten", "slice"})
+
+
+def output_field_schemas(expression: str) -> dict[str, dict[str, Any]] | None:
+    """The JSON Schema of each key of a top-level ``{key: expr, …}`` expression, inferred
+    from the expression alone (``{}`` for a key whose type depends on the data: a field
+    read, a pipe, ``max``…); None when the expression is not such a hash."""
+    try:
+        node = jmespath.compile(expression).parsed
+    except (jmespath_errors.JMESPathError, RecursionError, TypeError, ValueError):
+        return None
+    if node.get("type") != "multi_select_dict":
+        return None
+    return {
+        child["value"]: _inferred(child["children"][0], rooted=True) for child in node["children"]
+    }
+
+
+def _inferred(node: dict[str, Any], *, rooted: bool) -> dict[str, Any]:
+    """The schema of what ``node`` yields; ``rooted``: it is evaluated against the mapped
+    values themselves (an object, never null), so a multi-select there is never null."""
+    kind = node.get("type")
+    if kind == "literal":
+        return _literal_schema(node.get("value"))
+    if kind == "function_expression":
+        returns = _RETURNS.get(str(node.get("value")))
+        return {} if returns is None else {"type": returns}
+    if kind in ("comparator", "not_expression"):
+        return {"type": ["boolean", "null"]} if kind == "comparator" else {"type": "boolean"}
+    if kind in _LISTS:
+        return {"type": ["array", "null"]}
+    if kind == "multi_select_list":
+        return {"type": "array" if rooted else ["array", "null"]}
+    if kind == "multi_select_dict":
+        properties = {
+            c["value"]: _inferred(c["children"][0], rooted=rooted) for c in node["children"]
+        }
+        return {"type": "object" if rooted else ["object", "null"], "properties": properties}
+    return {}  # a field, a subexpression, a pipe, an index: the data decides
+
+
+def _literal_schema(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {"type": "null"}
+    if isinstance(value, bool):
+        return {"type": "boolean"}
+    if isinstance(value, int):
+        return {"type": "integer"}
+    if isinstance(value, float):
+        return {"type": "number"}
+    if isinstance(value, str):
+        return {"type": "string"}
+    return {"type": "array"} if isinstance(value, list) else {"type": "object"}

@@ -28,6 +28,7 @@ from workflows.validation.credentials import (
     StoredCredentialNames,
     check_credentials,
 )
+from workflows.validation.edge_types import check_edge_types
 from workflows.validation.env_access import check_env_access
 from workflows.validation.exclusive import check_exclusive_reads
 from workflows.validation.jmespath_checks import check_transforms
@@ -103,6 +104,7 @@ ISSUE_CODES = frozenset(
         # types
         "input_default_invalid",
         "foreach_items_not_list",
+        "edge_type_mismatch",
         # branches
         "when_on_non_decision",
         "unknown_branch",
@@ -152,6 +154,7 @@ _CHECKS: tuple[Callable[[FlowContext], list[ValidationIssue]], ...] = (
     check_credential_flow,
     check_transforms,
     check_exclusive_reads,
+    check_edge_types,
 )
 
 

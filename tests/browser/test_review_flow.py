@@ -106,6 +106,12 @@ def test_plan_review_reject_and_approve_in_the_browser(
     assert drawn_labels(page) == ["large", "small"]
     assert ("size", "report", "large") in drawn_edges(page)
     assert ("load", "by_region", "") in drawn_edges(page)
+    # An edge's tooltip (its SVG <title>) gives the types across it.
+    edge = '#fp-graph svg g.fp-edge[data-from="load"][data-to="by_region"]'
+    typed = "load.rows: array<object> → by_region.rows: array<object>"
+    assert page.text_content(f"{edge} > title") == typed
+    assert page.get_attribute(edge, "data-types") == typed
+    assert page.locator(f"{edge} > path.fp-edge-hit").count() == 1
     assert page.locator("#fp-steps tbody tr").count() == 5
     assert page.locator("#fp-plan-history tbody tr").count() == 1
     page.screenshot(path=str(artifacts / "review_page.png"), full_page=True)

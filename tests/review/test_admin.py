@@ -18,6 +18,7 @@ from django.test import Client
 from django.urls import reverse
 
 from review.models import Approval
+from review.selectors import graph_with_types
 from runs.models import Run
 from tests.factories import (
     DIGEST_GOAL,
@@ -29,6 +30,7 @@ from tests.factories import (
     pending_version,
     sales_report_data,
 )
+from tools.registry import ToolRegistry
 from workflows.models import PlanAttempt, Workflow
 from workflows.planner.services import plan_create
 from workflows.services import workflow_export, workflow_import
@@ -106,6 +108,16 @@ def test_the_review_page_shows_graph_steps_goal_warnings_and_plan_history(planne
         ("size", "report", "large", False),
         ("size", "note", "small", False),
     }
+    # Each edge's tooltip: the type each mapped reference carries and where it goes.
+    types = {(e["from"], e["to"], e["when"]): e["types"] for e in data["edges"]}
+    assert types[("load", "by_region", "")] == [
+        "load.rows: array<object> → by_region.rows: array<object>"
+    ]
+    assert types[("by_region", "report", "")] == [
+        "by_region.groups: array<object> → report.sections[0].rows: array<object>"
+    ]
+    assert types[("by_region", "size", "")] == ["by_region.total: number → size.total"]
+    assert types[("size", "report", "large")] == []  # a branch edge maps nothing
     assert 'src="/static/workflows/vendor/dagre-3.1.3/dagre.min.js"' in body
     assert 'src="/static/workflows/graph.js"' in body
     assert DIGEST_GOAL in body
@@ -251,6 +263,30 @@ def test_approving_an_active_version_is_refused(approver):
         "Not approved: `sales_report v1` is active; only a version pending review can be approved"
     ]
     assert not Approval.objects.exists()
+
+
+def test_a_type_mismatch_across_an_edge_is_listed_and_typed_on_the_edge(approver):
+    data = sales_report_data()
+    data["steps"][3]["input_mapping"]["title"] = "load.columns"  # a list where text goes
+    version = pending_version(data)
+
+    response = login(approver).get(url("change", version))
+
+    body = response.content.decode()
+    assert "edge_type_mismatch" in body
+    said = (
+        "edge `load.columns` → `report.title`: `load.columns` is array<string>, but tool "
+        "`write_report` takes string for `title`"
+    )
+    assert html.escape(said) in body
+    edges = {(e["from"], e["to"]): e["types"] for e in graph_data(response)["edges"]}
+    assert "load.columns: array<string> → report.title: string" in edges[("load", "report")]
+    assert fresh(version).status == "pending_review"
+
+
+def test_a_definition_that_does_not_parse_gets_no_edge_types():
+    graph = {"nodes": [], "edges": [{"from": "a", "to": "b", "when": "", "inferred": True}]}
+    assert graph_with_types(graph, None, ToolRegistry([])) is graph
 
 
 def test_approve_page_lists_validator_errors(approver):

@@ -42,10 +42,20 @@ def test_list_tools_mcp_shape_and_specs():
     assert [t["name"] for t in listed] == [
         "csv_read", "json_read", "aggregate", "write_report", "write_json",
     ]  # fmt: skip
-    assert set(listed[0]) == {"name", "description", "inputSchema", "outputs", "annotations"}
+    assert set(listed[0]) == {
+        "name", "description", "inputSchema", "outputs", "outputSchema", "annotations",
+    }  # fmt: skip
+    assert "outputSchema" not in listed[1]  # json_read's shape is the file's
+    assert listed[0]["outputSchema"]["properties"]["count"] == {"type": "integer", "minimum": 0}
     specs = provider.specs()
     assert all(s.kind == "builtin" for s in specs)
     assert specs[0].outputs == ["rows", "count", "columns"]
+    # The MCP-shaped output schema becomes the spec's output types, field by field.
+    assert specs[0].output_type("rows") == {"type": "array", "items": {"type": "object"}}
+    assert specs[0].output_type("columns") == {"type": "array", "items": {"type": "string"}}
+    assert specs[1].output_types is None
+    assert specs[1].output_type("items") is None
+    assert specs[3].output_type("path") == {"type": "string"}
 
 
 def test_load_providers_from_setting_and_errors():

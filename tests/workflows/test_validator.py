@@ -27,6 +27,10 @@ class FakeTool:
     credential: str | None = None
     secret: frozenset[str] = frozenset()  # its credentials (tools.secrets decides for real)
     slots: frozenset[str] = frozenset()  # the arguments its credentials read
+    types: tuple[tuple[str, dict], ...] = ()  # output field -> JSON Schema
+
+    def output_type(self, name: str) -> dict | None:
+        return dict(self.types).get(name)
 
     def env_names(self) -> frozenset[str]:
         return self.env | self.secret
@@ -66,6 +70,47 @@ REGISTRY = FakeRegistry(
                     "additionalProperties": False,
                 },
                 ("lat", "lon", "name"),
+                types=(
+                    ("lat", {"type": "number"}),
+                    ("lon", {"type": "number"}),
+                    ("name", {"type": "string"}),
+                ),
+            ),
+            FakeTool(
+                "search",
+                {"type": "object", "properties": _props(q="string"), "required": ["q"]},
+                ("results", "count"),
+                types=(
+                    (
+                        "results",
+                        {
+                            "type": "array",
+                            "items": {"$ref": "#/$defs/hit"},
+                            "$defs": {
+                                "hit": {
+                                    "type": "object",
+                                    "properties": {
+                                        "id": {"type": "integer"},
+                                        "name": {"type": "string"},
+                                        "tags": {"type": "array", "items": {"type": "string"}},
+                                    },
+                                }
+                            },
+                        },
+                    ),
+                    ("count", {"type": "integer"}),
+                ),
+            ),
+            FakeTool(
+                "notify",
+                {
+                    "type": "object",
+                    "properties": {
+                        **_props(name="string", id="integer", tags="array"),
+                        "score": {"type": ["number", "null"]},
+                    },
+                    "required": ["name"],
+                },
             ),
             FakeTool(
                 "forecast",

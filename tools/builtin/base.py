@@ -1,7 +1,8 @@
 """The built-in provider contract (the MCP shape, in process).
 
 ``list_tools()`` describes the tools (``name``, ``description``, ``inputSchema``,
-``outputs``, optional ``annotations.idempotentHint``); ``call_tool()`` runs one
+``outputs``, optional ``outputSchema`` (an object schema whose properties type the
+outputs, as MCP lists it) and ``annotations.idempotentHint``); ``call_tool()`` runs one
 and returns its result, or raises ``ToolCallFailed`` / ``ToolInputError``.
 Arguments arrive already validated against ``inputSchema`` by the registry.
 
@@ -16,6 +17,7 @@ from typing import Any, ClassVar
 
 from tools.calls import ToolCallContext
 from tools.errors import ToolNotFound
+from tools.output_types import MAX_OUTPUT_TYPES_BYTES, fields_of
 from tools.spec import ToolSpec
 
 
@@ -28,6 +30,7 @@ class BuiltinTool:
     input_schema: dict[str, Any]
     handler: str
     outputs: tuple[str, ...] = ()
+    output_types: dict[str, dict[str, Any]] | None = None  # output field -> JSON Schema
     idempotent: bool = True
     deprecated: bool = False  # not offered to the planner; the validator warns on each use
     replacement: str | None = None  # a deprecated tool's successor
@@ -45,11 +48,14 @@ class BuiltinProvider:
                 "description": tool.description,
                 "inputSchema": tool.input_schema,
                 "outputs": list(tool.outputs),
+                **(
+                    {"outputSchema": {"type": "object", "properties": dict(tool.output_types)}}
+                    if tool.output_types
+                    else {}
+                ),
                 "annotations": {"idempotentHint": tool.idempotent},
                 **(
-                    {"deprecated": True, "replacement": tool.replacement}
-                    if tool.deprecated
-                    else {}
+                    {"deprecated": True, "replacement": tool.replacement} if tool.deprecated else {}
                 ),
             }
             for tool in self.tools
@@ -70,6 +76,7 @@ class BuiltinProvider:
                 description=item.get("description", ""),
                 input_schema=item.get("inputSchema") or {"type": "object", "properties": {}},
                 outputs=list(item.get("outputs", [])),
+                output_types=fields_of(item.get("outputSchema"), MAX_OUTPUT_TYPES_BYTES) or None,
                 idempotent=bool(item.get("annotations", {}).get("idempotentHint", True)),
                 deprecated=bool(item.get("deprecated", False)),
                 replacement=item.get("replacement"),

@@ -30,6 +30,8 @@ _INT = re.compile(r"^-?(0|[1-9]\d*)$")
 _FLOAT = re.compile(r"^-?(0|[1-9]\d*)?\.\d+([eE][-+]?\d+)?$|^-?(0|[1-9]\d*)[eE][-+]?\d+$")
 _PATH = {"type": "string", "minLength": 1, "description": "Relative to a data dir."}
 _ROWS = {"type": "array", "items": {"type": "object"}}
+_INTEGER = {"type": "integer", "minimum": 0}
+_WRITTEN: dict[str, dict[str, Any]] = {"path": {"type": "string"}, "bytes": _INTEGER}
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -162,6 +164,11 @@ class DataToolsProvider(BuiltinProvider):
             "numbers are converted.",
             input_schema=_schema({"path": _PATH, "delimiter": {"type": "string"}}, ["path"]),
             outputs=("rows", "count", "columns"),
+            output_types={
+                "rows": _ROWS,
+                "count": _INTEGER,
+                "columns": {"type": "array", "items": {"type": "string"}},
+            },
             handler="csv_read",
         ),
         BuiltinTool(
@@ -184,6 +191,17 @@ class DataToolsProvider(BuiltinProvider):
                 ["rows", "group_by", "sum"],
             ),
             outputs=("groups", "total", "count"),
+            output_types={
+                "groups": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {"key": {}, "total": {"type": "number"}, "count": _INTEGER},
+                    },
+                },
+                "total": {"type": "number"},
+                "count": _INTEGER,
+            },
             handler="aggregate",
         ),
         BuiltinTool(
@@ -211,6 +229,7 @@ class DataToolsProvider(BuiltinProvider):
                 ["path", "title", "sections"],
             ),
             outputs=("path", "bytes"),
+            output_types=_WRITTEN,
             handler="write_report",
         ),
         BuiltinTool(
@@ -218,6 +237,7 @@ class DataToolsProvider(BuiltinProvider):
             description="Write data as a JSON file to the output directory.",
             input_schema=_schema({"path": _PATH, "data": {}}, ["path", "data"]),
             outputs=("path", "bytes"),
+            output_types=_WRITTEN,
             handler="write_json",
         ),
     )

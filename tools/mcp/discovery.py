@@ -3,7 +3,8 @@
 Each tool is named ``<server>_<tool>``: characters outside ``[a-zA-Z0-9_-]`` become
 ``_`` and the name is cut to 64 characters, so it matches the tool-name pattern. Two
 tools that end up with one name are an error naming both. The description, the
-input schema and — from the output schema's properties — the outputs come from the
+input schema and — from the output schema's properties — the outputs and their
+types (``output_types``: each property's schema, bounded in size) come from the
 server; ``idempotent`` from the server file or else the ``idempotentHint`` (or
 ``readOnlyHint``) annotation, default false as in the MCP specification.
 """
@@ -20,6 +21,7 @@ from pydantic import ValidationError
 from tools.errors import FlowpilotError, ToolConfigError, ToolTimeout, ToolUnreachable
 from tools.mcp.config import McpServer, McpToolConfig
 from tools.mcp.session import McpSessions, list_all_tools
+from tools.output_types import fields_of
 from tools.redaction import Redactor
 from tools.spec import ToolSpec
 
@@ -91,6 +93,7 @@ def _spec(server: McpServer, tool: types.Tool, name: str) -> ToolSpec:
         description=tool.description or tool.title or "",
         input_schema=tool.input_schema or {"type": "object", "properties": {}},
         outputs=outputs,
+        output_types=fields_of(tool.output_schema) or None,
         idempotent=hinted if server.idempotent is None else server.idempotent,
         retry=server.retry,
         timeout=server.timeout,

@@ -5,8 +5,12 @@ Per operation: ``name`` (the operationId in snake case, else method + path),
 ``request`` (method, path template, query and header parameters, JSON or form body),
 ``auth`` (the first security requirement the format can express, credentials read
 from ``<PREFIX>_…`` env variables), ``inputs`` (one property per parameter, plus
-``body`` for a JSON request body) and ``response_extract`` suggested from the 2xx
-JSON schema's top-level properties. What cannot be expressed is returned in
+``body`` for a JSON request body), ``response_extract`` suggested from the 2xx
+JSON schema's top-level properties and ``output_types``: each extracted property's
+schema, its references resolved (by a budget of its own, a quarter of the import's)
+and cut to ``MAX_FIELD_SCHEMA_BYTES`` (``tools.output_types.bounded``); a property
+whose schema cannot be expanded within that budget, or is not a valid draft 2020-12
+schema, is left untyped. What cannot be expressed is returned in
 ``unsupported``, one line each, never silently dropped.
 """
 
@@ -20,6 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from tools.openapi.document import (
+    MAX_RESOLVE_SECONDS,
+    MAX_RESOLVED_NODES,
+    ResolveBudget,
     ResolveLimit,
     Resolver,
     ShapeError,
@@ -29,6 +36,7 @@ from tools.openapi.document import (
     security_check,
 )
 from tools.openapi.document import field as field_of
+from tools.output_types import bounded, output_types_problem
 
 METHODS = ("get", "post", "put", "patch", "delete")
 OTHER_METHODS = ("head", "options", "trace")
@@ -175,6 +183,10 @@ def openapi_tools(
     names = tool_names(document)
     selection = Selection(tags or [], operations or [], path_prefixes or [])
     resolver = Resolver(document)
+    typing = Resolver(
+        document,
+        ResolveBudget(nodes=MAX_RESOLVED_NODES // 4, seconds=MAX_RESOLVE_SECONDS / 4),
+    )
     items: dict[str, dict[str, Any]] = {}
     for path, item in sorted(document["paths"].items()):
         try:
@@ -197,7 +209,7 @@ def openapi_tools(
     )
     done = 0
     for path, item in items.items():
-        level = _Level(resolver, f"paths.{path}", out.unsupported, {})
+        level = _Level(resolver, f"paths.{path}", out.unsupported, {}, typing)
         for method in OTHER_METHODS:
             if method in item and selection.chooses(item[method], method, path):
                 out.unsupported.append(f"{method.upper()} {path}: method not supported")
@@ -235,6 +247,23 @@ class _Level:
     where: str
     unsupported: list[str]
     shared: dict[str, Any]  # the path item's parameters, once expanded (or why not)
+    typing: Resolver | None = None  # expands the response schemas of output types
+
+    def output_type(self, schema: Any) -> dict[str, Any] | None:
+        """An output field's schema, its references followed by ``typing`` and bounded in
+        size; None when there is no ``typing`` or its budget is spent (the field stays
+        untyped: a type is a help, never a reason to refuse an operation)."""
+        if self.typing is None or not isinstance(schema, dict):
+            return None
+        try:
+            with self.typing.budget.operation():
+                found = self.typing.resolve(schema, [], where=self.where)
+        except ResolveLimit:
+            return None
+        kept = bounded(found)
+        if kept is None or output_types_problem({"field": kept}) is not None:
+            return None  # not a JSON Schema 2020-12 can check (OpenAPI 3.0 forms): untyped
+        return kept
 
     def full(self, value: Any) -> Any:
         return self.resolver.resolve(value, self.unsupported, where=self.where)
@@ -445,9 +474,11 @@ def _tool(
     if required:
         tool["inputs"]["required"] = sorted(set(required))
     with _at(f"{at}/responses"):
-        extract = _extract(op, at, level)
+        extract, types = _extract(op, at, level)
     if extract:
         tool["response_extract"] = extract
+    if types:
+        tool["output_types"] = types
     return tool
 
 
@@ -589,21 +620,29 @@ def _scheme(owner: tuple[dict, str], scopes: list, env: str) -> dict | None:
     return None
 
 
-def _extract(op: dict, at: str, level: _Level) -> dict[str, str]:
-    """The suggested ``response_extract``: from the 2xx JSON schema's top level only, so
-    that is all that is expanded of it."""
+def _extract(op: dict, at: str, level: _Level) -> tuple[dict[str, str], dict[str, Any]]:
+    """The suggested ``response_extract`` and ``output_types``: from the 2xx JSON schema's
+    top level; of it only the extracted properties are expanded (``_Level.output_type``)."""
     responses, at = level.get(op, at, "responses", dict)
     responses = responses or {}
     ok = next((c for c in sorted(responses, key=str) if str(c).startswith("2")), None)
     if ok is None:
-        return {}
+        return {}, {}
     response, at = level.get(responses, at, ok, dict)
     content, at = level.get(response or {}, at, "content", dict)
     media, at = level.get(content or {}, at, "application/json", dict)
     schema, at = level.get(media or {}, at, "schema", dict)
     schema = schema or {}
-    if schema.get("type") == "array":
-        return {"items": "items", "count": "count"}
+    if schema.get("type") == "array":  # a list body is wrapped as {items, count}
+        listed = level.output_type(schema)
+        types = {"count": {"type": "integer", "minimum": 0}}
+        return {"items": "items", "count": "count"}, ({"items": listed} if listed else {}) | types
     props, _ = level.get(schema, at, "properties", dict)
     names = sorted(p for p in props or {} if isinstance(p, str) and re.match(r"^[\w-]+$", p))
-    return {snake(p) or p: p for p in names[:MAX_SUGGESTED_OUTPUTS]}
+    extract = {snake(p) or p: p for p in names[:MAX_SUGGESTED_OUTPUTS]}
+    types = {}
+    for key, name in extract.items():
+        found = level.output_type((props or {})[name])
+        if found is not None:
+            types[key] = found
+    return extract, types

@@ -3,7 +3,8 @@
 The validator depends only on this small protocol of a tool registry, which
 ``tools.registry.ToolRegistry`` satisfies: ``get(name)`` returns ``None`` or a
 spec with ``name``, ``input_schema`` (JSON Schema) and ``outputs`` (declared
-output field names; empty means undeclared, any path allowed). With no
+output field names; empty means undeclared, any path allowed), and optionally
+``output_type(field)`` (the JSON Schema of an output field, or ``None``). With no
 registry (``None``) the tool-dependent checks are skipped.
 """
 
@@ -135,6 +136,27 @@ class FlowContext:
             return step.output_fields()
         tool = self.tool(name)
         return tuple(tool.outputs) if tool is not None and tool.outputs else None
+
+    def output_field_schema(self, step: Any, field: str) -> dict[str, Any] | None:
+        """The JSON Schema of one top-level field of a step's output, when known: what
+        the step declares (an llm ``result``, a transform's inferred keys, a foreach's
+        ``count``), else its tool's output type (``output_type(field)``, when the tool
+        has it), a foreach's ``items`` being the list of its tool's typed results."""
+        own = step.output_field_schema(field)
+        name = step.output_tool() or (step.direct_tools() or (None,))[0]
+        tool = None if name is None else self.tool(name)
+        typed = getattr(tool, "output_type", None)
+        if step.retries_per_item and field == "items":  # a foreach: one result per item
+            properties = {f: typed(f) for f in getattr(tool, "outputs", ())} if typed else {}
+            known = {f: s for f, s in properties.items() if s is not None}
+            if not known:
+                return own
+            shape = {"type": ["object", "null"], "properties": known}
+            return {**(own or {"type": "array"}), "items": shape}
+        if own is not None or step.output_tool() is None or not callable(typed):
+            return own
+        found = typed(field)
+        return found if isinstance(found, dict) else None
 
     def tool_names(self) -> list[str]:
         """Every registered tool name (sorted), when the registry can list them."""

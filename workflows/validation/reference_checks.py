@@ -176,10 +176,23 @@ def _nested_field(
     if not isinstance(properties, dict) or ref.path[1] in properties:
         return []
     message = (
-        f"{who} reads `{ref}`, but the output_schema of step `{target.id}` declares only "
+        f"{who} reads `{ref}`, but {_declarer(target)} declares only "
         f"{names(properties)}{suggest(ref.path[1], properties)}"
     )
     return [error("unknown_output_field", leaf.path, message, _id(step))]
+
+
+def _declarer(target: AnyStep) -> str:
+    """What declares a step's nested fields: an llm step's ``output_schema``, a
+    transform's ``{key: …}`` expression."""
+    if target.kind == "transform":
+        return f"the expression of transform step `{target.id}` (`{head_of(target)}`)"
+    return f"the output_schema of step `{target.id}`"
+
+
+def head_of(target: AnyStep) -> str:
+    text = getattr(target, "expression", "")
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _owner(ctx: FlowContext, target: AnyStep) -> str:

@@ -9,7 +9,8 @@ so with ``additionalProperties: true`` (or a schema), or declares no properties.
 
 ``param_type_mismatch``: the literal parts of a mapped value, and the declared
 types of whole run inputs, against the property's schema
-(``workflows.validation.types``); a step output's type is known only at run time.
+(``workflows.validation.types``); a step output mapped there is compared by its
+declared type, when it has one (``workflows.validation.edge_types``).
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ A reference's value is known only at run time, so a mapped value is validated wi
 every reference replaced by a stand-in whose own errors are ignored: the literal
 parts (keys of an object, a missing required key) are still checked. A whole run
 input (``$input.NAME``) has a declared type, which is compared with the JSON Schema
-type of the place it is mapped to.
+type of the place it is mapped to. A step's output has the type its tool (or kind)
+declares: ``workflows.validation.edge_types`` compares those across the edges.
 """
 
 from __future__ import annotations

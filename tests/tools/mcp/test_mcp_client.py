@@ -82,6 +82,9 @@ def test_the_time_server_over_stdio_is_listed_and_called_from_a_workflow_step(
     row = Tool.objects.get(name="time_get_current_time")
     assert row.kind == "mcp"
     assert row.outputs == ["datetime", "day_of_week", "is_dst", "timezone"]
+    # The properties' schemas of the server's outputSchema are the outputs' types.
+    assert row.spec["output_types"]["is_dst"]["type"] == "boolean"
+    assert row.spec["output_types"]["timezone"]["type"] == "string"
     assert row.input_schema["required"] == ["timezone"]
     assert row.spec["idempotent"] is True  # from idempotentHint
 

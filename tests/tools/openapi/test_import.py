@@ -39,8 +39,20 @@ def test_the_petstore_imports_loads_and_calls_a_loopback_server(cli, tmp_path, s
     show = yaml.safe_load((tmp_path / "show_pet_by_id.yaml").read_text())
     assert show["base_url"] == "{{env.PETSTORE_BASE_URL:-https://petstore.swagger.io/v1}}"
     assert show["response_extract"] == {"id": "id", "name": "name", "tag": "tag"}
+    # Each extracted property's schema, from the 2xx response, is the field's type.
+    assert show["output_types"] == {
+        "id": {"type": "integer", "format": "int64"},
+        "name": {"type": "string"},
+        "tag": {"type": ["string", "null"]},
+    }
+    listed_file = yaml.safe_load((tmp_path / "list_pets.yaml").read_text())
+    assert listed_file["output_types"]["count"] == {"type": "integer", "minimum": 0}
+    pets = listed_file["output_types"]["items"]  # the $ref to Pet resolved
+    assert pets["type"] == "array"
+    assert pets["items"]["properties"]["id"] == {"type": "integer", "format": "int64"}
 
     registry = ToolRegistry.from_db(providers=[])
+    assert registry.get("show_pet_by_id").output_type("id") == show["output_types"]["id"]
     env = {"PETSTORE_BASE_URL": server.url, "PETSTORE_API_KEY": "pet-key-123456"}
     server.handler = lambda req: Reply.json({"id": 7, "name": "Rex", "tag": None})
     got = registry.call(

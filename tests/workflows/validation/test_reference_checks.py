@@ -61,3 +61,26 @@ def test_an_input_never_read_is_a_warning():
     assert found({"inputs": {"spare": {}}, "steps": [shape("a")]})[
         ("unused_input", "inputs.spare")
     ] == ("input `spare` is declared but never read")
+
+
+def test_a_path_into_a_transform_key_follows_what_its_expression_builds():
+    count = {
+        "id": "a",
+        "kind": "transform",
+        "expression": "{n: length(rows), pair: {first: rows[0]}, names: rows[*].name}",
+        "input_mapping": {"rows": [1, 2]},
+    }
+    issues = found(
+        {"steps": [count, shape("b", v="a.n.x"), shape("c", v="a.pair.second"),
+                   shape("d", v="a.pair.first.x", w="a.names.0")]}
+    )  # fmt: skip
+    assert issues[("unknown_output_field", "steps[1].input_mapping.v")] == (
+        "step `b` reads `a.n.x`, but `a.n` is an integer, with no field `x`: read `a.n` itself"
+    )
+    assert issues[("unknown_output_field", "steps[2].input_mapping.v")] == (
+        "step `c` reads `a.pair.second`, but the expression of transform step `a` "
+        "(`{n: length(rows), pair: {first: rows[0]}, names: rows[*]....`) declares only "
+        "`first`"
+    )  # a long expression is cut
+    assert ("unknown_output_field", "steps[3].input_mapping.v") not in issues  # data decides
+    assert ("unknown_output_field", "steps[3].input_mapping.w") not in issues

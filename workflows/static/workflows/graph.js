@@ -10,7 +10,9 @@
  * plus, when the data gives the node a status (a run's graph), the class
  * fp-step-<status>, data-status and a status line under its id (class
  * fp-node-status); each edge <g class="fp-edge" data-from="…" data-to="…"
- * data-when="…">; the container gets data-drawn="true" (or data-error) when done.
+ * data-when="…">, with a <title> tooltip and data-types when the data gives the edge
+ * ``types`` (the review page: "a.list: array<object> → b.name: string", one line per
+ * mapped reference); the container gets data-drawn="true" (or data-error) when done.
  * On a review diff nodes and edges carry data-change and the class
  * fp-change-<added|removed|changed|unchanged>.
  */
@@ -185,7 +187,15 @@
         "data-to": edge.to,
         "data-when": edge.when || "",
       }, edgeLayer);
+      if (edge.types && edge.types.length) {
+        // The tooltip: what each mapped reference carries across it, and where it goes.
+        el("title", {}, g).textContent = edge.types.join("\n");
+        g.setAttribute("data-types", edge.types.join("\n"));
+      }
       el("path", { d: pathOf(laid.points), "marker-end": "url(#fp-arrow)" }, g);
+      if (edge.types && edge.types.length) {
+        el("path", { d: pathOf(laid.points), "class": "fp-edge-hit" }, g);
+      }
       if (labels[i]) {
         var w = Number(labels[i].firstChild.getAttribute("width"));
         labels[i].setAttribute("transform", "translate(" + (laid.x - w / 2) + "," + (laid.y - 9) + ")");
