@@ -12,8 +12,10 @@ from django import forms
 from django.contrib import admin, messages
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest, HttpResponse
+from django.utils.html import format_html
 
 from schedules.models import RetentionSweep, Schedule, ScheduleFire
+from schedules.next_fire import firing_warning, schedule_next_fire
 from schedules.services import (
     Policy,
     ScheduleInvalid,
@@ -72,7 +74,7 @@ class FireInline(admin.TabularInline):
 class ScheduleAdmin(admin.ModelAdmin):
     form = ScheduleForm
     list_display = (
-        "workflow_name", "name", "when", "described", "overlap", "paused",
+        "workflow_name", "name", "when", "described", "next_fire", "state", "overlap",
         "consecutive_failures", "last_fire_time",
     )  # fmt: skip
     list_filter = ("paused", "overlap", "source")
@@ -89,6 +91,35 @@ class ScheduleAdmin(admin.ModelAdmin):
         if obj.interval_seconds:
             return f"every {obj.interval_seconds} s"
         return cron_describe(obj.cron)
+
+    @admin.display(description="next fire")
+    def next_fire(self, obj: Schedule) -> str:
+        """The next fire in the schedule's timezone, and in words ("in 3 h 20 min")."""
+        upcoming = schedule_next_fire(schedule=obj)
+        if upcoming.at is None:
+            return "-"
+        return format_html(
+            "<span class='fp-next-fire'>{}<br><strong>{}</strong></span>",
+            upcoming.local,
+            upcoming.words,
+        )
+
+    @admin.display(description="state", ordering="paused")
+    def state(self, obj: Schedule) -> str:
+        """``active``, or ``paused`` with why (words, not a ✔/✖ icon)."""
+        if obj.paused:
+            return format_html(
+                "<span class='fp-paused' title='{}'>paused</span>", obj.paused_reason or ""
+            )
+        return "active"
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        warning = firing_warning()
+        if warning and Schedule.objects.exists():
+            self.message_user(request, warning, messages.WARNING)
+        return super().changelist_view(request, extra_context)
 
     def save_model(
         self, request: HttpRequest, obj: Schedule, form: forms.ModelForm, change: bool
@@ -140,7 +171,9 @@ class RetentionSweepAdmin(admin.ModelAdmin):
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
         last = RetentionSweep.objects.order_by("-started_at", "-id").first()
-        title = f"Retention sweeps — last ran {last.started_at:%Y-%m-%d %H:%M} UTC" if last else (
-            "Retention sweeps — never ran yet"
+        title = (
+            f"Retention sweeps — last ran {last.started_at:%Y-%m-%d %H:%M} UTC"
+            if last
+            else ("Retention sweeps — never ran yet")
         )
         return super().changelist_view(request, {**(extra_context or {}), "title": title})
