@@ -106,7 +106,7 @@ def test_plan_review_reject_and_approve_in_the_browser(
     assert drawn_labels(page) == ["large", "small"]
     assert ("size", "report", "large") in drawn_edges(page)
     assert ("load", "by_region", "") in drawn_edges(page)
-    assert page.locator("#fp-steps tbody tr").count() == 5
+    assert page.locator("#fp-steps > tbody > tr").count() == 5
     assert page.locator("#fp-plan-history tbody tr").count() == 1
     page.screenshot(path=str(artifacts / "review_page.png"), full_page=True)
 
