@@ -157,7 +157,7 @@ class WorkflowNameFilter(admin.SimpleListFilter):
 class RunAdmin(RunOperationViews):
     change_form_template = "runs/run/change_form.html"
     change_list_template = "runs/run/change_list.html"
-    list_display = ("id", "workflow", "status_badge", "failure", "source", "created_at", "took")
+    list_display = ("id", "workflow", "status_badge", "failure", "source", "created", "took")
     list_display_links = ("id", "workflow")
     list_filter = (FailedSinceFilter, "status", "trigger", WorkflowNameFilter)
     list_select_related = ("workflow", "parent_run__workflow", "parent_step")
@@ -269,6 +269,11 @@ class RunAdmin(RunOperationViews):
                 failing_step=Subquery(failing.order_by("finished_at", "pk").values("step_id")[:1])
             )
         )
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj: Run) -> str:
+        """``2026-11-27 04:30`` (local time of the site), one line."""
+        return f"{timezone.localtime(obj.created_at):%Y-%m-%d %H:%M}"
 
     @admin.display(description="duration")
     def took(self, obj: Run) -> str:

@@ -7,6 +7,7 @@ checks as the command line (cron, timezone, interval, policies).
 from __future__ import annotations
 
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from django import forms
 from django.contrib import admin, messages
@@ -74,8 +75,8 @@ class FireInline(admin.TabularInline):
 class ScheduleAdmin(admin.ModelAdmin):
     form = ScheduleForm
     list_display = (
-        "workflow_name", "name", "when", "described", "next_fire", "state", "overlap",
-        "consecutive_failures", "last_fire_time",
+        "workflow_name", "name", "described", "next_fire", "state", "overlap_short",
+        "last_fire",
     )  # fmt: skip
     list_filter = ("paused", "overlap", "source")
     search_fields = ("workflow_name", "name")
@@ -86,11 +87,28 @@ class ScheduleAdmin(admin.ModelAdmin):
     inlines = [FireInline]
     actions = ["pause", "resume"]
 
-    @admin.display(description="in words")
+    @admin.display(description="when")
     def described(self, obj: Schedule) -> str:
+        """In words, with the expression and its timezone below."""
         if obj.interval_seconds:
             return f"every {obj.interval_seconds} s"
-        return cron_describe(obj.cron)
+        return format_html(
+            "{}<br><code class='fp-cron'>{}</code> {}",
+            cron_describe(obj.cron),
+            obj.cron,
+            obj.timezone,
+        )
+
+    @admin.display(description="overlap", ordering="overlap")
+    def overlap_short(self, obj: Schedule) -> str:
+        return obj.overlap.replace("_", " ")
+
+    @admin.display(description="last fire", ordering="last_fire_time")
+    def last_fire(self, obj: Schedule) -> str:
+        if obj.last_fire_time is None:
+            return "never"
+        zone = ZoneInfo(obj.timezone or "UTC")
+        return f"{obj.last_fire_time.astimezone(zone):%Y-%m-%d %H:%M}"
 
     @admin.display(description="next fire")
     def next_fire(self, obj: Schedule) -> str:
@@ -106,12 +124,18 @@ class ScheduleAdmin(admin.ModelAdmin):
 
     @admin.display(description="state", ordering="paused")
     def state(self, obj: Schedule) -> str:
-        """``active``, or ``paused`` with why (words, not a ✔/✖ icon)."""
+        """``active`` or ``paused`` (with why), and failures in a row: words, not a ✔/✖ icon."""
+        failures = obj.consecutive_failures
+        streak = (
+            f", {failures} failed run{'s' if failures != 1 else ''} in a row" if failures else ""
+        )
         if obj.paused:
             return format_html(
-                "<span class='fp-paused' title='{}'>paused</span>", obj.paused_reason or ""
+                "<span class='fp-paused' title='{}'>paused</span>{}",
+                obj.paused_reason or "",
+                streak,
             )
-        return "active"
+        return f"active{streak}"
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None

@@ -44,6 +44,12 @@ def no_sideways_overflow(page) -> None:
     assert widths[0] <= widths[1], f"the page is {widths[0]} px wide in a {widths[1]} px window"
 
 
+def columns_fit(page) -> None:
+    """A list's table shows every column without scrolling sideways inside its box."""
+    widths = page.eval_on_selector("#changelist .results", "r => [r.scrollWidth, r.clientWidth]")
+    assert widths[0] <= widths[1], f"the list's columns need {widths[0]} px of {widths[1]} px"
+
+
 def in_first_screen(page, selector: str) -> bool:
     box = page.locator(selector).bounding_box()
     return box is not None and box["y"] + box["height"] <= HEIGHT and box["x"] >= 0
@@ -86,6 +92,7 @@ def test_home_runs_and_run_page_read_at_1400px(live_server, page, fake_api, monk
     assert page.locator("#result_list tbody tr").count() == 3
     assert "Command line" in page.inner_text("#result_list")
     no_sideways_overflow(page)
+    columns_fit(page)
     shoot(page, artifacts, "runs_list")
 
     # The run page: its title once, the error, and the operations as buttons.
@@ -136,4 +143,11 @@ def test_review_and_schedules_pages_put_the_decision_first(live_server, page, ar
     assert "active" in page.inner_text("#result_list td.field-state")
     assert page.locator("#result_list img[alt]").count() == 0  # words, not ✔/✖ icons
     no_sideways_overflow(page)
+    columns_fit(page)
     shoot(page, artifacts, "schedules_list")
+
+    page.goto(f"{live_server.url}/admin/workflows/workflow/")
+    assert "sales_report" in page.inner_text("#result_list")
+    no_sideways_overflow(page)
+    columns_fit(page)
+    shoot(page, artifacts, "workflows_list")

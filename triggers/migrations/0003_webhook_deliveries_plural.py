@@ -4,14 +4,16 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('triggers', '0002_webhook_rotation_overlap'),
+        ("triggers", "0002_webhook_rotation_overlap"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='webhookdelivery',
-            options={'ordering': ['-received_at', '-id'], 'verbose_name_plural': 'webhook deliveries'},
+            name="webhookdelivery",
+            options={
+                "ordering": ["-received_at", "-id"],
+                "verbose_name_plural": "webhook deliveries",
+            },
         ),
     ]
