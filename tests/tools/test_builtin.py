@@ -233,8 +233,17 @@ def test_a_report_aligns_numbers_with_two_decimals_and_names_its_run(registry, d
     ]
     page = render_report(
         "Sales",
-        [{"heading": "By region", "rows": rows, "columns": {"key": "Region", "total": "Revenue"}}],
-        summary={"Total revenue": 12420.5, "Sales": 1203},
+        [
+            {
+                "heading": "By region",
+                "rows": rows,
+                "columns": [
+                    {"field": "key", "heading": "Region"},
+                    {"field": "total", "heading": "Revenue"},
+                ],
+            }
+        ],
+        summary=[{"label": "Total revenue", "value": 12420.5}, {"label": "Sales", "value": 1203}],
         stamp="run 7 · 2026-01-05 09:00 UTC",
     )
     assert '<p class="meta">run 7 · 2026-01-05 09:00 UTC</p>' in page

@@ -162,10 +162,12 @@ def _table(rows: list[dict[str, Any]], labels: dict[str, str] | None = None) -> 
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def _summary(summary: dict[str, Any]) -> str:
-    """The headline figures (``{"Total revenue": 12345.6}``) as a small table."""
+def _summary(summary: list[dict[str, Any]]) -> str:
+    """The headline figures (``[{"label": "Total revenue", "value": 12345.6}]``) as a
+    small table, in their order (a list: stored JSON objects may reorder their keys)."""
     rows = []
-    for label, value in summary.items():
+    for item in summary:
+        label, value = item.get("label", ""), item.get("value")
         text = (
             number_text(value, decimals=isinstance(value, float))
             if _is_number(value)
@@ -192,7 +194,7 @@ def render_report(
     title: str,
     sections: list[dict[str, Any]],
     *,
-    summary: dict[str, Any] | None = None,
+    summary: list[dict[str, Any]] | None = None,
     stamp: str = "",
 ) -> str:
     """A standalone HTML page. Every value is escaped: text can never become markup.
@@ -216,7 +218,9 @@ def render_report(
             for paragraph in str(section["text"]).split("\n\n"):
                 parts.append(f"<p>{html.escape(paragraph)}</p>")
         if section.get("rows") is not None:
-            parts.append(_table(section["rows"], section.get("columns")))
+            columns = section.get("columns")
+            labels = {str(c["field"]): str(c["heading"]) for c in columns} if columns else None
+            parts.append(_table(section["rows"], labels))
         parts.append("</section>")
     parts.append("</body></html>\n")
     return "\n".join(parts)
@@ -266,9 +270,15 @@ class DataToolsProvider(BuiltinProvider):
                     "path": _PATH,
                     "title": {"type": "string"},
                     "summary": {
-                        "type": "object",
-                        "description": "Headline figures shown under the title "
-                        "(label → value; numbers formatted).",
+                        "type": "array",
+                        "description": "Headline figures shown under the title, in order "
+                        "(numbers formatted).",
+                        "items": {
+                            "type": "object",
+                            "properties": {"label": {"type": "string"}, "value": {}},
+                            "required": ["label", "value"],
+                            "additionalProperties": False,
+                        },
                     },
                     "sections": {
                         "type": "array",
@@ -279,10 +289,18 @@ class DataToolsProvider(BuiltinProvider):
                                 "rows": _ROWS,
                                 "text": {"type": ["string", "null"]},
                                 "columns": {
-                                    "type": "object",
-                                    "additionalProperties": {"type": "string"},
-                                    "description": "Column heading per row field, in order "
-                                    "(omitted: every field, named as it is).",
+                                    "type": "array",
+                                    "description": "The columns, in order: a row field and "
+                                    "its heading (omitted: every field, named as it is).",
+                                    "items": {
+                                        "type": "object",
+                                        "properties": {
+                                            "field": {"type": "string"},
+                                            "heading": {"type": "string"},
+                                        },
+                                        "required": ["field", "heading"],
+                                        "additionalProperties": False,
+                                    },
                                 },
                             },
                             "required": ["heading"],
