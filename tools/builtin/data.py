@@ -168,12 +168,10 @@ def _summary(summary: list[dict[str, Any]]) -> str:
     rows = []
     for item in summary:
         label, value = item.get("label", ""), item.get("value")
-        text = (
-            number_text(value, decimals=isinstance(value, float))
-            if _is_number(value)
-            else (_cell(value))
-        )
-        klass = ' class="num"' if _is_number(value) else ""
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            text, klass = number_text(value, decimals=isinstance(value, float)), ' class="num"'
+        else:
+            text, klass = _cell(value), ""
         rows.append(
             f"<tr><th>{html.escape(str(label))}</th><td{klass}>{html.escape(text)}</td></tr>"
         )
