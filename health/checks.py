@@ -34,6 +34,7 @@ from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 from kombu.utils.url import maybe_sanitize_url
 
+from schedules.next_fire import beat_max_age
 from tools.breaker.selectors import breakers_list
 from tools.breaker.setup import breaker_backend, breaker_store_from_settings
 from tools.models import Tool
@@ -204,15 +205,6 @@ def check_beat(*, now: datetime | None = None) -> CheckResult:
         reason = f"last tick {age:.0f} s ago (more than {limit.total_seconds():.0f} s)"
         return CheckResult("beat", FAILING, reason, details)
     return CheckResult("beat", OK, f"last tick {age:.0f} s ago", details)
-
-
-def beat_max_age() -> float:
-    """How old beat's last tick may be: ``FLOWPILOT_HEALTH_BEAT_MAX_AGE``, else three
-    sweeper intervals (at least 90 s)."""
-    configured = getattr(settings, "FLOWPILOT_HEALTH_BEAT_MAX_AGE", None)
-    if configured:
-        return float(configured)
-    return max(90.0, 3.0 * float(settings.FLOWPILOT_SWEEP_INTERVAL))
 
 
 def check_llm() -> CheckResult:

@@ -41,6 +41,7 @@ class Delivery(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        verbose_name_plural = "deliveries"
         constraints = [
             models.UniqueConstraint(
                 fields=["run", "channel", "event"], name="one_delivery_per_run_channel_event"

@@ -27,7 +27,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import ngettext
 
 from review.forms import RejectForm
-from review.models import ApprovalPolicy
+from review.models import ApprovalKind, ApprovalPolicy
 from review.policy import (
     approval_policy_of,
     approval_tally,
@@ -202,6 +202,10 @@ class WorkflowAdmin(WorkflowReviewViews):
             "is_active": status == WorkflowStatus.ACTIVE,
             "is_draft": status == WorkflowStatus.DRAFT,
             "can_archive": WorkflowStatus.ARCHIVED in WORKFLOW_TRANSITIONS[WorkflowStatus(status)],
+            # activated by `importflow --activate`: no review, no validation run
+            "imported_activation": any(
+                row.approval.kind == ApprovalKind.IMPORT_SUPERUSER for row in review.approvals
+            ),
         }
         context.update(self._policy_links(request, workflow))
         if status in {WorkflowStatus.PENDING_REVIEW, WorkflowStatus.ACTIVE}:

@@ -4,7 +4,7 @@
 hand. It does not go through the approval policy and runs no validation run, so
 it is restricted to an active superuser, and it is recorded as what it is: an
 ``Approval`` of kind ``import_superuser`` (approver, time, definition hash; it never
-counts towards a policy) and a warning in the log and on the command's stderr.
+counts towards a policy), a line in the log (INFO) and a warning on the command's stderr.
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ def workflow_activate_imported(*, version: Workflow, superuser: User) -> Approva
             status=ApprovalStatus.PASSED,
             finished_at=timezone.now(),
         )
-    logger.warning(
+    # INFO: the command prints the warning itself (a WARNING record would print it twice)
+    logger.info(
         "%s activated by superuser %s on import, without review or a validation run "
         "(approval %s, kind import_superuser)",
         version,

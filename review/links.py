@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from django.urls import reverse
 
-from review.models import Approval, ApprovalStatus
+from review.models import Approval, ApprovalKind, ApprovalStatus
 from runs.links import RunLink
 from runs.models import Run
 
@@ -19,19 +19,23 @@ def _approval_link(approval: Approval) -> RunLink:
     url = reverse("admin:workflows_workflow_change", args=[approval.workflow_id])
     who = approval.approved_by or "(deleted user)"
     when = approval.created_at.strftime("%Y-%m-%d %H:%M")
-    return RunLink(
-        "approval",
-        f"{url}#fp-approval-{approval.pk}",
-        f"by {who} on {when} ({approval.get_status_display().lower()})",
-    )
+    if approval.kind == ApprovalKind.IMPORT_SUPERUSER:
+        what = "activated by import, no validation run"
+    else:
+        what = approval.get_status_display().lower()
+    return RunLink("approval", f"{url}#fp-approval-{approval.pk}", f"by {who} on {when} ({what})")
 
 
 def run_links(*, run: Run) -> list[RunLink]:
+    """The approval a run ran under: one given before the run was made (an approval
+    never covers runs made before it), of the same version and definition."""
     proved = Approval.objects.filter(validation_run=run).select_related("approved_by").first()
     if proved is not None:
         return [_approval_link(proved)]
     approvals = Approval.objects.filter(
-        workflow_id=run.workflow_id, definition_hash=run.definition_hash
+        workflow_id=run.workflow_id,
+        definition_hash=run.definition_hash,
+        created_at__lte=run.created_at,
     ).select_related("approved_by", "validation_run")
     approval = (
         approvals.filter(status=ApprovalStatus.PASSED).order_by("-created_at", "-id").first()

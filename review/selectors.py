@@ -48,6 +48,28 @@ class StepRow:
     mapping: str  # pretty JSON
     details: str  # the rest of the step config, pretty JSON ("" when none)
     on_error: str
+    # The input mapping as readable rows: (parameter, where its value comes from).
+    mapping_rows: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class ToolRow:
+    """A tool the version calls, the steps calling it, and whether a call changes anything."""
+
+    name: str
+    kind: str
+    steps: tuple[str, ...]
+    side_effects: bool  # not idempotent: a repeated call may act twice
+    known: bool  # in the current registry
+
+
+@dataclass(frozen=True)
+class LimitRow:
+    """One budget or limit of the version, in words: what it bounds and its value."""
+
+    scope: str  # "workflow" or "step `x`"
+    what: str
+    value: str
 
 
 @dataclass(frozen=True)
@@ -98,6 +120,13 @@ class Review:
     concurrency: str = ""
     # What its tools' rate limits imply (``review.limits``): one note per limited step.
     rate_limits: tuple[LimitNote, ...] = ()
+    # The decision summary: the tools it calls (side effects marked), its budgets and limits.
+    tools: tuple[ToolRow, ...] = ()
+    limits: tuple[LimitRow, ...] = ()
+
+    @property
+    def side_effect_tools(self) -> tuple[ToolRow, ...]:
+        return tuple(t for t in self.tools if t.side_effects)
 
 
 def _pretty(value: Any) -> str:
@@ -186,7 +215,80 @@ def _step_row(step: Step) -> StepRow:
         mapping=_pretty(step.input_mapping) if step.input_mapping else "",
         details=_pretty(rest) if rest else "",
         on_error=step.on_error,
+        mapping_rows=mapping_rows(step.input_mapping or {}),
     )
+
+
+def mapping_rows(mapping: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """``{"city": "$input.city", "days": 3}`` as ``(("city", "$input.city"), ("days", "3"))``:
+    a reference or template as written, any other literal as compact JSON."""
+    return tuple(
+        (name, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+        for name, value in mapping.items()
+    )
+
+
+def tool_rows(spec: WorkflowSpec | None, registry: ToolRegistry) -> tuple[ToolRow, ...]:
+    """The tools the version's steps call, in first-use order."""
+    if spec is None:
+        return ()
+    used: dict[str, list[str]] = {}
+    for step in spec.steps:
+        for called in step.direct_tools():
+            used.setdefault(called, []).append(step.id)
+    rows = []
+    for name, steps in used.items():
+        tool = registry.get(name)
+        rows.append(
+            ToolRow(
+                name=name,
+                kind=tool.kind if tool is not None else "?",
+                steps=tuple(steps),
+                side_effects=tool is not None and not tool.idempotent,
+                known=tool is not None,
+            )
+        )
+    return tuple(rows)
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g} s"
+
+
+def limit_rows(spec: WorkflowSpec | None) -> tuple[LimitRow, ...]:
+    """Every budget and limit the definition sets, in words (the defaults are not listed)."""
+    if spec is None:
+        return ()
+    rows = [LimitRow("workflow", "runs at once", concurrency_text(spec).rstrip("."))]
+    if spec.max_parallel is not None:
+        rows.append(LimitRow("workflow", "steps in flight at once", str(spec.max_parallel)))
+    if spec.retention_days is not None:
+        kept = "forever" if spec.retention_days == 0 else f"{spec.retention_days} days"
+        rows.append(LimitRow("workflow", "finished runs kept", kept))
+    for step in spec.steps:
+        scope = f"step `{step.id}`"
+        if step.timeout is not None:
+            rows.append(LimitRow(scope, "time per try", _seconds(step.timeout)))
+        if step.retry is not None:
+            rows.append(LimitRow(scope, "tries at most", str(step.retry.max_attempts)))
+        if step.max_output_bytes is not None:
+            rows.append(LimitRow(scope, "output size at most", f"{step.max_output_bytes} bytes"))
+        budget = getattr(step, "budget", None)
+        for field, what in (
+            ("max_tokens", "LLM tokens at most"),
+            ("max_calls", "LLM calls at most"),
+            ("max_tool_calls", "tool calls at most"),
+        ):
+            value = getattr(budget, field, None) if budget is not None else None
+            if value is not None:
+                rows.append(LimitRow(scope, what, str(value)))
+        turns = getattr(step, "max_turns", None)
+        if turns is not None and budget is not None:
+            rows.append(LimitRow(scope, "agent turns at most", str(turns)))
+        parallel = getattr(step, "max_parallel", None)
+        if parallel is not None:
+            rows.append(LimitRow(scope, "items in flight at once", str(parallel)))
+    return tuple(rows)
 
 
 def workflow_review(*, workflow: Workflow, registry: ToolRegistry | None = None) -> Review:
@@ -224,6 +326,8 @@ def workflow_review(*, workflow: Workflow, registry: ToolRegistry | None = None)
         routing=_routing(report.spec, registry),
         concurrency=concurrency_text(report.spec),
         rate_limits=_rate_limits(workflow, report.spec, registry),
+        tools=tool_rows(report.spec, registry),
+        limits=limit_rows(report.spec),
         **_planner_sources(workflow),
     )
 

@@ -20,19 +20,28 @@ from typing import Any
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db.models import QuerySet
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.db.models import OuterRef, QuerySet, Subquery
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseNotAllowed,
+    HttpResponseRedirect,
+    JsonResponse,
+)
 from django.urls import URLPattern, path, reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 from django.utils.translation import ngettext
 
 from runs.admin_views import RunOperationViews, run_change_url
 from runs.links import run_links
-from runs.models import Run, RunStatus, RunTrigger
+from runs.models import Run, RunStatus, RunTrigger, StepResult
 from runs.run_view import StepView, run_status_data, run_view
 from runs.selectors import run_recorded_calls, run_status_strips
 from runs.services import run_cancel, run_repeat, run_resume
+from runs.state import RUN_TERMINAL, StepStatus
 from tools.errors import FlowpilotError
 from tools.jsondata import json_preview
 
@@ -64,8 +73,20 @@ def _step_id(child: Run) -> str:
     return child.parent_step.step_id if child.parent_step is not None else "?"
 
 
-def _ms(delta: timedelta | None) -> str:
-    return f"{delta.total_seconds() * 1000:.0f} ms" if delta is not None else "-"
+def duration_text(delta: timedelta | None) -> str:
+    """``840 ms``, ``12.3 s``, ``4 min 05 s``, ``2 h 03 min`` (``-`` when not finished)."""
+    if delta is None:
+        return "-"
+    seconds = delta.total_seconds()
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
 
 
 def _step_row(step: StepView, recorded: list[dict] | None = None) -> dict:
@@ -97,6 +118,25 @@ def _message(error: Any) -> str:
     return ""
 
 
+class FailedSinceFilter(admin.SimpleListFilter):
+    """Failed runs of the last 24 hours or 7 days: the home page's "failed today" link."""
+
+    title = "failed recently"
+    parameter_name = "failed_since"
+    windows = {"24h": timedelta(hours=24), "7d": timedelta(days=7)}
+
+    def lookups(
+        self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]
+    ) -> list[tuple[str, str]]:
+        return [("24h", "Failed in the last 24 h"), ("7d", "Failed in the last 7 days")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Run]) -> QuerySet[Run]:
+        window = self.windows.get(self.value() or "")
+        if window is None:
+            return queryset
+        return queryset.filter(status=RunStatus.FAILED, created_at__gte=timezone.now() - window)
+
+
 class WorkflowNameFilter(admin.SimpleListFilter):
     """Runs of one workflow, every version (the status strips link here)."""
 
@@ -117,9 +157,9 @@ class WorkflowNameFilter(admin.SimpleListFilter):
 class RunAdmin(RunOperationViews):
     change_form_template = "runs/run/change_form.html"
     change_list_template = "runs/run/change_list.html"
-    list_display = ("id", "workflow", "trigger", "status_badge", "created_at", "took", "parent")
+    list_display = ("id", "workflow", "status_badge", "failure", "source", "created", "took")
     list_display_links = ("id", "workflow")
-    list_filter = ("status", "trigger", WorkflowNameFilter)
+    list_filter = (FailedSinceFilter, "status", "trigger", WorkflowNameFilter)
     list_select_related = ("workflow", "parent_run__workflow", "parent_step")
     search_fields = ("workflow__name", "error_summary")
     date_hierarchy = "created_at"
@@ -208,19 +248,8 @@ class RunAdmin(RunOperationViews):
                     obj.replay_of_id,
                 )
             )
-        parts.append(
-            format_html(
-                '<a class="button" id="fp-restart-link" href="{}">Restart from a step…</a>',
-                reverse("admin:runs_run_restart", args=[obj.pk]),
-            )
-        )
-        if obj.trigger == RunTrigger.VALIDATION:
-            parts.append(
-                format_html(
-                    '<a class="button" id="fp-replay-link" href="{}">Replay offline…</a>',
-                    reverse("admin:runs_run_replay", args=[obj.pk]),
-                )
-            )
+        if not parts:
+            return "-"
         return format_html_join(mark_safe("<br>"), "{}", ((p,) for p in parts))
 
     @admin.display(description="parent run")
@@ -236,9 +265,51 @@ class RunAdmin(RunOperationViews):
         runs = obj.child_runs.select_related("workflow", "parent_step").order_by("pk")
         return child_run_links(runs)
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
+        failing = StepResult.objects.filter(run=OuterRef("pk"), status=StepStatus.FAILED)
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                failing_step=Subquery(failing.order_by("finished_at", "pk").values("step_id")[:1])
+            )
+        )
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj: Run) -> str:
+        """``2026-11-27 04:30`` (local time of the site), one line."""
+        return f"{timezone.localtime(obj.created_at):%Y-%m-%d %H:%M}"
+
     @admin.display(description="duration")
     def took(self, obj: Run) -> str:
-        return _ms(obj.duration)
+        return duration_text(obj.duration)
+
+    @admin.display(description="failing step · error")
+    def failure(self, obj: Run) -> str:
+        """The step that failed and the error's first line, cut to fit a row."""
+        step = getattr(obj, "failing_step", None)
+        if not step and not obj.error_summary:
+            return "-"
+        summary = (obj.error_summary or "").strip().splitlines()[0] if obj.error_summary else ""
+        short = summary if len(summary) <= 140 else summary[:139] + "…"
+        return format_html(
+            "<span class='fp-failure-cell'>{}"
+            "<span class='fp-failure-text' title='{}'>{}</span></span>",
+            format_html("<code>{}</code> ", step) if step else "",
+            summary,
+            short,
+        )
+
+    @admin.display(description="trigger", ordering="trigger")
+    def source(self, obj: Run) -> str:
+        """How it started: the trigger, and for a child run the run and step that started it."""
+        if obj.parent_run is not None:
+            return format_html(
+                "child of {}, step <code>{}</code>", run_link(obj.parent_run), _step_id(obj)
+            )
+        if obj.restarted_from_id:
+            return f"{obj.get_trigger_display()} · restart of run {obj.restarted_from_id}"
+        return obj.get_trigger_display()
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, obj: Run) -> str:
@@ -258,8 +329,45 @@ class RunAdmin(RunOperationViews):
             path("<path:object_id>/status.json", view(self.status_view), name=f"{name}_status"),
             path("<path:object_id>/restart/", view(self.restart_view), name=f"{name}_restart"),
             path("<path:object_id>/replay/", view(self.replay_view), name=f"{name}_replay"),
+            path(
+                "<path:object_id>/do/<str:operation>/",
+                view(self.operation_view),
+                name=f"{name}_operation",
+            ),
         ]
         return own + super().get_urls()
+
+    def operation_view(self, request: HttpRequest, object_id: str, operation: str) -> HttpResponse:
+        """POST from the run page's buttons: resume, run again or cancel this run.
+
+        The service checks the actor's ``runs.operate_run`` as the API's does; a refusal
+        is shown on the run page, nothing changed."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        run = self._run(request, object_id)
+        try:
+            if operation == "resume":
+                done = run_resume(run=run, actor=request.user)
+                text = f"Run {run.pk} resumed from its checkpoint: {done.status}."
+            elif operation == "again":
+                done = run_repeat(run=run, trigger=RunTrigger.MANUAL, actor=request.user)
+                self.message_user(
+                    request, f"Run {done.pk} started again from run {run.pk}: {done.status}."
+                )
+                return HttpResponseRedirect(run_change_url(done))
+            elif operation == "cancel":
+                if not run_cancel(run=run, actor=request.user):
+                    raise FlowpilotError(
+                        f"run {run.pk} is {run.status}; only queued, pending or running runs cancel"
+                    )
+                text = f"Run {run.pk} cancelled: queued steps never start."
+            else:
+                raise Http404(f"no run operation {operation!r}")
+        except FlowpilotError as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+        else:
+            self.message_user(request, text, messages.SUCCESS)
+        return HttpResponseRedirect(run_change_url(run))
 
     def status_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """The run's status and its steps', polled by the run page while it is active."""
@@ -289,9 +397,62 @@ class RunAdmin(RunOperationViews):
                 steps_page=page,
                 step_rows=[_step_row(step, recorded.get(step.step_id)) for step in page],
                 run_links=run_links(run=run),
+                run_buttons=self.run_buttons(request, run),
                 title=f"Run {run.pk} of {run.workflow.name} v{run.workflow.version}",
+                subtitle=None,  # the title names the run once
             )
         return super().change_view(request, object_id, form_url, extra)
+
+    def run_buttons(self, request: HttpRequest, run: Run) -> list[dict[str, str]]:
+        """The operations that apply to this run, as buttons (POST forms or pages).
+
+        Shown to users who may operate runs; the services check again on POST."""
+        buttons: list[dict[str, str]] = []
+        if not self.has_operate_permission(request):
+            return buttons
+
+        def post(operation: str, label: str, help_text: str) -> dict[str, str]:
+            url = reverse("admin:runs_run_operation", args=[run.pk, operation])
+            return {
+                "id": operation,
+                "label": label,
+                "url": url,
+                "method": "post",
+                "help": help_text,
+            }
+
+        if run.status in {RunStatus.FAILED, RunStatus.CANCELLED}:
+            buttons.append(
+                post("resume", "Resume", "from the checkpoint: succeeded steps are kept")
+            )
+        if run.status in {RunStatus.QUEUED, RunStatus.PENDING, RunStatus.RUNNING}:
+            buttons.append(
+                post("cancel", "Cancel", "queued steps never start; steps in flight finish")
+            )
+        if run.status in RUN_TERMINAL:
+            buttons.append(
+                post("again", "Run again", "a new run of this version with the same inputs")
+            )
+            buttons.append(
+                {
+                    "id": "restart",
+                    "label": "Restart from a step…",
+                    "url": reverse("admin:runs_run_restart", args=[run.pk]),
+                    "method": "get",
+                    "help": "a new run that reuses the outputs before the chosen step",
+                }
+            )
+        if run.trigger == RunTrigger.VALIDATION:
+            buttons.append(
+                {
+                    "id": "replay",
+                    "label": "Replay offline…",
+                    "url": reverse("admin:runs_run_replay", args=[run.pk]),
+                    "method": "get",
+                    "help": "answer every call from this validation run's recordings",
+                }
+            )
+        return buttons
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None

@@ -94,10 +94,10 @@ def _attempt_lines(entries: Iterable[Any]) -> list[str]:
 def _step_lines(step: StepView) -> list[str]:
     tool = f" {step.tool}" if step.tool else ""
     tries = f"{step.attempts} tr{'y' if step.attempts == 1 else 'ies'}"
-    lines = [
-        f"  {step.status:<10} {step.step_id:<24} {step.kind}{tool}  {tries}  "
-        f"started {_when(step.started_at)}  took {_took(step.duration_ms)}"
-    ]
+    timing = f"started {_when(step.started_at)}  took {_took(step.duration_ms)}"
+    if step.status == "skipped" and step.attempts == 0:  # never tried: say why instead
+        tries, timing = "never ran", step.skip_reason
+    lines = [f"  {step.status:<10} {step.step_id:<24} {step.kind}{tool}  {tries}  {timing}"]
     result = step.result
     if result is not None and (step.attempts > 1 or step.error):
         lines += _attempt_lines(result.attempt_log or [])

@@ -10,7 +10,7 @@ Nothing here writes; every value shown is the stored one, already masked.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -66,6 +66,8 @@ class StepView:
     error_origin: str
     bars: list[Bar] = field(default_factory=list)
     result: StepResult | None = None  # the stored row, for the full output and inputs
+    # Why a skipped step never ran ("" for any other step): its parents' outcomes.
+    skip_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -202,6 +204,35 @@ def _step_view(result: StepResult, step: Step | None, span: _Span) -> StepView:
     )
 
 
+def skip_reason(step_id: str, edges: list[dict[str, Any]], results: dict[str, StepResult]) -> str:
+    """Why ``step_id`` was skipped, from its incoming edges and its parents' results:
+    a branch a decision did not take, a parent that failed or was itself skipped."""
+    reasons: list[str] = []
+    for edge in edges:
+        if edge["to"] != step_id:
+            continue
+        parent = results.get(edge["from"])
+        source = edge["from"]
+        if parent is None:
+            continue
+        if parent.status == StepStatus.SKIPPED:
+            reasons.append(f"`{source}` was skipped")
+        elif parent.status == StepStatus.FAILED:
+            reasons.append(f"`{source}` failed")
+        elif parent.status == StepStatus.SUCCEEDED and edge.get("when"):
+            output = parent.output if isinstance(parent.output, dict) else {}
+            chosen = output.get("branch")
+            if chosen != edge["when"]:
+                took = f"chose `{chosen}`" if chosen is not None else "chose no branch"
+                reasons.append(f"decision `{source}` {took}, not `{edge['when']}`")
+        elif parent.status not in {StepStatus.SUCCEEDED}:
+            reasons.append(f"`{source}` never finished ({parent.status})")
+    if not reasons:
+        return "the run ended before it could start"
+    unique = list(dict.fromkeys(reasons))
+    return "; ".join(unique)
+
+
 def run_view(*, run: Run) -> RunView:
     """The run page's facts about ``run``: steps in definition order, with their bars."""
     steps = {s.step_id: s for s in run.workflow.steps.order_by("position")}
@@ -213,6 +244,13 @@ def run_view(*, run: Run) -> RunView:
     span = _axis(run, results, terminal)
     views = [_step_view(result, steps.get(result.step_id), span) for result in results]
     graph = workflow_graph_data(run.workflow, steps=steps.values())
+    by_id = {r.step_id: r for r in results}
+    views = [
+        replace(v, skip_reason=skip_reason(v.step_id, graph["edges"], by_id))
+        if v.status == StepStatus.SKIPPED
+        else v
+        for v in views
+    ]
     status_of = {v.step_id: v for v in views}
     for node in graph["nodes"]:
         view = status_of.get(node["id"])

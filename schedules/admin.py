@@ -7,13 +7,16 @@ checks as the command line (cron, timezone, interval, policies).
 from __future__ import annotations
 
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest, HttpResponse
+from django.utils.html import format_html
 
 from schedules.models import RetentionSweep, Schedule, ScheduleFire
+from schedules.next_fire import firing_warning, schedule_next_fire
 from schedules.services import (
     Policy,
     ScheduleInvalid,
@@ -72,8 +75,8 @@ class FireInline(admin.TabularInline):
 class ScheduleAdmin(admin.ModelAdmin):
     form = ScheduleForm
     list_display = (
-        "workflow_name", "name", "when", "described", "overlap", "paused",
-        "consecutive_failures", "last_fire_time",
+        "workflow_name", "name", "described", "next_fire", "state", "overlap_short",
+        "last_fire",
     )  # fmt: skip
     list_filter = ("paused", "overlap", "source")
     search_fields = ("workflow_name", "name")
@@ -84,11 +87,63 @@ class ScheduleAdmin(admin.ModelAdmin):
     inlines = [FireInline]
     actions = ["pause", "resume"]
 
-    @admin.display(description="in words")
+    @admin.display(description="when")
     def described(self, obj: Schedule) -> str:
+        """In words, with the expression and its timezone below."""
         if obj.interval_seconds:
             return f"every {obj.interval_seconds} s"
-        return cron_describe(obj.cron)
+        return format_html(
+            "{}<br><code class='fp-cron'>{}</code> {}",
+            cron_describe(obj.cron),
+            obj.cron,
+            obj.timezone,
+        )
+
+    @admin.display(description="overlap", ordering="overlap")
+    def overlap_short(self, obj: Schedule) -> str:
+        return obj.overlap.replace("_", " ")
+
+    @admin.display(description="last fire", ordering="last_fire_time")
+    def last_fire(self, obj: Schedule) -> str:
+        if obj.last_fire_time is None:
+            return "never"
+        zone = ZoneInfo(obj.timezone or "UTC")
+        return f"{obj.last_fire_time.astimezone(zone):%Y-%m-%d %H:%M}"
+
+    @admin.display(description="next fire")
+    def next_fire(self, obj: Schedule) -> str:
+        """The next fire in the schedule's timezone, and in words ("in 3 h 20 min")."""
+        upcoming = schedule_next_fire(schedule=obj)
+        if upcoming.at is None:
+            return "-"
+        return format_html(
+            "<span class='fp-next-fire'>{}<br><strong>{}</strong></span>",
+            upcoming.local,
+            upcoming.words,
+        )
+
+    @admin.display(description="state", ordering="paused")
+    def state(self, obj: Schedule) -> str:
+        """``active`` or ``paused`` (with why), and failures in a row: words, not a ✔/✖ icon."""
+        failures = obj.consecutive_failures
+        streak = (
+            f", {failures} failed run{'s' if failures != 1 else ''} in a row" if failures else ""
+        )
+        if obj.paused:
+            return format_html(
+                "<span class='fp-paused' title='{}'>paused</span>{}",
+                obj.paused_reason or "",
+                streak,
+            )
+        return f"active{streak}"
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        warning = firing_warning()
+        if warning and Schedule.objects.exists():
+            self.message_user(request, warning, messages.WARNING)
+        return super().changelist_view(request, extra_context)
 
     def save_model(
         self, request: HttpRequest, obj: Schedule, form: forms.ModelForm, change: bool
@@ -140,7 +195,9 @@ class RetentionSweepAdmin(admin.ModelAdmin):
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
         last = RetentionSweep.objects.order_by("-started_at", "-id").first()
-        title = f"Retention sweeps — last ran {last.started_at:%Y-%m-%d %H:%M} UTC" if last else (
-            "Retention sweeps — never ran yet"
+        title = (
+            f"Retention sweeps — last ran {last.started_at:%Y-%m-%d %H:%M} UTC"
+            if last
+            else ("Retention sweeps — never ran yet")
         )
         return super().changelist_view(request, {**(extra_context or {}), "title": title})

@@ -19,13 +19,6 @@ from django.db import connection
 from django.db.models import Model
 from django.test.utils import CaptureQueriesContext
 from django.urls import URLPattern, reverse
-from django_celery_beat.models import (
-    ClockedSchedule,
-    CrontabSchedule,
-    IntervalSchedule,
-    PeriodicTask,
-    SolarSchedule,
-)
 from rest_framework.authtoken.models import Token
 
 from api import urls as api_urls
@@ -80,36 +73,10 @@ def _workflow(i: int) -> None:
     ApprovalFactory(workflow=WorkflowFactory(data=sales_report_data(name=f"done_{i}")))
 
 
-def _periodic_task(i: int) -> None:
-    PeriodicTask.objects.create(
-        name=f"task{i}",
-        task="schedules.fire",
-        interval=IntervalSchedule.objects.create(every=i + 1, period=IntervalSchedule.MINUTES),
-    )
-    PeriodicTask.objects.create(
-        name=f"cron{i}",
-        task="schedules.fire",
-        crontab=CrontabSchedule.objects.create(minute=str(i % 60)),
-    )
-
-
 ADMIN_ROWS: dict[str, Callable[[int], object]] = {
     "auth.Group": _group,
     "auth.User": _user,
     "authtoken.TokenProxy": lambda i: Token.objects.create(user=UserFactory(username=f"t{i}")),
-    "django_celery_beat.ClockedSchedule": lambda i: ClockedSchedule.objects.create(
-        clocked_time=datetime(2026, 1, 1, tzinfo=UTC) + timedelta(hours=i)
-    ),
-    "django_celery_beat.CrontabSchedule": lambda i: CrontabSchedule.objects.create(
-        minute=str(i % 60)
-    ),
-    "django_celery_beat.IntervalSchedule": lambda i: IntervalSchedule.objects.create(
-        every=i + 1, period=IntervalSchedule.SECONDS
-    ),
-    "django_celery_beat.PeriodicTask": _periodic_task,
-    "django_celery_beat.SolarSchedule": lambda i: SolarSchedule.objects.create(
-        event="sunrise", latitude=i, longitude=i
-    ),
     "notifications.Delivery": lambda i: DeliveryFactory(),
     "review.ApprovalPolicy": lambda i: ApprovalPolicyFactory(),
     "runs.Run": _run,
@@ -163,6 +130,31 @@ def test_an_admin_changelist_makes_as_many_queries_for_10_rows_as_for_2(label, c
     assert model._default_manager.count() >= MANY
     assert many == few, f"{label}: {few} queries with {FEW} rows, {many} with {MANY}"
     assert many <= MAX_QUERIES
+
+
+def _home_rows(i: int) -> None:
+    """What the home page lists: a failed run, a version in review, an active schedule."""
+    RunFactory(status="failed", error_summary=f"step `fetch_sales` failed ({i})")
+    pending_version(name=f"review_{i}")
+    ScheduleFactory()
+
+
+def test_the_home_page_makes_as_many_queries_for_10_rows_as_for_2(client, db):
+    client.force_login(UserFactory(username="root", superuser=True))
+    few, many = _counts(client, reverse("admin:index"), _home_rows)
+    assert many == few, f"home: {few} queries with {FEW} rows of each list, {many} with {MANY}"
+    assert many <= MAX_QUERIES
+
+
+def test_the_admin_lists_no_django_celery_beat_model(client, db):
+    """Beat reads its tables; people schedule through flowpilot's Schedules only."""
+    assert not [m for m in _registered() if m._meta.app_label == "django_celery_beat"]
+    client.force_login(UserFactory(username="root", superuser=True))
+    page = client.get(reverse("admin:index")).content.decode()
+    assert "Periodic tasks" not in page
+    assert "Crontabs" not in page
+    assert "/admin/django_celery_beat/" not in page
+    assert '<a href="/admin/">flowpilot</a>' in page
 
 
 # --- the API's lists ------------------------------------------------------------------------

@@ -75,6 +75,7 @@ class ToolCallContext:
     mcp: McpSessions | None = None  # the run's MCP sessions; None: one per call
     tap: CallTap | None = None  # records or replays this call's HTTP and MCP calls
     pacer: Pacer | None = None  # rate limits and adaptive pacing, shared by every worker
+    run_id: int | None = None  # the calling run (a report says which run wrote it); None: none
 
     @property
     def read_limit(self) -> int:

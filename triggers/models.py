@@ -65,6 +65,7 @@ class WebhookDelivery(models.Model):
     class Meta:
         db_table = "api_webhookdelivery"
         ordering = ["-received_at", "-id"]
+        verbose_name_plural = "webhook deliveries"
         constraints = [
             models.UniqueConstraint(fields=["trigger", "signature"], name="webhook_delivery_once")
         ]

@@ -112,7 +112,7 @@ def test_plan_review_reject_and_approve_in_the_browser(
     assert page.text_content(f"{edge} > title") == typed
     assert page.get_attribute(edge, "data-types") == typed
     assert page.locator(f"{edge} > path.fp-edge-hit").count() == 1
-    assert page.locator("#fp-steps tbody tr").count() == 5
+    assert page.locator("#fp-steps > tbody > tr").count() == 5
     assert page.locator("#fp-plan-history tbody tr").count() == 1
     page.screenshot(path=str(artifacts / "review_page.png"), full_page=True)
 

@@ -139,7 +139,7 @@ def test_a_failed_run_reads_at_a_glance(live_server, page, fake_api, monkeypatch
     assert page.locator("#result_list .fp-run-status").count() == 2
     assert "Command line" in page.inner_text("#result_list")
     page.screenshot(path=str(artifacts / "runs_list.png"), full_page=True)
-    page.click("#changelist-filter a:text('Failed')")
+    page.click("#changelist-filter a:text-is('Failed')")
     page.wait_for_url("**status__exact=failed")
     page.wait_for_selector("#result_list")
     assert page.locator("#result_list tbody tr").count() == 1

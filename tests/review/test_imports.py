@@ -21,12 +21,14 @@ SALES = str(EXAMPLES_DIR / "sales_report.yaml")
 def test_activate_as_a_superuser_is_recorded_loudly(cli, caplog):
     root = UserFactory(username="root", superuser=True)
 
-    with caplog.at_level("WARNING", logger="flowpilot.approval"):
+    with caplog.at_level("INFO", logger="flowpilot.approval"):
         result = cli("importflow", SALES, "--activate", "--as", "root")
     again = cli("importflow", SALES, "--activate", "--as", "root")
 
     assert result.code == 0, result.err
-    assert result.lines == ["stored sales_report v1 (active)"]
+    assert result.lines == [
+        "stored and activated sales_report v1 (active: activated by import, no validation run)"
+    ]
     approval = Approval.objects.get()
     assert (approval.kind, approval.status, approval.approved_by) == (
         "import_superuser",
@@ -46,6 +48,21 @@ def test_activate_as_a_superuser_is_recorded_loudly(cli, caplog):
     assert again.err == ""  # nothing new activated, nothing recorded
     assert Approval.objects.count() == 1
     assert approval_tally(version=version).count == 0  # never counts towards a policy
+
+
+def test_activating_a_stored_draft_says_activated_not_unchanged(cli, caplog):
+    UserFactory(username="root", superuser=True)
+    assert cli("importflow", SALES).lines == ["stored sales_report v1 (draft)"]
+
+    with caplog.at_level("WARNING"):
+        result = cli("importflow", SALES, "--activate", "--as", "root")
+
+    assert result.code == 0, result.err
+    assert result.lines == [
+        "activated sales_report v1 (active: activated by import, no validation run)"
+    ]
+    assert result.err.count("WITHOUT review") == 1
+    assert "without review" not in caplog.text  # no second copy of the warning on stderr
 
 
 @pytest.mark.parametrize(

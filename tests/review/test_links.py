@@ -51,3 +51,34 @@ def test_a_run_of_another_definition_has_no_approval_link():
     approval.approved_by.delete()
     approval.refresh_from_db()
     assert "(deleted user)" in run_links(run=approval.validation_run)[0].text
+
+
+def test_an_approval_covers_only_the_runs_made_after_it():
+    from datetime import timedelta
+
+    from review.models import Approval
+
+    approval = ApprovalFactory(validation_run=None)
+    before = RunFactory(workflow=approval.workflow, trigger=RunTrigger.API)
+    Approval.objects.filter(pk=approval.pk).update(
+        created_at=before.created_at + timedelta(seconds=5)
+    )
+    after = RunFactory(workflow=approval.workflow, trigger=RunTrigger.API)
+    from runs.models import Run
+
+    Run.objects.filter(pk=after.pk).update(created_at=before.created_at + timedelta(seconds=9))
+    after.refresh_from_db()
+
+    assert run_links(run=before) == []  # it ran before anyone approved it
+    assert [link.label for link in run_links(run=after)] == ["approval"]
+
+
+def test_an_import_activation_says_no_validation_run_happened():
+    from review.models import ApprovalKind
+
+    approval = ApprovalFactory(kind=ApprovalKind.IMPORT_SUPERUSER, validation_run=None)
+    run = RunFactory(workflow=approval.workflow, trigger=RunTrigger.CLI)
+
+    (link,) = run_links(run=run)
+    assert link.text.endswith("(activated by import, no validation run)")
+    assert "validation run succeeded" not in link.text

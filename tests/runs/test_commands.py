@@ -154,7 +154,10 @@ def test_importflow_activate_refuses_an_invalid_workflow(cli, tmp_path, example_
     assert result.code == 1
     assert "[unknown_input]" in result.out
     assert f"{path}: not activated: it has validation errors" in result.out
-    assert "stored travel_briefing v1 (active)" in result.out
+    assert (
+        "stored and activated travel_briefing v1 (active: activated by import, no validation run)"
+        in result.out
+    )
     assert "1 file(s) not imported" in result.err
     assert not Workflow.objects.filter(name="geo_weather").exists()
 
@@ -223,7 +226,7 @@ def test_listflows_shows_versions_status_steps_and_last_run(cli, fake_api):
 def test_runflow_name_runs_the_active_version(cli, fake_api, example_tools, tmp_path):
     UserFactory(username="root", superuser=True)
     assert cli("importflow", "--activate", "--as", "root", example("geo_weather")).lines == [
-        "stored geo_weather v1 (active)"
+        "stored and activated geo_weather v1 (active: activated by import, no validation run)"
     ]
     flow = read_workflow_file(example("geo_weather"))
     flow["inputs"]["ip"]["default"] = "81.2.69.142"

@@ -16,6 +16,7 @@ import pytest
 
 from runs.engine.readiness import StepState, next_actions
 from runs.models import Run, StepResult
+from runs.run_view import run_view
 from runs.services import run_create, run_execute
 from runs.state import StepStatus
 from tests.conftest import CONTROL_TOOLS_DIR, results_of, statuses, write_flow
@@ -128,6 +129,13 @@ def test_branch_taken_calls_its_tool_and_the_other_branch_is_skipped(control_api
     assert alert.json() == {"level": "warning", "service": "db", "message": "degraded"}
     assert steps["page"].output == {"accepted": True, "id": 1}
     assert steps["note"].inputs is None  # never resolved, never started
+
+    # Why it was skipped, on the run page and in showrun (not a bare "0 tries").
+    reasons = {v.step_id: v.skip_reason for v in run_view(run=run).steps}
+    assert reasons["note"] == "decision `triage` chose `slow`, not `fast`"
+    assert reasons["page"] == ""
+    shown = cli("showrun", str(run.pk)).out
+    assert "note                     transform  never ran  decision `triage` chose `slow`" in shown
     assert steps["note"].started_at is None
     assert steps["report"].inputs == {"alert": 1, "latency": None, "service": "db"}
     assert run.outputs == {"report": "db", "paged": True, "latency": None}

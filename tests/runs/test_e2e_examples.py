@@ -362,7 +362,7 @@ def report_table(page: str, heading: str) -> dict[str, list[str]]:
     """The rows (first cell → other cells) of the table under ``<h2>heading</h2>``."""
     section = page.split(f"<h2>{html.escape(heading)}</h2>", 1)[1].split("</section>", 1)[0]
     rows = re.findall(r"<tr>(.*?)</tr>", section.split("<tbody>", 1)[1])
-    cells = [[html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", row)] for row in rows]
+    cells = [[html.unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)] for row in rows]
     return {row[0]: row[1:] for row in cells}
 
 
@@ -377,11 +377,19 @@ def test_sales_report_writes_the_html_report_offline(fake_api, cli, output_dir):
     assert run.outputs["report"] == str(report.resolve())
 
     expected = region_totals_from_csv()
-    table = report_table(report.read_text(encoding="utf-8"), "Revenue by region")
+    page = report.read_text(encoding="utf-8")
+    table = report_table(page, "Revenue by region")
     assert set(table) == set(expected)
     for region, total in expected.items():
-        assert Decimal(table[region][0]) == total, region
+        shown = table[region][0]
+        assert re.fullmatch(r"\d{1,3}(,\d{3})*\.\d{2}", shown), shown  # two decimals
+        assert Decimal(shown.replace(",", "")) == total, region
     assert Decimal(str(run.outputs["total_revenue"])) == sum(expected.values())
+    # The headline: the run's total revenue, which run wrote it and when; numbers aligned.
+    grand = f"{sum(expected.values()):,.2f}"
+    assert f'<tr><th>Total revenue</th><td class="num">{grand}</td></tr>' in page
+    assert re.search(rf'<p class="meta">run {run.pk} · \d{{4}}-\d\d-\d\d \d\d:\d\d UTC</p>', page)
+    assert "<th>Region</th><th class=num>Revenue</th><th class=num>Sales</th>" in page
     with (EXAMPLES_DIR / "data" / "sales.csv").open(encoding="utf-8") as handle:
         assert run.outputs["rows_read"] == sum(1 for _ in handle) - 1
     steps = results_of(run)

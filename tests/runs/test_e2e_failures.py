@@ -307,6 +307,15 @@ def test_resume_continues_from_the_checkpoint_and_never_reruns_succeeded_steps(
     assert re.search(r"^  ok\s+notify\b", second.out, re.M)
     assert not re.search(r"^  ok\s+(locate|country)\b", second.out, re.M)
     assert f"run {run.pk} succeeded" in second.out
+    # the resume's own time, then the run's total since it first started
+    took = re.search(
+        rf"^run {run.pk} succeeded in ([\d.]+) s \(this resume\); ([\d.]+) s since the run "
+        "first started$",
+        second.out,
+        re.M,
+    )
+    assert took, second.out
+    assert float(took.group(1)) <= float(took.group(2))
     run.refresh_from_db()
     assert run.status == "succeeded"
     assert run.error_summary == ""

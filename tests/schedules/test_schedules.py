@@ -1,5 +1,7 @@
 """``manage.py schedules``: add, list, pause, resume, fires, remove, and clear errors."""
 
+import re
+
 import pytest
 from django.core.management import CommandError, call_command
 
@@ -13,19 +15,33 @@ def run(*args, capsys):
     return capsys.readouterr().out
 
 
+def test_add_and_list_warn_when_nothing_will_fire(active_flow, capsys):
+    """Tests run with no broker (eager Celery): no beat, so nothing would ever fire."""
+    call_command("schedules", "add", "nightly", "morning", "--cron", "0 9 * * *")
+    added = capsys.readouterr()
+    assert added.out.startswith("added nightly/morning")
+    assert added.err.startswith("warning: No broker is configured (CELERY_BROKER_URL)")
+    call_command("schedules", "list")
+    assert capsys.readouterr().err.count("warning: No broker is configured") == 1
+
+
 def test_the_schedule_lifecycle_from_the_command_line(active_flow, capsys):
     out = run("add", "nightly", "morning", "--cron", "0 9 * * 1-5", "--timezone",
               "Europe/Paris", "--input", "n=3", "--overlap", "buffer_one",
               "--pause-after-failures", "3", "--jitter", "5", capsys=capsys)  # fmt: skip
-    assert out == "added nightly/morning (0 9 * * 1-5 (Europe/Paris))\n"
+    assert re.fullmatch(
+        r"added nightly/morning \(0 9 \* \* 1-5 \(Europe/Paris\)\); next fire "
+        r"\d{4}-\d\d-\d\d 09:00 Europe/Paris \(in [^)]+\)\n",
+        out,
+    ), out
     schedule = Schedule.objects.get()
     assert (schedule.inputs, schedule.overlap, schedule.pause_after_failures) == (
         {"n": 3}, "buffer_one", 3,
     )  # fmt: skip
 
-    assert "nightly/morning  0 9 * * 1-5 (Europe/Paris)  overlap=buffer_one  active" in run(
-        "list", capsys=capsys
-    )
+    listed = run("list", capsys=capsys)
+    assert "nightly/morning  0 9 * * 1-5 (Europe/Paris)  overlap=buffer_one  active" in listed
+    assert re.search(r"next fire=\d{4}-\d\d-\d\d 09:00 Europe/Paris \(in [^)]+\)", listed)
     assert run("pause", "nightly", "morning", capsys=capsys) == "nightly/morning paused\n"
     assert "paused (paused by an operator)" in run("list", "nightly", capsys=capsys)
     assert "was already paused" in run("pause", "nightly", "morning", capsys=capsys)

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -191,7 +192,7 @@ def test_write_report_escapes_everything(registry, data_ctx, tmp_path):
     assert "<img" not in page
     assert "&lt;script&gt;" in page
     assert "<p>para two</p>" in page
-    assert "<td>1</td>" in page
+    assert '<td class="num">1</td>' in page
     assert "&lt;b&gt;" in page
 
 
@@ -233,6 +234,43 @@ def test_helpers():
     assert convert_cell(" ") is None
     assert convert_cell("12abc") == "12abc"
     assert "<h1>T &amp; C</h1>" in render_report("T & C", [])
+
+
+def test_a_report_aligns_numbers_with_two_decimals_and_names_its_run(registry, data_ctx):
+    rows = [
+        {"key": "North", "total": 12345.5, "count": 3},
+        {"key": "South", "total": 75, "count": 1200},
+    ]
+    page = render_report(
+        "Sales",
+        [
+            {
+                "heading": "By region",
+                "rows": rows,
+                "columns": [
+                    {"field": "key", "heading": "Region"},
+                    {"field": "total", "heading": "Revenue"},
+                ],
+            }
+        ],
+        summary=[{"label": "Total revenue", "value": 12420.5}, {"label": "Sales", "value": 1203}],
+        stamp="run 7 · 2026-01-05 09:00 UTC",
+    )
+    assert '<p class="meta">run 7 · 2026-01-05 09:00 UTC</p>' in page
+    assert '<tr><th>Total revenue</th><td class="num">12,420.50</td></tr>' in page
+    assert '<tr><th>Sales</th><td class="num">1,203</td></tr>' in page
+    # a column holding any decimal shows two decimals throughout; `count` is not picked
+    assert '<tr><td>North</td><td class="num">12,345.50</td></tr>' in page
+    assert '<tr><td>South</td><td class="num">75.00</td></tr>' in page
+    assert "<th>Region</th><th class=num>Revenue</th>" in page
+    assert ".num{text-align:right" in page
+
+    written = registry.call(
+        "write_report", {"path": "r.html", "title": "T", "sections": []}, data_ctx
+    ).output
+    assert re.search(
+        r'<p class="meta">\d{4}-\d\d-\d\d \d\d:\d\d UTC</p>', Path(written["path"]).read_text()
+    )
 
 
 class _Broken(BuiltinProvider):

@@ -16,6 +16,7 @@ import math
 import os
 import re
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -120,35 +121,106 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _table(rows: list[dict[str, Any]]) -> str:
-    columns: list[str] = []
-    for row in rows:
-        columns.extend(str(k) for k in row if str(k) not in columns)
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(_cell(row.get(c)))}</td>" for c in columns) + "</tr>"
-        for row in rows
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def number_text(value: int | float, *, decimals: bool) -> str:
+    """``12345.6`` as ``12,345.60`` (``decimals``), ``1234`` as ``1,234``."""
+    if decimals or isinstance(value, float):
+        return f"{value:,.2f}"
+    return f"{value:,}"
+
+
+def _table(rows: list[dict[str, Any]], labels: dict[str, str] | None = None) -> str:
+    """Rows as a table: numbers right-aligned, a column holding any decimal number shown
+    with two decimals throughout; ``labels`` names (and picks, in order) the columns."""
+    columns: list[str] = list(labels or {})
+    if not columns:
+        for row in rows:
+            columns.extend(str(k) for k in row if str(k) not in columns)
+    decimal_columns = {c for c in columns if any(isinstance(row.get(c), float) for row in rows)}
+    numeric = {
+        c
+        for c in columns
+        if any(_is_number(row.get(c)) for row in rows)
+        and all(_is_number(row.get(c)) or row.get(c) is None for row in rows)
+    }
+    head = "".join(
+        f"<th{' class=num' if c in numeric else ''}>{html.escape((labels or {}).get(c, c))}</th>"
+        for c in columns
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    body = []
+    for row in rows:
+        cells = []
+        for c in columns:
+            value = row.get(c)
+            if c in numeric and value is not None:
+                text = number_text(value, decimals=c in decimal_columns)
+                cells.append(f'<td class="num">{html.escape(text)}</td>')
+            else:
+                cells.append(f"<td>{html.escape(_cell(value))}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def render_report(title: str, sections: list[dict[str, Any]]) -> str:
-    """A standalone HTML page. Every value is escaped: text can never become markup."""
+def _summary(summary: list[dict[str, Any]]) -> str:
+    """The headline figures (``[{"label": "Total revenue", "value": 12345.6}]``) as a
+    small table, in their order (a list: stored JSON objects may reorder their keys)."""
+    rows = []
+    for item in summary:
+        label, value = item.get("label", ""), item.get("value")
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            text, klass = number_text(value, decimals=isinstance(value, float)), ' class="num"'
+        else:
+            text, klass = _cell(value), ""
+        rows.append(
+            f"<tr><th>{html.escape(str(label))}</th><td{klass}>{html.escape(text)}</td></tr>"
+        )
+    return f'<table class="summary"><tbody>{"".join(rows)}</tbody></table>'
+
+
+REPORT_STYLE = (
+    "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:60em;padding:0 1em;"
+    "color:#1f2d3d}h1{margin-bottom:.2em}.meta{color:#666;margin-top:0}"
+    "table{border-collapse:collapse;margin:.5em 0 1.5em}"
+    "th,td{border:1px solid #ccd;padding:.35em .8em;text-align:left}"
+    "thead th{background:#f3f5f8}.num{text-align:right;font-variant-numeric:tabular-nums}"
+    ".summary th{background:#f3f5f8}.summary td{font-size:1.15em;font-weight:600}"
+)
+
+
+def render_report(
+    title: str,
+    sections: list[dict[str, Any]],
+    *,
+    summary: list[dict[str, Any]] | None = None,
+    stamp: str = "",
+) -> str:
+    """A standalone HTML page. Every value is escaped: text can never become markup.
+
+    ``summary`` holds the headline figures shown under the title; ``stamp`` says which
+    run wrote it and when (``run 12 · 2026-01-05 09:00 UTC``)."""
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{html.escape(title)}</title>",
-        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-        "th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left}</style>",
+        f"<style>{REPORT_STYLE}</style>",
         f"</head><body><h1>{html.escape(title)}</h1>",
     ]
+    if stamp:
+        parts.append(f'<p class="meta">{html.escape(stamp)}</p>')
+    if summary:
+        parts.append(_summary(summary))
     for section in sections:
         parts.append(f"<section><h2>{html.escape(str(section.get('heading', '')))}</h2>")
         if section.get("text") is not None:
             for paragraph in str(section["text"]).split("\n\n"):
                 parts.append(f"<p>{html.escape(paragraph)}</p>")
         if section.get("rows") is not None:
-            parts.append(_table(section["rows"]))
+            columns = section.get("columns")
+            labels = {str(c["field"]): str(c["heading"]) for c in columns} if columns else None
+            parts.append(_table(section["rows"], labels))
         parts.append("</section>")
     parts.append("</body></html>\n")
     return "\n".join(parts)
@@ -206,12 +278,24 @@ class DataToolsProvider(BuiltinProvider):
         ),
         BuiltinTool(
             name="write_report",
-            description="Write an HTML report (title, sections of text or tables) "
-            "to the output directory.",
+            description="Write an HTML report (title, headline figures, sections of text or "
+            "tables with numbers aligned) to the output directory, stamped with the run and "
+            "the time it was written.",
             input_schema=_schema(
                 {
                     "path": _PATH,
                     "title": {"type": "string"},
+                    "summary": {
+                        "type": "array",
+                        "description": "Headline figures shown under the title, in order "
+                        "(numbers formatted).",
+                        "items": {
+                            "type": "object",
+                            "properties": {"label": {"type": "string"}, "value": {}},
+                            "required": ["label", "value"],
+                            "additionalProperties": False,
+                        },
+                    },
                     "sections": {
                         "type": "array",
                         "items": {
@@ -220,6 +304,20 @@ class DataToolsProvider(BuiltinProvider):
                                 "heading": {"type": "string"},
                                 "rows": _ROWS,
                                 "text": {"type": ["string", "null"]},
+                                "columns": {
+                                    "type": "array",
+                                    "description": "The columns, in order: a row field and "
+                                    "its heading (omitted: every field, named as it is).",
+                                    "items": {
+                                        "type": "object",
+                                        "properties": {
+                                            "field": {"type": "string"},
+                                            "heading": {"type": "string"},
+                                        },
+                                        "required": ["field", "heading"],
+                                        "additionalProperties": False,
+                                    },
+                                },
                             },
                             "required": ["heading"],
                             "additionalProperties": False,
@@ -288,7 +386,14 @@ class DataToolsProvider(BuiltinProvider):
 
     def write_report(self, arguments: dict[str, Any], ctx: ToolCallContext) -> dict[str, Any]:
         path = resolve_write_path(arguments["path"], ctx)
-        page = render_report(arguments["title"], arguments["sections"]).encode("utf-8")
+        written = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        stamp = f"run {ctx.run_id} · {written}" if ctx.run_id is not None else written
+        page = render_report(
+            arguments["title"],
+            arguments["sections"],
+            summary=arguments.get("summary"),
+            stamp=stamp,
+        ).encode("utf-8")
         _write(path, page, ctx)
         return {"path": str(path), "bytes": len(page)}
 

@@ -59,19 +59,24 @@ class Command(FlowpilotCommand):
         failures = 0
         for path in files:
             try:
-                workflow, created = self._import(path, registry, superuser)
+                workflow, created, activated = self._import(path, registry, superuser)
             except (FlowpilotError, CommandError) as exc:
                 self.stdout.write(f"{path}: {getattr(exc, 'message', exc)}")
                 failures += 1
                 continue
             verb = "stored" if created else "unchanged"
-            self.stdout.write(f"{verb} {workflow.name} v{workflow.version} ({workflow.status})")
+            state = str(workflow.status)
+            if activated:
+                verb = "stored and activated" if created else "activated"
+                state = "active: activated by import, no validation run"
+            self.stdout.write(f"{verb} {workflow.name} v{workflow.version} ({state})")
         if failures:
             raise CommandError(f"{failures} file(s) not imported", returncode=1)
 
     def _import(
         self, path: str, registry: ToolRegistry, superuser: User | None
-    ) -> tuple[Workflow, bool]:
+    ) -> tuple[Workflow, bool, bool]:
+        """The version, whether it was stored now, and whether it was activated now."""
         data = read_workflow_file(path)
         report = validate_workflow(data, registry=registry)
         if superuser is not None and report.errors:
@@ -79,6 +84,7 @@ class Command(FlowpilotCommand):
                 self.stdout.write(f"{path}: {format_issue(issue)}")
             raise CommandError(f"{path}: not activated: it has validation errors")
         workflow, created = workflow_import(data=data)
+        approval = None
         if superuser is not None:
             approval = workflow_activate_imported(version=workflow, superuser=superuser)
             if approval is not None:
@@ -87,4 +93,4 @@ class Command(FlowpilotCommand):
                     "WITHOUT review or a validation run (recorded as approval "
                     f"{approval.pk}, kind import_superuser)"
                 )
-        return workflow, created
+        return workflow, created, approval is not None

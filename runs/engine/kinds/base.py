@@ -160,6 +160,7 @@ def call_tool(
         pacer=ctx.pacer,
         mcp=ctx.mcp,
         tap=None if ctx.taps is None else ctx.taps.tap_for(step.id, item, tool),
+        run_id=ctx.run_id,
     )
     if not logger.isEnabledFor(logging.DEBUG):
         return ctx.registry.call(tool, args, call_ctx)

@@ -3,6 +3,7 @@
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
+from django.utils import timezone
 
 from runs.cli import add_log_level_argument, configure_logging, execute_and_report
 from runs.models import Run
@@ -41,4 +42,4 @@ class Command(FlowpilotCommand):
             raise CommandError(exc.message, returncode=1) from exc
         kept = run.step_results.filter(status=StepStatus.SUCCEEDED).count()
         self.stdout.write(f"run {run.pk}: resuming {run.workflow}; {kept} succeeded step(s) kept")
-        execute_and_report(self.stdout, run, enqueue=options["enqueue"])
+        execute_and_report(self.stdout, run, enqueue=options["enqueue"], resumed_at=timezone.now())

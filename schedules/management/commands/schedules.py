@@ -8,6 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from schedules.models import Schedule
+from schedules.next_fire import firing_warning, schedule_next_fire
 from schedules.selectors import schedule_fires, schedule_get, schedule_list
 from schedules.services import (
     Policy,
@@ -49,13 +50,24 @@ class Command(BaseCommand):
         except ScheduleInvalid as exc:
             raise CommandError(str(exc)) from None
 
+    def _warn_if_nothing_fires(self) -> None:
+        warning = firing_warning()
+        if warning:
+            self.stderr.write(f"warning: {warning}")
+
     def _list(self, workflow: str | None = None, **_: Any) -> None:
-        for s in schedule_list(workflow_name=workflow):
+        schedules = list(schedule_list(workflow_name=workflow))
+        for s in schedules:
             state = f"paused ({s.paused_reason})" if s.paused else "active"
+            upcoming = schedule_next_fire(schedule=s)
+            following = f"{upcoming.local} ({upcoming.words})" if upcoming.at else "-"
             self.stdout.write(
                 f"{s.workflow_name}/{s.name}  {s.when}  overlap={s.overlap}  {state}  "
+                f"next fire={following}  "
                 f"last fire={s.last_fire_time.isoformat() if s.last_fire_time else '-'}"
             )
+        if schedules:
+            self._warn_if_nothing_fires()
 
     def _add(
         self,
@@ -83,7 +95,11 @@ class Command(BaseCommand):
             workflow_name=workflow, name=name, cron=cron, tz=timezone, interval=every,
             inputs=inputs, policy=policy,
         )  # fmt: skip
-        self.stdout.write(f"added {schedule} ({schedule.when})")
+        upcoming = schedule_next_fire(schedule=schedule)
+        self.stdout.write(
+            f"added {schedule} ({schedule.when}); next fire {upcoming.local} ({upcoming.words})"
+        )
+        self._warn_if_nothing_fires()
 
     def _pause(self, workflow: str, name: str, **_: Any) -> None:
         done = schedule_pause(schedule=self._one(workflow, name))
