@@ -133,6 +133,9 @@ def run_lines(view: RunView) -> list[str]:
     """``showrun``: the run, then each step in definition order."""
     run = view.run
     took = f", took {_took(run.duration.total_seconds() * 1000)}" if run.duration else ""
+    if run.duration and run.resume_duration is not None:
+        resumed = _took(run.resume_duration.total_seconds() * 1000)
+        took += f" in all ({resumed} since it was resumed)"
     counts = ", ".join(f"{n} {status}" for status, n in view.counts.items())
     lines = [
         f"run {run.pk} of {run.workflow.name} v{run.workflow.version}: {run.status}"

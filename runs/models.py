@@ -58,6 +58,12 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    resumed_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the run was last resumed (resumeflow, the admin, the API); empty "
+        "when it never was. Its duration stays counted from its first start.",
+    )
     restarted_from = models.ForeignKey(
         "self",
         null=True,
@@ -137,6 +143,14 @@ class Run(models.Model):
     def duration(self) -> timedelta | None:
         if self.started_at and self.finished_at:
             return self.finished_at - self.started_at
+        return None
+
+    @property
+    def resume_duration(self) -> timedelta | None:
+        """How long its last resume took (from the resume to the end), when it was
+        resumed and has finished since."""
+        if self.resumed_at and self.finished_at and self.finished_at >= self.resumed_at:
+            return self.finished_at - self.resumed_at
         return None
 
 

@@ -352,7 +352,9 @@ def run_prepare_resume(*, run: Run, force: bool = False) -> Run:
                 subruns.child_prepare_resume(parent=result, force=force, prepare=run_prepare_resume)
     # Back to pending, or to the queue when its concurrency limit has no free slot.
     to = concurrency.resume_status(run)
-    run_transition(run, to, finished_at=None, error_summary="", outputs=None)
+    run_transition(
+        run, to, finished_at=None, error_summary="", outputs=None, resumed_at=timezone.now()
+    )
     return run
 
 

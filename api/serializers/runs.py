@@ -57,6 +57,7 @@ class RunSerializer(serializers.ModelSerializer):
             "created_at",
             "started_at",
             "finished_at",
+            "resumed_at",
             "restarted_from",
             "restarted_from_step",
             "restarted_from_version",

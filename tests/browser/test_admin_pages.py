@@ -113,6 +113,11 @@ def test_home_runs_and_run_page_read_at_1400px(live_server, page, fake_api, monk
     page.click("#fp-resume")
     page.wait_for_selector("ul.messagelist")
     assert f"Run {failed.pk} resumed from its checkpoint" in page.inner_text("ul.messagelist")
+    # Once it has finished, the page gives the resume's own time beside the run's total.
+    page.goto(f"{live_server.url}/admin/runs/run/{failed.pk}/change/")
+    assert page.inner_text("#fp-run-status") == "Succeeded"
+    assert page.locator("#fp-resume-duration").count() == 1
+    assert "since it was resumed at" in page.inner_text("#content")
 
 
 def test_review_and_schedules_pages_put_the_decision_first(live_server, page, artifacts):

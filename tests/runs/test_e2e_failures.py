@@ -318,6 +318,12 @@ def test_resume_continues_from_the_checkpoint_and_never_reruns_succeeded_steps(
     assert float(took.group(1)) <= float(took.group(2))
     run.refresh_from_db()
     assert run.status == "succeeded"
+    assert run.started_at < run.resumed_at < run.finished_at
+    assert run.resume_duration == run.finished_at - run.resumed_at < run.duration
+    shown = cli("showrun", str(run.pk))
+    assert re.search(r"took [\d.]+ m?s in all \([\d.]+ m?s since it was resumed\)", shown.out), (
+        shown.out
+    )
     assert run.error_summary == ""
     assert run.outputs == {"city": "Berlin", "delivered": {"city": "Berlin", "country": "Germany"}}
     assert len(fake_api.requests("ipapi")) == 1
