@@ -19,6 +19,7 @@ from workflows.schema import (
     ForeachStep,
     InputSpec,
     LLMStep,
+    LoopStep,
     ToolStep,
     TransformStep,
     WorkflowSpec,
@@ -143,6 +144,19 @@ def _kind_fields(kind: str) -> st.SearchStrategy[dict[str, Any]]:
             {"tool": NAME}, optional={"item_mapping": st.just({"q": "$item.name", "i": "$index"})}
         )
         return st.tuples(own, bound).map(lambda pair: {**pair[0], **pair[1]})
+    if kind == "loop":
+        return st.fixed_dictionaries(
+            {
+                "workflow": NAME,
+                "max_iterations": st.integers(1, 50),
+                "until": st.sampled_from(["output.passed == true", "iteration >= 2"]),
+            },
+            optional={
+                "iteration_mapping": st.just({"draft": "$loop.previous.fixed"}),
+                "on_exhausted": st.sampled_from(["fail", "continue"]),
+                "kind": st.just("loop"),
+            },
+        )
     return st.fixed_dictionaries({"workflow": NAME})
 
 
@@ -153,6 +167,7 @@ MODELS = {
     "transform": TransformStep,
     "foreach": ForeachStep,
     "workflow": WorkflowStep,
+    "loop": LoopStep,
 }
 
 
