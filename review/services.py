@@ -282,6 +282,7 @@ def _validation_start(
         trigger=RunTrigger.VALIDATION,
         inputs=given,
         registry=registry,
+        started_by=actor_user(approved_by),
     )
     approval = Approval.objects.create(
         workflow=locked,

@@ -244,7 +244,12 @@ class WorkflowReviewViews(admin.ModelAdmin):
         if request.method != "POST" or not form.is_valid():
             return self._page(request, workflow, title, **page)
         try:
-            run = run_create(workflow=workflow, trigger=RunTrigger.MANUAL, inputs=form.inputs())
+            run = run_create(
+                workflow=workflow,
+                trigger=RunTrigger.MANUAL,
+                inputs=form.inputs(),
+                started_by=request.user,
+            )
         except InputsInvalid as exc:
             return self._page(request, workflow, f"Run {workflow}", problems=exc.problems, **page)
         except WorkflowInvalid as exc:

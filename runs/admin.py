@@ -160,7 +160,7 @@ class RunAdmin(RunOperationViews):
     list_display = ("id", "workflow", "status_badge", "failure", "source", "created", "took")
     list_display_links = ("id", "workflow")
     list_filter = (FailedSinceFilter, "status", "trigger", WorkflowNameFilter)
-    list_select_related = ("workflow", "parent_run__workflow", "parent_step")
+    list_select_related = ("workflow", "parent_run__workflow", "parent_step", "started_by")
     search_fields = ("workflow__name", "error_summary")
     date_hierarchy = "created_at"
     readonly_fields = (
@@ -300,16 +300,17 @@ class RunAdmin(RunOperationViews):
             short,
         )
 
-    @admin.display(description="trigger", ordering="trigger")
+    @admin.display(description="trigger · started by", ordering="trigger")
     def source(self, obj: Run) -> str:
         """How it started: the trigger, and for a child run the run and step that started it."""
         if obj.parent_run is not None:
             return format_html(
                 "child of {}, step <code>{}</code>", run_link(obj.parent_run), _step_id(obj)
             )
+        by = f" · by {obj.started_by.get_username()}" if obj.started_by is not None else ""
         if obj.restarted_from_id:
-            return f"{obj.get_trigger_display()} · restart of run {obj.restarted_from_id}"
-        return obj.get_trigger_display()
+            return f"{obj.get_trigger_display()} · restart of run {obj.restarted_from_id}{by}"
+        return f"{obj.get_trigger_display()}{by}"
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, obj: Run) -> str:

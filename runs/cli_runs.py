@@ -136,10 +136,11 @@ def run_lines(view: RunView) -> list[str]:
     if run.duration and run.resume_duration is not None:
         resumed = _took(run.resume_duration.total_seconds() * 1000)
         took += f" in all ({resumed} since it was resumed)"
+    by = f", by {run.started_by.get_username()}" if run.started_by is not None else ""
     counts = ", ".join(f"{n} {status}" for status, n in view.counts.items())
     lines = [
         f"run {run.pk} of {run.workflow.name} v{run.workflow.version}: {run.status}"
-        f" (trigger {run.trigger}){took}",
+        f" (trigger {run.trigger}{by}){took}",
         f"created {_when(run.created_at)}, started {_when(run.started_at)}, "
         f"finished {_when(run.finished_at)}",
     ]

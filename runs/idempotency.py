@@ -77,7 +77,7 @@ def run_create_idempotent(
         key=key,
         fingerprint=run_fingerprint(workflow=workflow, inputs=inputs) if key is not None else "",
         create=lambda: run_create(
-            workflow=workflow, trigger=trigger, inputs=inputs, registry=registry
+            workflow=workflow, trigger=trigger, inputs=inputs, registry=registry, started_by=user
         ),
     )
 

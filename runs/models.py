@@ -58,6 +58,16 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The person who started it (the admin, the REST API, the MCP server, an "
+        "approval's validation run, a restart or a replay); empty for a schedule, a webhook, "
+        "the command line or a child run.",
+    )
     resumed_at = models.DateTimeField(
         null=True,
         blank=True,

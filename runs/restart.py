@@ -441,6 +441,7 @@ def run_restart_prepare(
         restarted_from_step=from_step or "",
         reuse={s: originals[s] for s in plan.reused},
         progress={s: originals[s] for s in plan.carried},
+        started_by=actor,
     )
 
 

@@ -341,6 +341,7 @@ def run_record(view: RunView) -> dict[str, Any]:
         "started_at": _iso(run.started_at),
         "finished_at": _iso(run.finished_at),
         "duration_ms": _ms(run.duration) if run.duration is not None else None,
+        "started_by": run.started_by.get_username() if run.started_by is not None else None,
         "resumed_at": _iso(run.resumed_at),
         "resume_duration_ms": _ms(run.resume_duration) if run.resume_duration else None,
         **_restart_record(run),

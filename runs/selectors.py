@@ -69,7 +69,7 @@ def run_list(
     limit: int | None = None,
 ) -> QuerySet[Run]:
     """Runs, newest first, filtered by workflow name, status, trigger and creation time."""
-    runs = Run.objects.select_related("workflow").order_by("-created_at", "-id")
+    runs = Run.objects.select_related("workflow", "started_by").order_by("-created_at", "-id")
     if workflow:
         runs = runs.filter(workflow__name=workflow)
     if status:

@@ -84,8 +84,11 @@ def run_create(
     reuse: Mapping[str, StepResult] | None = None,
     replay_of: Run | None = None,
     progress: Mapping[str, StepResult] | None = None,
+    started_by: Any = None,
 ) -> Run:
     """Validate the version and the inputs, then record a pending run and its steps.
+
+    ``started_by``: the user who started it (an anonymous or no user records none).
 
     A restart (``runs.restart``) links the new run to ``restarted_from`` and gives
     ``reuse``: step id → the original's result, copied as this run's result (marked
@@ -120,6 +123,7 @@ def run_create(
         restarted_from=restarted_from,
         restarted_from_step=restarted_from_step,
         replay_of=replay_of,
+        started_by=started_by if getattr(started_by, "is_authenticated", False) else None,
     )
     reuse, progress = reuse or {}, progress or {}
     rows = [
@@ -436,7 +440,9 @@ def run_repeat(*, run: Run, trigger: str = RunTrigger.MANUAL, actor: Any = None)
     ``actor`` needs ``runs.operate_run``.
     """
     permission_require(actor=actor, permission=OPERATE_PERMISSION, action=f"repeat run {run.pk}")
-    again = run_create(workflow=run.workflow, trigger=trigger, inputs=run.inputs)
+    again = run_create(
+        workflow=run.workflow, trigger=trigger, inputs=run.inputs, started_by=actor
+    )
     return run_enqueue(run=again)
 
 

@@ -34,6 +34,14 @@ class RunSerializer(serializers.ModelSerializer):
         help_text="The version the restarted run ran (null: not a restart); it differs from "
         "`version` for a restart onto another version.",
     )
+    started_by = serializers.CharField(
+        source="started_by.username",
+        read_only=True,
+        allow_null=True,
+        default=None,
+        help_text="The user who started it (null: a schedule, a webhook, the command line or "
+        "a child run).",
+    )
     replay_of = serializers.IntegerField(
         source="replay_of_id",
         read_only=True,
@@ -58,6 +66,7 @@ class RunSerializer(serializers.ModelSerializer):
             "started_at",
             "finished_at",
             "resumed_at",
+            "started_by",
             "restarted_from",
             "restarted_from_step",
             "restarted_from_version",

@@ -92,6 +92,7 @@ def version_replay(
         inputs=source.inputs,
         registry=registry,
         replay_of=source,
+        started_by=actor,
     )
     replay = _Replay(registry)
     run = replay.execute(run, source)

@@ -48,6 +48,13 @@ def test_create_runs_the_active_version_and_shows_its_steps(make_client, active,
     assert steps["top_products"]["status"] == "succeeded"
     assert steps["report"]["started_at"]
     assert steps["report"]["finished_at"]
+    # Who started it is recorded and shown; a run from the command line has no one.
+    assert run["started_by"] == client.user.username
+    assert Run.objects.get(pk=run["id"]).started_by == client.user
+    listed = client.get("/api/v1/runs/").json()["results"]
+    assert [r["started_by"] for r in listed] == [client.user.username]
+    RunFactory(workflow=active)
+    assert client.get("/api/v1/runs/?trigger=cli").json()["results"][0]["started_by"] is None
 
 
 @pytest.mark.django_db

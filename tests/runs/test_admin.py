@@ -140,3 +140,23 @@ def test_the_runs_list_shows_the_failing_step_and_filters_failed_today(staff_cli
     assert "step `fetch_sales` failed (http)" in recent
     assert "old failure" not in recent
     assert "1 run" in recent
+
+
+def test_a_run_started_from_the_admin_records_who_started_it(staff_client, output_dir):
+    from runs.models import RunStatus
+    from tests.factories import RunFactory
+
+    failed = RunFactory(status=RunStatus.FAILED, error_summary="step `load` failed")
+    response = staff_client.post(f"/admin/runs/run/{failed.pk}/do/again/", follow=True)
+    assert response.status_code == 200
+
+    again = Run.objects.exclude(pk=failed.pk).get()
+    assert again.started_by is not None
+    assert again.started_by.is_staff
+    name = again.started_by.get_username()
+    assert failed.started_by is None  # recorded directly, as a command-line run is
+
+    listing = staff_client.get("/admin/runs/run/").content.decode()
+    assert f"Manual (admin) · by {name}</td>" in listing
+    page = staff_client.get(f"/admin/runs/run/{again.pk}/change/").content.decode()
+    assert f'<span id="fp-started-by">{name}</span>' in page
