@@ -105,6 +105,7 @@ ISSUE_CODES = frozenset(
         "input_default_invalid",
         "foreach_items_not_list",
         "edge_type_mismatch",
+        "edge_type_unknown",
         # branches
         "when_on_non_decision",
         "unknown_branch",

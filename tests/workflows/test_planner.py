@@ -49,6 +49,7 @@ def base_specs() -> list[ToolSpec]:
                 ["city"],
             ),
             outputs=["lat", "lon", "name"],
+            output_types={"lat": {"type": "number"}, "lon": {"type": "number"}},
         ),
         ToolSpec(
             name="weather_forecast",

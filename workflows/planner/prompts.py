@@ -67,7 +67,8 @@ SYSTEM_PROMPT = (
 REPLY_INVALID = "reply_invalid"
 PLAN_UNCHANGED = "plan_unchanged"
 # The validator's warnings a repair round passes on with the errors: each names data
-# that comes out null or a step that never runs. (Every warning code, today.)
+# that comes out null or a step that never runs. (Every warning code but
+# ``edge_type_unknown``, whose fix is a tool file's ``output_types``, not the plan.)
 REPAIR_WARNINGS = frozenset(
     {"error_ref_without_continue", "unused_input", "branch_without_edge", "unreachable_step"}
 )

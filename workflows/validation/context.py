@@ -19,6 +19,18 @@ from workflows.schema import WorkflowSpec
 from workflows.validation.report import format_path
 from workflows.validation.subworkflows import WorkflowLookup, child_output_fields
 
+# The ``error`` an ``on_error: continue`` step outputs: null, or the record of its last
+# try's error (``FlowpilotError.as_dict``: an HTTP error adds ``status``, others more).
+ERROR_RECORD_SCHEMA: dict[str, Any] = {
+    "type": ["object", "null"],
+    "properties": {
+        "type": {"type": "string"},
+        "message": {"type": "string"},
+        "retryable": {"type": "boolean"},
+        "status": {"type": ["integer", "null"]},
+    },
+}
+
 
 class ToolSpecLike(Protocol):
     """What the validator reads of a tool (read only: a frozen ``ToolSpec`` fits)."""
@@ -141,8 +153,11 @@ class FlowContext:
         """The JSON Schema of one top-level field of a step's output, when known: what
         the step declares (an llm ``result``, a transform's inferred keys, a foreach's
         ``count``), else its tool's output type (``output_type(field)``, when the tool
-        has it), a foreach's ``items`` being the list of its tool's typed results."""
+        has it), a foreach's ``items`` being the list of its tool's typed results; the
+        ``error`` of an ``on_error: continue`` step is its error record (or null)."""
         own = step.output_field_schema(field)
+        if field == "error" and own is None and step.on_error == "continue":
+            return ERROR_RECORD_SCHEMA
         name = step.output_tool() or (step.direct_tools() or (None,))[0]
         tool = None if name is None else self.tool(name)
         typed = getattr(tool, "output_type", None)

@@ -12,10 +12,13 @@ a foreach's ``item_mapping``, ``$item.path`` against the items' type.
 
 A definite mismatch — no JSON type of the source can be one the target takes
 (``integer`` and ``number`` count as one) — is an ``edge_type_mismatch`` error naming
-the edge, both types and a fix. When either side has no declared type (most http tools
-declare none; llm and decision steps take any value) nothing is reported: a warning on
-every such mapping would bury the real ones, and the value is checked against the
-tool's input schema before every call all the same (docs/steps.md, "Output types").
+the edge, both types and a fix. Where the target declares a type but the source's is
+unknown (most http tools declare no output types), the step gets one
+``edge_type_unknown`` warning listing those edges and who could declare the type: one
+per step, not one per mapping, so that a workflow of untyped tools is not buried in
+them. Where the target has no type (llm and decision steps take any value) nothing is
+reported; a tool's arguments are checked against its input schema before every call
+all the same (docs/steps.md, "Output types").
 
 ``edge_type_lines`` gives the same edges as text (``a.list: array<object> → b.name:
 string``) for the review page's picture, keyed by (source, target) step.
@@ -32,7 +35,7 @@ from workflows.graph import iter_leaves
 from workflows.references import ItemRef, StepRef
 from workflows.schema import ForeachStep, WorkflowStep
 from workflows.validation.context import FlowContext
-from workflows.validation.report import ValidationIssue, error, format_path
+from workflows.validation.report import ValidationIssue, error, format_path, warning
 
 _MAX_REFS = 32  # $ref followed in a row before a schema counts as unknown
 _ORDER = ("array", "object", "string", "integer", "number", "boolean", "null")
@@ -81,17 +84,26 @@ _ARRAY = Typed({"type": "array"}, {})
 
 def check_edge_types(ctx: FlowContext) -> list[ValidationIssue]:
     """``edge_type_mismatch`` (and ``foreach_items_not_list`` for a foreach over a typed
-    output that is no list) for every definite mismatch across an edge."""
+    output that is no list) for every definite mismatch across an edge; one
+    ``edge_type_unknown`` warning per step whose typed parameters take untyped values."""
     if ctx.registry is None:
         return []
     issues = []
+    unknown: dict[int, list[Flow]] = {}
     for flow in _flows(ctx):
-        if flow.source_type is None or flow.wanted is None:
+        want = None if flow.wanted is None else flow.wanted.types()
+        if want is None:
             continue
-        have, want = flow.source_type.types(), flow.wanted.types()
-        if have is None or want is None or compatible(have, want):
-            continue
-        issues.append(error(flow.code, flow.path, _message(flow, have, want), flow.step_id))
+        have = None if flow.source_type is None else flow.source_type.types()
+        if have is None:
+            if _declarable(ctx, flow):
+                unknown.setdefault(flow.step_index, []).append(flow)
+        elif not compatible(have, want):
+            issues.append(error(flow.code, flow.path, _message(flow, have, want), flow.step_id))
+    for index, flows in unknown.items():
+        step_id = ctx.spec.steps[index].id
+        path = f"steps[{index}]"
+        issues.append(warning("edge_type_unknown", path, _unknown(ctx, flows), step_id))
     return issues
 
 
@@ -208,6 +220,80 @@ def _item(items: Typed | None, ref: ItemRef) -> Typed | None:
         return Typed({"type": "integer"}, {})
     one = None if items is None else items.at(("0",))
     return None if one is None else one.at(ref.path)
+
+
+def _unknown(ctx: FlowContext, flows: list[Flow]) -> str:
+    """``step `b` takes 2 values of unknown type …``: the edges, then who could type them
+    (one sentence per source, naming its fields)."""
+    edges = ", ".join(f"`{f.source}` → `{f.target}` ({f.wanted.text()})" for f in flows if f.wanted)
+    count = "a value" if len(flows) == 1 else f"{len(flows)} values"
+    why: dict[str, list[str]] = {}
+    for flow in flows:
+        template, name = _why_unknown(ctx, flow)
+        found = why.setdefault(template, [])
+        if name not in found:
+            found.append(name)
+    reasons = [t.format(names=", ".join(f"`{n}`" for n in names)) for t, names in why.items()]
+    return (
+        f"step `{flows[0].step_id}` takes {count} of unknown type, checked only when it "
+        f"runs: {edges}; {'; '.join(reasons)}"
+    )
+
+
+def _source_tool(ctx: FlowContext, flow: Flow) -> tuple[str, Any] | None:
+    """The tool whose results ``flow`` reads (a tool or foreach step's), with its name."""
+    source = ctx.step(flow.source_id)
+    if source is None or isinstance(source, WorkflowStep):
+        return None
+    name = source.output_tool() or (source.direct_tools() or (None,))[0]
+    tool = None if name is None or source.kind not in ("tool", "foreach") else ctx.tool(name)
+    return None if tool is None else (name, tool)
+
+
+def _field(flow: Flow) -> str:
+    """The source field ``flow`` reads (``a.body.x`` → ``body``; ``each.items.0.name`` →
+    ``name``, a field of the foreach's tool; ``$item.name`` → ``name``)."""
+    parts = flow.source.split(".")
+    if parts[0] == "$item":
+        return parts[1] if len(parts) > 1 else ""
+    if len(parts) > 3 and parts[1] == "items" and list_index(parts[2]) is not None:
+        return parts[3]
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _declarable(ctx: FlowContext, flow: Flow) -> bool:
+    """Whether ``flow``'s unknown type is one a tool's ``output_types`` could declare: it
+    reads a tool's result field (one the tool has, when it lists its outputs; a field it
+    lacks is ``unknown_output_field`` already). A transform's computed key, a child
+    workflow's output, a foreach's ``errors`` or a step's ``error`` record has no
+    declaration to add."""
+    found = _source_tool(ctx, flow)
+    if found is None:
+        return False
+    source = ctx.step(flow.source_id)
+    parts = flow.source.split(".")
+    foreach = source is not None and source.kind == "foreach" and parts[0] != "$item"
+    if foreach and (len(parts) < 4 or parts[1] != "items"):
+        return False  # count, errors, the items list as a whole
+    if _field(flow) == "error" and getattr(source, "on_error", None) == "continue":
+        return False  # its error record, typed as far as it goes
+    outputs = getattr(found[1], "outputs", None) or ()
+    return not outputs or _field(flow) in outputs
+
+
+def _why_unknown(ctx: FlowContext, flow: Flow) -> tuple[str, str]:
+    """Who could declare the type of ``flow``'s source: a sentence with ``{names}`` for
+    the fields it is about, and this flow's one."""
+    found = _source_tool(ctx, flow)
+    name, tool = found if found is not None else ("?", None)
+    field = _field(flow)
+    typed = getattr(tool, "output_type", None)
+    doc = '(docs/tools.md, "Output types")'
+    if callable(typed) and isinstance(typed(field), dict):
+        text = f"tool `{name}`'s output type for `{field}` does not declare {{names}}"
+        return text + f"; add them to its `output_types` {doc}", flow.source
+    text = f"tool `{name}` declares no output type for {{names}}; declare them under "
+    return text + f"`output_types` in its file {doc}", field
 
 
 def _message(flow: Flow, have: Types, want: Types) -> str:

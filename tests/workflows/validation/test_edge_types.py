@@ -172,17 +172,60 @@ def test_nested_paths_are_followed_through_the_output_schema(mapping, where, sai
         {"count": "a.total"},  # a number may be an integer: not a definite mismatch
         {"name": "a.maybe", "anything": "a.list"},  # string or null; an untyped parameter
         {"name": "a.legacy", "count": "a.either.id"},  # OpenAPI nullable; a nullable object
-        {"name": "a.list.0.nope", "anything": "a.page"},  # an undeclared property: unknown
-        {"name": "raw.body", "count": "raw.x.y"},  # a tool with no output types
+        {"anything": "raw.body"},  # an untyped parameter takes anything
         {"filter": {"login": "a.list.0.owner.login", "ids": "a.list"}},  # an unresolvable $ref
         {"name": "$step.a"},  # the whole output: unknown
     ],
 )
-def test_unknown_or_compatible_types_are_silent(mapping):
+def test_compatible_types_and_untyped_targets_are_silent(mapping):
     raw = {"id": "raw", "kind": "tool", "tool": "raw"}
     report = validate(raw, b(**mapping))
     assert report.errors == (), [i.message for i in report.errors]
     assert report.warnings == ()
+
+
+@pytest.mark.parametrize(
+    ("mapping", "edges", "why"),
+    [
+        (
+            {"name": "raw.body", "count": "raw.x.y"},
+            "`raw.body` → `b.name` (string), `raw.x.y` → `b.count` (integer)",
+            "tool `raw` declares no output type for `body`, `x`; declare them under "
+            "`output_types` in its file",
+        ),
+        (
+            {"name": "a.list.0.nope", "anything": "a.page"},
+            "`a.list.0.nope` → `b.name` (string)",
+            "tool `a`'s output type for `list` does not declare `a.list.0.nope`; add them "
+            "to its `output_types`",
+        ),
+    ],
+)
+def test_an_unknown_type_into_a_typed_parameter_is_one_warning_per_step(mapping, edges, why):
+    raw = {"id": "raw", "kind": "tool", "tool": "raw"}
+    report = validate(raw, b(**mapping))
+    assert report.errors == (), [i.message for i in report.errors]
+    (warning,) = report.warnings
+    assert (warning.code, warning.path, warning.step_id) == ("edge_type_unknown", "steps[2]", "b")
+    assert f"checked only when it runs: {edges}; " in warning.message
+    assert why in warning.message
+
+
+def test_no_unknown_type_warning_where_nothing_could_declare_it():
+    """A transform's computed key, a child's output, a foreach's errors: no declaration
+    to add, so no warning; an ``on_error: continue`` step's ``error`` is typed."""
+    shaped = {
+        "id": "shaped",
+        "kind": "transform",
+        "expression": "{first: rows[0]}",
+        "input_mapping": {"rows": "a.list"},
+    }
+    raw = {"id": "raw", "kind": "tool", "tool": "raw", "on_error": "continue"}
+    target = b(name="shaped.first", count="raw.error.status")
+    target["input_mapping"]["ids"] = "raw.error.nope"
+    report = validate(shaped, raw, target)
+    assert report.errors == (), [i.message for i in report.errors]
+    assert report.warnings == (), [i.message for i in report.warnings]
 
 
 def test_a_foreach_runs_over_a_list_and_maps_its_items_by_their_type():
