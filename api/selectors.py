@@ -59,9 +59,9 @@ def workflow_describe(
 
 def run_list() -> QuerySet[Run]:
     """Newest first; the id breaks ties of one creation time."""
-    return Run.objects.select_related("workflow", "restarted_from__workflow").order_by(
-        "-created_at", "-id"
-    )
+    return Run.objects.select_related(
+        "workflow", "restarted_from__workflow", "started_by"
+    ).order_by("-created_at", "-id")
 
 
 def run_detail_list() -> QuerySet[Run]:

@@ -46,7 +46,7 @@ from runs.state import (
     run_write,
     step_transition,
 )
-from tools.permissions import permission_require
+from tools.permissions import actor_user, permission_require
 from tools.registry import ToolRegistry
 from workflows.inputs import resolve_inputs
 from workflows.models import Workflow
@@ -123,7 +123,7 @@ def run_create(
         restarted_from=restarted_from,
         restarted_from_step=restarted_from_step,
         replay_of=replay_of,
-        started_by=started_by if getattr(started_by, "is_authenticated", False) else None,
+        started_by=actor_user(started_by),
     )
     reuse, progress = reuse or {}, progress or {}
     rows = [

@@ -19,20 +19,6 @@ from tests.celery_support import import_flow
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def operator_client(client, django_user_model):
-    """A staff user who may view runs and operate them (``runs.operate_run``)."""
-    user = django_user_model.objects.create_user("ops", "ops@example.com", "pw-ops-1")
-    user.is_staff = True
-    user.save()
-    user.user_permissions.add(
-        Permission.objects.get(codename="view_run"),
-        Permission.objects.get(codename="operate_run"),
-    )
-    client.force_login(user)
-    return client
-
-
 def act(client, action: str, *runs: Run):
     response = client.post(
         "/admin/runs/run/",
@@ -105,13 +91,11 @@ def import_flow_file(path: str):
 # --- admin actions --------------------------------------------------------------------
 
 
-def test_run_again_starts_a_new_run_of_the_same_version_with_the_same_inputs(
-    operator_client, output_dir
-):
+def test_run_again_starts_a_new_run_of_the_same_version_with_the_same_inputs(operator, output_dir):
     workflow = import_flow_file("examples/sales_report.yaml")
     first = run_create(workflow=workflow, trigger="api", inputs={"top": 2})
 
-    messages = act(operator_client, "run_again", first)
+    messages = act(operator, "run_again", first)
 
     again = Run.objects.exclude(pk=first.pk).get()
     assert again.workflow == workflow
@@ -121,15 +105,13 @@ def test_run_again_starts_a_new_run_of_the_same_version_with_the_same_inputs(
     assert messages == [f"1 new run started: run {again.pk} (succeeded)."]
 
 
-def test_resume_continues_a_failed_or_cancelled_run_and_reports_refusals(
-    operator_client, output_dir
-):
+def test_resume_continues_a_failed_or_cancelled_run_and_reports_refusals(operator, output_dir):
     workflow = import_flow_file("examples/sales_report.yaml")
     cancelled = run_create(workflow=workflow, trigger="api", inputs={})
-    act(operator_client, "cancel_runs", cancelled)
+    act(operator, "cancel_runs", cancelled)
     pending = run_create(workflow=workflow, trigger="api", inputs={})
 
-    messages = act(operator_client, "resume_runs", cancelled, pending)
+    messages = act(operator, "resume_runs", cancelled, pending)
 
     cancelled.refresh_from_db()
     assert cancelled.status == "succeeded"
@@ -139,12 +121,12 @@ def test_resume_continues_a_failed_or_cancelled_run_and_reports_refusals(
     ]
 
 
-def test_cancel_reports_how_many_runs_it_cancelled(operator_client, output_dir):
+def test_cancel_reports_how_many_runs_it_cancelled(operator, output_dir):
     workflow = import_flow_file("examples/sales_report.yaml")
     runs = [run_create(workflow=workflow, trigger="api", inputs={"top": n}) for n in (1, 2)]
 
-    messages = act(operator_client, "cancel_runs", *runs)
-    again = act(operator_client, "cancel_runs", runs[0])
+    messages = act(operator, "cancel_runs", *runs)
+    again = act(operator, "cancel_runs", runs[0])
 
     assert messages == [
         f"2 runs cancelled: run {runs[0].pk} (cancelled), run {runs[1].pk} (cancelled)."

@@ -12,7 +12,6 @@ reuses ``status``.
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Permission
 
 from runs.models import Run
 from runs.restart import (
@@ -239,17 +238,6 @@ def test_restartflow_unknown_run_and_step(finished, cli):
 
 
 # --- admin ---------------------------------------------------------------------------
-
-
-@pytest.fixture
-def operator(client, django_user_model):
-    user = django_user_model.objects.create_user("ops", password="pw-ops-1", is_staff=True)
-    user.user_permissions.add(
-        Permission.objects.get(codename="view_run"),
-        Permission.objects.get(codename="operate_run"),
-    )
-    client.force_login(user)
-    return client
 
 
 def test_admin_restart_page_restarts_and_links_both_ways(finished, control_api, operator):

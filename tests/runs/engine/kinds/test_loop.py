@@ -290,19 +290,6 @@ def test_the_restart_api_takes_an_iteration(reviewer_api):
     assert checks(reviewer_api) == ["hi!", "hi!!"]
 
 
-@pytest.fixture
-def operator(client, django_user_model):
-    from django.contrib.auth.models import Permission
-
-    user = django_user_model.objects.create_user("ops", password="pw-ops-1", is_staff=True)
-    user.user_permissions.add(
-        Permission.objects.get(codename="view_run"),
-        Permission.objects.get(codename="operate_run"),
-    )
-    client.force_login(user)
-    return client
-
-
 def test_the_dry_run_shows_the_loop_its_condition_and_bound(reviewer_api, cli, tmp_path):
     import yaml
 
