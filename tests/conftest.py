@@ -357,6 +357,20 @@ def cheap_password_hashing():
         yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def live_server_sends_whole_answers():
+    """pytest-django's ``live_server`` answers through Django's test request handler,
+    which writes an answer's headers and body in separate sends: with Nagle's algorithm
+    on, each answer then waits for the client's delayed ACK, about 40 ms on loopback
+    (Schemathesis' ~1,400 requests took two minutes of it). ``disable_nagle_algorithm``
+    is the handler's own switch for this, as the loopback fakes set it."""
+    from django.test.testcases import QuietWSGIRequestHandler
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(QuietWSGIRequestHandler, "disable_nagle_algorithm", True)
+        yield
+
+
 @pytest.fixture
 def approver(db):
     from tests.factories import UserFactory

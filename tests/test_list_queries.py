@@ -64,7 +64,9 @@ def _run(i: int) -> None:
     parent = RunFactory(started_by=UserFactory(username=f"starter{i}"))
     step = StepResultFactory(run=parent, step_id="fetch_sales")
     RunFactory(parent_run=parent, parent_step=step, trigger=RunTrigger.WORKFLOW)
-    RunFactory(restarted_from=parent, restarted_from_step="fetch_sales", started_by=parent.started_by)
+    RunFactory(
+        restarted_from=parent, restarted_from_step="fetch_sales", started_by=parent.started_by
+    )
 
 
 def _workflow(i: int) -> None:

@@ -96,6 +96,8 @@ CONSENT_PAGE = """<!doctype html><html><head><title>Consent</title></head><body>
 
 
 class _Handler(BaseHTTPRequestHandler):
+    disable_nagle_algorithm = True  # headers and body go out at once, no 40 ms stalls
+
     def log_message(self, format: str, *args: object) -> None:
         pass
 

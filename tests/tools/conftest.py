@@ -89,6 +89,7 @@ class LoopbackServer:
 
 
 class _Handler(BaseHTTPRequestHandler):
+    disable_nagle_algorithm = True  # headers and body go out at once, no 40 ms stalls
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format, *args):  # quiet
