@@ -283,13 +283,24 @@ def _declarable(ctx: FlowContext, flow: Flow) -> bool:
 
 def _why_unknown(ctx: FlowContext, flow: Flow) -> tuple[str, str]:
     """Who could declare the type of ``flow``'s source: a sentence with ``{names}`` for
-    the fields it is about, and this flow's one."""
+    the fields it is about, and this flow's one. An http tool's file declares
+    ``output_types``; an MCP tool's come from its server's ``outputSchema``, a built-in
+    tool's from its provider."""
     found = _source_tool(ctx, flow)
     name, tool = found if found is not None else ("?", None)
     field = _field(flow)
     typed = getattr(tool, "output_type", None)
+    partly = callable(typed) and isinstance(typed(field), dict)
+    kind = getattr(tool, "kind", "http")
+    if kind in ("mcp", "builtin"):
+        owner = "MCP tool" if kind == "mcp" else "built-in tool"
+        source = "its server's `outputSchema`" if kind == "mcp" else "its provider's"
+        if partly:
+            text = f"{owner} `{name}`'s output type for `{field}` ({source}) does not "
+            return text + "declare {names}", flow.source
+        return f"{owner} `{name}` declares no output type for {{names}} ({source})", field
     doc = '(docs/tools.md, "Output types")'
-    if callable(typed) and isinstance(typed(field), dict):
+    if partly:
         text = f"tool `{name}`'s output type for `{field}` does not declare {{names}}"
         return text + f"; add them to its `output_types` {doc}", flow.source
     text = f"tool `{name}` declares no output type for {{names}}; declare them under "

@@ -87,6 +87,13 @@ REGISTRY = ToolRegistry(
                 "input_schema": {"type": "object", "properties": {}},
             }
         ),
+        ToolSpec(  # a built-in tool whose provider declares no output types
+            name="stats",
+            kind="builtin",
+            description="Numbers of a thing.",
+            input_schema={"type": "object", "properties": {}},
+            outputs=["total"],
+        ),
     ]
 )
 
@@ -209,6 +216,15 @@ def test_an_unknown_type_into_a_typed_parameter_is_one_warning_per_step(mapping,
     assert (warning.code, warning.path, warning.step_id) == ("edge_type_unknown", "steps[2]", "b")
     assert f"checked only when it runs: {edges}; " in warning.message
     assert why in warning.message
+
+
+def test_an_untyped_built_in_tool_is_named_with_where_its_types_come_from():
+    report = validate({"id": "st", "kind": "tool", "tool": "stats"}, b(count="st.total"))
+    (warning,) = report.warnings
+    assert warning.message.endswith(
+        "`st.total` → `b.count` (integer); built-in tool `stats` declares no output type "
+        "for `total` (its provider's)"
+    )
 
 
 def test_no_unknown_type_warning_where_nothing_could_declare_it():
