@@ -246,8 +246,10 @@ def _source_tool(ctx: FlowContext, flow: Flow) -> tuple[str, Any] | None:
     if source is None or isinstance(source, WorkflowStep):
         return None
     name = source.output_tool() or (source.direct_tools() or (None,))[0]
-    tool = None if name is None or source.kind not in ("tool", "foreach") else ctx.tool(name)
-    return None if tool is None else (name, tool)
+    if name is None or source.kind not in ("tool", "foreach"):
+        return None
+    tool = ctx.tool(name)
+    return None if tool is None else (str(name), tool)
 
 
 def _field(flow: Flow) -> str:
