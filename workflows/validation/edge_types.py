@@ -71,6 +71,7 @@ class Flow:
     step_id: str
     source_id: str
     source: str  # a.list, $item.id
+    field: str  # the source step's output field it reads: list; a foreach's items' field
     source_type: Typed | None
     target: str  # b.name, b.items
     path: str  # steps[1].input_mapping.name
@@ -167,9 +168,10 @@ def _flow(
     step: Any,
 ) -> Flow:
     if isinstance(leaf, ItemRef):  # an item of the foreach's items, read from a step
-        source_id = ctx.parsed[index]["input_mapping"]["items"].step_id
+        items = ctx.parsed[index]["input_mapping"]["items"]
+        source_id, field = items.step_id, str(items.path[0]) if items.path else ""
     else:
-        source_id = leaf.step_id
+        source_id, field = leaf.step_id, _field(ctx, leaf)
     owner = _owner(step)
     code = (
         "foreach_items_not_list"
@@ -177,8 +179,8 @@ def _flow(
         else ("edge_type_mismatch")
     )
     return Flow(
-        index, step.id, source_id, str(leaf), have, f"{step.id}.{target}", path, want, owner,
-        code,
+        index, step.id, source_id, str(leaf), field, have, f"{step.id}.{target}", path, want,
+        owner, code,
     )  # fmt: skip
 
 
@@ -252,15 +254,15 @@ def _source_tool(ctx: FlowContext, flow: Flow) -> tuple[str, Any] | None:
     return None if tool is None else (str(name), tool)
 
 
-def _field(flow: Flow) -> str:
-    """The source field ``flow`` reads (``a.body.x`` → ``body``; ``each.items.0.name`` →
-    ``name``, a field of the foreach's tool; ``$item.name`` → ``name``)."""
-    parts = flow.source.split(".")
-    if parts[0] == "$item":
-        return parts[1] if len(parts) > 1 else ""
-    if len(parts) > 3 and parts[1] == "items" and list_index(parts[2]) is not None:
-        return parts[3]
-    return parts[1] if len(parts) > 1 else ""
+def _field(ctx: FlowContext, ref: StepRef) -> str:
+    """The output field ``ref`` reads (``a.body.x`` → ``body``); of a foreach's results,
+    the field of its tool's result (``each.items.0.name`` → ``name``)."""
+    path = [str(p) for p in ref.path]
+    source = ctx.step(ref.step_id)
+    foreach = source is not None and source.kind == "foreach"
+    if foreach and len(path) > 2 and path[0] == "items" and list_index(path[1]) is not None:
+        return path[2]
+    return path[0] if path else ""
 
 
 def _declarable(ctx: FlowContext, flow: Flow) -> bool:
@@ -277,10 +279,10 @@ def _declarable(ctx: FlowContext, flow: Flow) -> bool:
     foreach = source is not None and source.kind == "foreach" and parts[0] != "$item"
     if foreach and (len(parts) < 4 or parts[1] != "items"):
         return False  # count, errors, the items list as a whole
-    if _field(flow) == "error" and getattr(source, "on_error", None) == "continue":
+    if flow.field == "error" and getattr(source, "on_error", None) == "continue":
         return False  # its error record, typed as far as it goes
     outputs = getattr(found[1], "outputs", None) or ()
-    return not outputs or _field(flow) in outputs
+    return not outputs or flow.field in outputs
 
 
 def _why_unknown(ctx: FlowContext, flow: Flow) -> tuple[str, str]:
@@ -290,7 +292,7 @@ def _why_unknown(ctx: FlowContext, flow: Flow) -> tuple[str, str]:
     tool's from its provider."""
     found = _source_tool(ctx, flow)
     name, tool = found if found is not None else ("?", None)
-    field = _field(flow)
+    field = flow.field
     typed = getattr(tool, "output_type", None)
     partly = callable(typed) and isinstance(typed(field), dict)
     kind = getattr(tool, "kind", "http")

@@ -218,6 +218,24 @@ def test_an_unknown_type_into_a_typed_parameter_is_one_warning_per_step(mapping,
     assert why in warning.message
 
 
+def test_a_foreach_over_an_untyped_list_names_the_list_field_once():
+    raw = {"id": "raw", "kind": "tool", "tool": "raw"}
+    each = {
+        "id": "each",
+        "kind": "foreach",
+        "tool": "b",
+        "input_mapping": {"items": "raw.list"},
+        "item_mapping": {"name": "$item.name"},
+    }
+    (warning,) = validate(raw, each).warnings
+    assert warning.step_id == "each"
+    assert warning.message.endswith(
+        "`raw.list` → `each.items` (array), `$item.name` → `each.name` (string); tool `raw` "
+        "declares no output type for `list`; declare them under `output_types` in its file "
+        '(docs/tools.md, "Output types")'
+    )
+
+
 def test_an_untyped_built_in_tool_is_named_with_where_its_types_come_from():
     report = validate({"id": "st", "kind": "tool", "tool": "stats"}, b(count="st.total"))
     (warning,) = report.warnings
