@@ -90,21 +90,21 @@ def check_edge_types(ctx: FlowContext) -> list[ValidationIssue]:
     if ctx.registry is None:
         return []
     issues = []
-    unknown: dict[int, list[Flow]] = {}
+    unknown: dict[int, list[tuple[Flow, str, Any]]] = {}
     for flow in _flows(ctx):
         want = None if flow.wanted is None else flow.wanted.types()
         if want is None:
             continue
         have = None if flow.source_type is None else flow.source_type.types()
         if have is None:
-            if _declarable(ctx, flow):
-                unknown.setdefault(flow.step_index, []).append(flow)
+            declarer = _declarer(ctx, flow)
+            if declarer is not None:
+                unknown.setdefault(flow.step_index, []).append((flow, *declarer))
         elif not compatible(have, want):
             issues.append(error(flow.code, flow.path, _message(flow, have, want), flow.step_id))
-    for index, flows in unknown.items():
-        step_id = ctx.spec.steps[index].id
-        path = f"steps[{index}]"
-        issues.append(warning("edge_type_unknown", path, _unknown(ctx, flows), step_id))
+    for index, found in unknown.items():
+        step_id = found[0][0].step_id
+        issues.append(warning("edge_type_unknown", f"steps[{index}]", _unknown(found), step_id))
     return issues
 
 
@@ -224,17 +224,18 @@ def _item(items: Typed | None, ref: ItemRef) -> Typed | None:
     return None if one is None else one.at(ref.path)
 
 
-def _unknown(ctx: FlowContext, flows: list[Flow]) -> str:
+def _unknown(found: list[tuple[Flow, str, Any]]) -> str:
     """``step `b` takes 2 values of unknown type …``: the edges, then who could type them
     (one sentence per source, naming its fields)."""
+    flows = [flow for flow, _, _ in found]
     edges = ", ".join(f"`{f.source}` → `{f.target}` ({f.wanted.text()})" for f in flows if f.wanted)
     count = "a value" if len(flows) == 1 else f"{len(flows)} values"
     why: dict[str, list[str]] = {}
-    for flow in flows:
-        template, name = _why_unknown(ctx, flow)
-        found = why.setdefault(template, [])
-        if name not in found:
-            found.append(name)
+    for flow, tool_name, tool in found:
+        template, name = _why_unknown(flow, tool_name, tool)
+        names = why.setdefault(template, [])
+        if name not in names:
+            names.append(name)
     reasons = [t.format(names=", ".join(f"`{n}`" for n in names)) for t, names in why.items()]
     return (
         f"step `{flows[0].step_id}` takes {count} of unknown type, checked only when it "
@@ -265,33 +266,31 @@ def _field(ctx: FlowContext, ref: StepRef) -> str:
     return path[0] if path else ""
 
 
-def _declarable(ctx: FlowContext, flow: Flow) -> bool:
-    """Whether ``flow``'s unknown type is one a tool's ``output_types`` could declare: it
-    reads a tool's result field (one the tool has, when it lists its outputs; a field it
-    lacks is ``unknown_output_field`` already). A transform's computed key, a child
-    workflow's output, a foreach's ``errors`` or a step's ``error`` record has no
-    declaration to add."""
+def _declarer(ctx: FlowContext, flow: Flow) -> tuple[str, Any] | None:
+    """The tool (name, spec) whose output types could declare ``flow``'s unknown type,
+    or None: ``flow`` must read a tool's result field (one the tool has, when it lists
+    its outputs; a field it lacks is ``unknown_output_field`` already). A transform's
+    computed key, a child workflow's output, a foreach's ``errors`` or a step's
+    ``error`` record has no declaration to add."""
     found = _source_tool(ctx, flow)
     if found is None:
-        return False
+        return None
     source = ctx.step(flow.source_id)
     parts = flow.source.split(".")
     foreach = source is not None and source.kind == "foreach" and parts[0] != "$item"
     if foreach and (len(parts) < 4 or parts[1] != "items"):
-        return False  # count, errors, the items list as a whole
+        return None  # count, errors, the items list as a whole
     if flow.field == "error" and getattr(source, "on_error", None) == "continue":
-        return False  # its error record, typed as far as it goes
+        return None  # its error record, typed as far as it goes
     outputs = getattr(found[1], "outputs", None) or ()
-    return not outputs or flow.field in outputs
+    return found if not outputs or flow.field in outputs else None
 
 
-def _why_unknown(ctx: FlowContext, flow: Flow) -> tuple[str, str]:
+def _why_unknown(flow: Flow, name: str, tool: Any) -> tuple[str, str]:
     """Who could declare the type of ``flow``'s source: a sentence with ``{names}`` for
     the fields it is about, and this flow's one. An http tool's file declares
     ``output_types``; an MCP tool's come from its server's ``outputSchema``, a built-in
     tool's from its provider."""
-    found = _source_tool(ctx, flow)
-    name, tool = found if found is not None else ("?", None)
     field = flow.field
     typed = getattr(tool, "output_type", None)
     partly = callable(typed) and isinstance(typed(field), dict)
