@@ -89,6 +89,10 @@ if DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3":
     # applies both around every task as Django does around every request.
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
     DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
+    DATABASES["default"].setdefault("OPTIONS", {})
+    DATABASES["default"]["OPTIONS"].setdefault(
+        "prepare_threshold", env.int("DATABASE_PREPARE_THRESHOLD", default=5) or None
+    )
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets readers (admin) look at a run while the executor writes checkpoints.
     DATABASES["default"].setdefault("OPTIONS", {})

@@ -22,6 +22,7 @@ from typing import Any
 from django.db import connection, connections, models, router, transaction
 
 from tools.errors import FlowpilotError
+from tools.statements import bound_cursor
 
 
 class RunStatus(models.TextChoices):
@@ -168,7 +169,7 @@ def _row_update(
     write = _row_write(instance, sources, to, fields, run_status)
     with (
         transaction.mark_for_rollback_on_error(using=write.alias),
-        connections[write.alias].cursor() as c,
+        bound_cursor(connections[write.alias]) as c,
     ):
         c.execute(write.sql, write.params)
         updated = c.rowcount
@@ -293,7 +294,7 @@ def rows_write(writes: Sequence[RowWrite], *, required: int = 0) -> list[int]:
 
 def _rows_write_each(db: Any, writes: Sequence[RowWrite], required: int) -> list[int]:
     counts: list[int] = []
-    with transaction.mark_for_rollback_on_error(using=db.alias), db.cursor() as cursor:
+    with transaction.mark_for_rollback_on_error(using=db.alias), bound_cursor(db) as cursor:
         for number, write in enumerate(writes):
             if number >= required and sum(counts[:required]) < required:
                 counts.append(0)
@@ -318,7 +319,7 @@ def _rows_write_cte(db: Any, writes: Sequence[RowWrite], required: int) -> list[
         params += write.params
     counted = ", ".join(f"(SELECT count(*) FROM w{n})" for n in range(len(writes)))  # noqa: S608
     sql = f"WITH {', '.join(parts)} SELECT {counted}"
-    with transaction.mark_for_rollback_on_error(using=db.alias), db.cursor() as cursor:
+    with transaction.mark_for_rollback_on_error(using=db.alias), bound_cursor(db) as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     return [int(n) for n in row]
@@ -474,7 +475,7 @@ def step_update_returning(
     params += [*where_params, status, *guard_params]
     with (
         transaction.mark_for_rollback_on_error(using=connection.alias),
-        connection.cursor() as cursor,
+        bound_cursor(connection) as cursor,
     ):
         if connection.features.can_return_columns_from_insert:
             cursor.execute(f"{update} RETURNING {selected}", params)

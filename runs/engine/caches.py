@@ -35,6 +35,7 @@ from django.db import connection
 from runs.engine.plan import CompiledPlan, compile_plan
 from tools.models import Tool
 from tools.registry import ToolRegistry
+from tools.statements import bound_cursor
 from workflows.models import Workflow
 from workflows.schema import WorkflowSpec
 from workflows.services import workflow_spec
@@ -87,7 +88,7 @@ def tools_state() -> tuple[Any, ...]:
     stamp ``updated_at``, an insert or delete changes the count. A plain statement (the
     ORM's aggregate costs more to build than to run), the same on every database.
     """
-    with connection.cursor() as cursor:
+    with bound_cursor(connection) as cursor:
         cursor.execute(tools_state_sql())
         updated, count, enabled = cursor.fetchone()
     return state_key(updated, count, enabled or 0)

@@ -17,6 +17,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.sql import InsertQuery
 
 from runs.models import Run, StepResult
+from tools.statements import bound_cursor
 
 _NEW_RUN = "new_run"  # the CTE holding the inserted run's id
 
@@ -50,8 +51,12 @@ def run_rows_create(run: Run, steps: list[StepResult]) -> None:
         f"WITH {_NEW_RUN} AS ({run_sql}), new_steps AS ({step_sql}) "  # noqa: S608
         f"SELECT (SELECT id FROM {_NEW_RUN}), new_steps.* FROM new_steps"
     )
-    with transaction.mark_for_rollback_on_error(using=alias), db.cursor() as cursor:
-        cursor.execute(sql, [*run_params, *step_params])
+    params = [*run_params, *step_params]
+    with (
+        transaction.mark_for_rollback_on_error(using=alias),
+        bound_cursor(db, len(params)) as cursor,
+    ):
+        cursor.execute(sql, params)
         rows = cursor.fetchall()
     run.pk = rows[0][0]
     ids = {row[2]: row[1] for row in rows}

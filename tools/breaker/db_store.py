@@ -30,6 +30,7 @@ from tools.breaker.core import (
     state_named,
 )
 from tools.models import Breaker, BreakerStateChoice
+from tools.statements import bound_cursor
 
 OPEN, HALF_OPEN, CLOSED = (
     BreakerStateChoice.OPEN,
@@ -90,8 +91,12 @@ class DatabaseBreakerStore:
         Breaker.objects.filter(host=host).delete()
 
     def hosts(self) -> frozenset[str]:
-        """The hosts that have a row (counted failures, open or half-open)."""
-        return frozenset(Breaker.objects.values_list("host", flat=True))
+        """The hosts that have a row (counted failures, open or half-open): one
+        prepared ``SELECT``, read at every in-process run's start."""
+        alias = router.db_for_read(Breaker)
+        with bound_cursor(connections[alias]) as cursor:
+            cursor.execute(_hosts_sql(alias))
+            return frozenset(str(row[0]) for row in cursor.fetchall())
 
     def states(self) -> list[BreakerState]:
         return [
@@ -129,10 +134,18 @@ class DatabaseBreakerStore:
 def _stored_state(host: str) -> str | None:
     """The host's stored state, or None when it has no row: one prepared ``SELECT``."""
     alias = router.db_for_read(Breaker)
-    with connections[alias].cursor() as cursor:
+    with bound_cursor(connections[alias]) as cursor:
         cursor.execute(_state_sql(alias), [host])
         row = cursor.fetchone()
     return None if row is None else str(row[0])
+
+
+@cache
+def _hosts_sql(alias: str) -> str:
+    quote = connections[alias].ops.quote_name
+    meta = Breaker._meta
+    # Only quoted identifiers of our own model.
+    return f"SELECT {quote(meta.get_field('host').column)} FROM {quote(meta.db_table)}"  # noqa: S608
 
 
 @cache

@@ -56,6 +56,7 @@ from runs.engine.finish import run_finish
 from runs.engine.readiness import StepState, next_actions
 from runs.models import Run, StepResult
 from runs.state import STEP_IN_FLIGHT, StepStatus, step_transition, step_update_returning
+from tools.statements import bound_cursor
 from workflows.graph import EdgeInfo
 from workflows.schema import AnyStep
 
@@ -134,7 +135,7 @@ def _any_in_flight(run_id: int) -> bool:
     """Whether a step of the run is queued or running: one precompiled statement (every
     settle of a step without children asks it; building it with the ORM cost more than
     running it)."""
-    with connection.cursor() as cursor:
+    with bound_cursor(connection) as cursor:
         cursor.execute(_in_flight_sql(connection.vendor), [run_id, *_IN_FLIGHT])
         return cursor.fetchone() is not None
 

@@ -28,6 +28,7 @@ from runs.engine.context import DEFAULT_CLOCK, CallTaps, Clock, RunContext
 from runs.engine.http import process_http_client
 from runs.models import Run, StepResult
 from runs.state import RunError, RunStateError, RunStatus, StepStatus, run_transition
+from tools.statements import bound_cursor
 from workflows.services import workflow_spec
 
 logger = logging.getLogger("flowpilot.engine")
@@ -70,7 +71,7 @@ def read_step(step_result_id: int) -> tuple[StepResult, tuple]:
     ORM (a related run, three aggregates) cost more CPU than running it, on every task.
     """
     sql, run_fields, converters = _step_read()
-    with connection.cursor() as cursor:
+    with bound_cursor(connection) as cursor:
         cursor.execute(sql, [step_result_id])
         row = cursor.fetchone()
     if row is None:
@@ -156,7 +157,7 @@ def claim_read(
         "updated_at": at,
     }
     params = [field_of[name].get_db_prep_save(v, connection) for name, v in written.items()]
-    with connection.cursor() as cursor:
+    with bound_cursor(connection) as cursor:
         cursor.execute(sql, [*params, step_result_id, StepStatus.QUEUED.value])
         row = cursor.fetchone()
     if row is None:

@@ -1,0 +1,101 @@
+"""``tools.statements.bound_cursor``: the engine's hot statements bound and prepared on
+PostgreSQL, Django's own cursor elsewhere; logged like any query either way."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+
+from tools.models import Breaker
+from tools.statements import MAX_BOUND_PARAMS, bound_cursor
+
+pytestmark = pytest.mark.django_db
+
+ROOT = Path(__file__).resolve().parents[2]
+HOSTILE = "x'); DROP TABLE tools_breaker; -- \\ ' \" $1 %s"
+
+
+def _on_postgresql() -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("server-side binding is PostgreSQL's: runs on the PostgreSQL pass")
+
+
+def _select_host(value: str) -> list[tuple]:
+    with bound_cursor(connection) as cursor:
+        cursor.execute("SELECT host FROM tools_breaker WHERE host = %s", [value])
+        return cursor.fetchall()
+
+
+def test_a_value_is_a_value_on_every_database():
+    Breaker.objects.create(host=HOSTILE)
+    assert _select_host(HOSTILE) == [(HOSTILE,)]
+    assert _select_host("other") == []
+    assert Breaker.objects.count() == 1  # nothing the value says was run
+
+
+def test_elsewhere_than_postgresql_it_is_djangos_cursor():
+    if connection.vendor == "postgresql":
+        pytest.skip("the other databases' pass")
+    with bound_cursor(connection) as cursor, connection.cursor() as plain:
+        assert type(cursor.cursor) is type(plain.cursor)
+
+
+def test_on_postgresql_a_statement_sent_again_is_prepared_and_still_logged():
+    _on_postgresql()
+    Breaker.objects.create(host="api.example.com")
+    threshold = connection.connection.prepare_threshold
+    assert threshold == 5  # DATABASE_PREPARE_THRESHOLD's default
+    with CaptureQueriesContext(connection) as captured:
+        for _ in range(threshold + 2):
+            assert _select_host("api.example.com") == [("api.example.com",)]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        prepared = [row[0] for row in cursor.fetchall()]
+    assert any("FROM tools_breaker WHERE host = $1" in sql for sql in prepared), prepared
+    logged = [q["sql"] for q in captured.captured_queries]
+    assert len(logged) == threshold + 2
+    assert all(sql and "FROM tools_breaker" in sql for sql in logged), logged
+
+
+def test_on_postgresql_a_prepared_statement_survives_a_rolled_back_savepoint():
+    _on_postgresql()
+    for _ in range(8):
+        _select_host("a")
+    try:
+        with transaction.atomic():
+            _select_host("b")
+            raise RuntimeError("roll the savepoint back")
+    except RuntimeError:
+        pass
+    assert _select_host("a") == []  # still answers after psycopg dropped its cache
+
+
+def test_on_postgresql_too_many_parameters_keep_client_side_binding():
+    _on_postgresql()
+    with bound_cursor(connection, MAX_BOUND_PARAMS + 1) as many, bound_cursor(connection) as few:
+        assert type(many.cursor).__name__ == "Cursor"  # Django's client-side binding cursor
+        assert type(few.cursor).__name__ == "BoundCursor"
+
+
+@pytest.mark.parametrize(("value", "expected"), [(None, "5"), ("0", "None"), ("12", "12")])
+def test_database_prepare_threshold_sets_the_connections_threshold(value, expected):
+    """Read by ``config.settings`` for a PostgreSQL ``DATABASE_URL`` (0: never prepare)."""
+    env = {**os.environ, "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/flowpilot"}
+    env.pop("DATABASE_PREPARE_THRESHOLD", None)
+    if value is not None:
+        env["DATABASE_PREPARE_THRESHOLD"] = value
+    code = (
+        "from django.conf import settings; "
+        "print(settings.DATABASES['default']['OPTIONS']['prepare_threshold'])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env={**env, "DJANGO_SETTINGS_MODULE": "config.settings"},
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert done.stdout.strip() == expected
