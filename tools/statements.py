@@ -21,9 +21,11 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-# A statement's parameters travel in one message whose count is a 16-bit number; a
-# longer list (a very large run's rows) keeps Django's client-side binding.
-MAX_BOUND_PARAMS = 65535
+# A statement with more parameters (the rows of a run of more than ~200 steps) keeps
+# Django's client-side binding: one that large is sent rarely, a prepared plan of it
+# would hold the server's memory for the connection's life, and the protocol caps a
+# statement's parameters at 65,535 anyway.
+MAX_BOUND_PARAMS = 4096
 
 
 def bound_cursor(db: Any, params: int = 0) -> Any:
