@@ -21,17 +21,11 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-# A statement with more parameters (the rows of a run of more than ~200 steps) keeps
-# Django's client-side binding: one that large is sent rarely, a prepared plan of it
-# would hold the server's memory for the connection's life, and the protocol caps a
-# statement's parameters at 65,535 anyway.
-MAX_BOUND_PARAMS = 4096
 
-
-def bound_cursor(db: Any, params: int = 0) -> Any:
-    """A cursor of connection ``db`` for a hot statement with ``params`` parameters:
-    server-side binding on PostgreSQL (see the module doc), else ``db.cursor()``."""
-    if db.vendor != "postgresql" or params > MAX_BOUND_PARAMS:
+def bound_cursor(db: Any) -> Any:
+    """A cursor of connection ``db`` for a hot statement: server-side binding on
+    PostgreSQL (see the module doc), else ``db.cursor()``."""
+    if db.vendor != "postgresql":
         return db.cursor()
     db.ensure_connection()
     with db.wrap_database_errors:

@@ -13,7 +13,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from tools.models import Breaker
-from tools.statements import MAX_BOUND_PARAMS, bound_cursor
+from tools.statements import bound_cursor
 
 pytestmark = pytest.mark.django_db
 
@@ -76,11 +76,12 @@ def test_on_postgresql_a_prepared_statement_survives_a_rolled_back_savepoint():
     assert _select_host("a") == []  # still answers after psycopg dropped its cache
 
 
-def test_on_postgresql_too_many_parameters_keep_client_side_binding():
+def test_on_postgresql_it_is_a_server_side_binding_cursor_wrapped_by_django():
     _on_postgresql()
-    with bound_cursor(connection, MAX_BOUND_PARAMS + 1) as many, bound_cursor(connection) as few:
-        assert type(many.cursor).__name__ == "Cursor"  # Django's client-side binding cursor
-        assert type(few.cursor).__name__ == "BoundCursor"
+    with bound_cursor(connection) as bound, connection.cursor() as plain:
+        assert type(bound).__name__ == type(plain).__name__  # Django's wrapper, as any cursor
+        assert type(bound.cursor).__name__ == "BoundCursor"
+        assert type(plain.cursor).__name__ == "Cursor"  # Django's client-side binding
 
 
 @pytest.mark.parametrize(("value", "expected"), [(None, "5"), ("0", "None"), ("12", "12")])

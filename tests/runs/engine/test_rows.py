@@ -4,6 +4,8 @@ PostgreSQL in one statement."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from django.db import IntegrityError, connection
 from django.test.utils import CaptureQueriesContext
@@ -65,3 +67,51 @@ def test_nothing_is_stored_when_a_step_row_is_refused(workflow):
 
     assert not Run.objects.filter(uuid=run.uuid).exists()
     assert not StepResult.objects.exists()
+
+
+def test_every_column_of_mixed_step_rows_reads_back_as_written(workflow):
+    """Rows unlike each other (a restart's reused steps carry outputs, errors and times;
+    new ones carry none) and hostile text: each column, stored per step, reads back as
+    the instance held it — on PostgreSQL through one array per column."""
+    at = datetime(2026, 11, 27, 9, 30, 1, 123456, tzinfo=UTC)
+    # (NUL itself never reaches a row: the checkpoint escapes it, tools.jsondata)
+    hostile = "x'); DROP TABLE runs_run; -- \\ \" {\"a\": [1]} $1 %s ␀0 é"
+    run, _ = new_rows(workflow, [])
+    steps = [
+        StepResult(run=run, step_id="new"),
+        StepResult(
+            run=run,
+            step_id="o'neil \"quoted\"",
+            status=StepStatus.SUCCEEDED,
+            attempts=3,
+            attempt_log=[{"status": "failed", "error": {"message": hostile}}, {"n": 2.5}],
+            inputs={"q": hostile, "list": [None, True, 1, "s"]},
+            output={"nested": {"deep": [hostile, {"k": None}]}, "n": 10**15},
+            output_truncated=True,
+            output_bytes=2**40,
+            error=None,
+            started_at=at,
+            finished_at=at,
+            reused=True,
+            attempt_limit=7,
+        ),
+        StepResult(
+            run=run,
+            step_id="failed",
+            status=StepStatus.FAILED,
+            error={"type": "tool_error", "message": hostile, "retryable": False},
+            output=[],
+            inputs="just a string",
+            lease_expires_at=at,
+            claim_token="t" * 32,
+            worker="w" * 255,
+        ),
+    ]
+
+    run_rows_create(run, steps)
+
+    columns = [f.attname for f in StepResult._meta.concrete_fields]
+    for step in steps:
+        stored = StepResult.objects.get(pk=step.pk)
+        for name in columns:
+            assert getattr(stored, name) == getattr(step, name), (step.step_id, name)
