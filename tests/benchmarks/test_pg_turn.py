@@ -3,15 +3,9 @@ run and the table's arithmetic, never a timing."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from benchmarks.pg_turn import CONFIGS, Config, Figures, table
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_table_derives_the_flush_what_preparing_saves_and_the_rest():
@@ -29,23 +23,11 @@ def test_the_table_derives_the_flush_what_preparing_saves_and_the_rest():
 
 
 @pytest.mark.postgres
-@pytest.mark.django_db
-def test_one_short_run_on_the_test_server_prints_the_four_configurations():
-    from django.db import connection
-
-    if connection.vendor != "postgresql":
-        pytest.skip("measures PostgreSQL: runs on the PostgreSQL pass")
-    settings = connection.settings_dict
-    url = (
-        f"postgres://{settings['USER'] or 'postgres'}@{settings['HOST'] or '127.0.0.1'}"
-        f":{settings['PORT'] or 5432}/postgres"
-    )
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "pg_turn.py"), "--database-url", url,
-         "--steps", "3", "--repeat", "1"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = [line for line in done.stdout.splitlines() if line.startswith("| ")]
+def test_one_short_run_on_the_test_server_prints_the_four_configurations(
+    postgres_server_url, run_benchmark
+):
+    url = postgres_server_url
+    out = run_benchmark("pg_turn.py", "--database-url", url, "--steps", "3", "--repeat", "1")
+    rows = [line for line in out.splitlines() if line.startswith("| ")]
     assert len(rows) == 1 + 4  # the header and the four configurations
-    assert "the flush in a turn" in done.stdout
+    assert "the flush in a turn" in out
