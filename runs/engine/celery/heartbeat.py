@@ -115,6 +115,9 @@ class Heartbeats:
         except DatabaseError:
             logger.warning("heartbeat of step result %s failed", step_result_id)
             reconnect()  # the next beat opens a new connection
+        except Exception:  # never let the thread die: every claim of the process needs it
+            logger.exception("heartbeat of step result %s failed", step_result_id)
+            reconnect()
 
 
 HEARTBEATS = Heartbeats()

@@ -65,7 +65,11 @@ def test_the_heartbeat_leaves_a_step_the_sweeper_took_back_alone(echo_api):
     assert StepResult.objects.get(pk=pk).lease_expires_at == before
 
 
-def test_a_failed_renewal_is_logged_and_the_next_beat_tries_again(echo_api, monkeypatch, caplog):
+# A database error, and anything else (a bug, a driver's odd exception): the thread lives.
+@pytest.mark.parametrize("error", [DatabaseError("connection lost"), RuntimeError("odd")])
+def test_a_failed_renewal_is_logged_and_the_next_beat_tries_again(
+    echo_api, monkeypatch, caplog, error
+):
     pk, token = claimed_step(echo_api)
     real_filter = StepResult.objects.filter
     failures = []
@@ -73,7 +77,7 @@ def test_a_failed_renewal_is_logged_and_the_next_beat_tries_again(echo_api, monk
     def flaky_filter(*args, **kwargs):
         if not failures:
             failures.append(1)
-            raise DatabaseError("connection lost")
+            raise error
         return real_filter(*args, **kwargs)
 
     monkeypatch.setattr(StepResult.objects, "filter", flaky_filter)
