@@ -73,7 +73,7 @@ def build_run_context(
         spec=spec,
         graph=plan.graph,
         registry=registry,
-        env=_readable_env(full_env, spec, registry),
+        env=_readable_env(full_env, plan.allowed_tools, registry),
         redactor=redactor_for(registry, full_env),
         http=run_http_client() if http is None else http,
         owns_http=http is None,
@@ -106,9 +106,10 @@ def build_run_context(
 
 
 def _readable_env(
-    env: Mapping[str, str], spec: WorkflowSpec, registry: ToolRegistry
+    env: Mapping[str, str], allowed: frozenset[str], registry: ToolRegistry
 ) -> dict[str, str]:
-    """The variables this run may read: those its allowed tools declare, and the
-    operator's ``FLOWPILOT_ENV_ALLOW`` (the validator's ``env_not_allowed`` rule)."""
-    tools = (registry.get(name) for name in sorted(spec.allowlist()))
+    """The variables this run may read: those its ``allowed`` tools (the compiled plan's
+    allowlist: every step task builds a context, so no walk over the steps here) declare,
+    and the operator's ``FLOWPILOT_ENV_ALLOW`` (the validator's ``env_not_allowed`` rule)."""
+    tools = (registry.get(name) for name in sorted(allowed))
     return allowed_env(env, declared=declared_env_names(tools), allow=env_allowlist())

@@ -141,6 +141,25 @@ def test_a_compiled_plan_is_used_as_given_and_its_spec_is_the_contexts():
         assert again.run_uuid != ctx.run_uuid
 
 
+def test_a_context_built_from_a_compiled_plan_does_not_walk_the_steps_again(monkeypatch):
+    """Every Celery step task builds a context: its allowlist (and so the environment it
+    may read) comes from the plan, compiled once per version, not from a walk over every
+    step of the spec (a thousand-step graph paid it at each of its thousand tasks)."""
+    plan = compile_plan(spec_of(REPO_STEP))
+
+    def walked(self):
+        raise AssertionError("the spec's steps were walked for a context")
+
+    monkeypatch.setattr(WorkflowSpec, "allowlist", walked)
+    monkeypatch.setattr(WorkflowSpec, "allowed_tools", walked)
+    with build_run_context(run_id=7, plan=plan, env=ENV) as ctx:
+        assert ctx.allowed_tools == plan.allowed_tools == {"github_repo"}
+        assert ctx.env == {
+            "GITHUB_TOKEN": "ghp-0123456789",
+            "GITHUB_API_BASE_URL": "https://ghe.example/api/v3",
+        }
+
+
 def test_a_context_needs_a_spec_or_a_compiled_plan():
     with pytest.raises(TypeError, match="needs a spec or a compiled plan"):
         build_run_context(run_id=1)
