@@ -1,10 +1,13 @@
 """How long a command takes to start: ``benchmarks/command_start.py``.
 
 Times ``manage.py listruns`` (on an empty, migrated SQLite database) and
-``manage.py help`` as whole processes, beside two baselines measured in the same run:
-``python -c pass`` (the interpreter alone) and ``python -c "import django;
+``manage.py help`` as whole processes, beside three baselines measured in the same run:
+``python -c pass`` (the interpreter alone), ``python -c "import django;
 django.setup()"`` with the same settings (Django, the installed apps and their models,
-nothing a command adds). Each is run ``--runs`` times; the table shows the median wall
+nothing a command adds), and the same ``django.setup()`` with flowpilot's own apps
+left out of ``INSTALLED_APPS`` (the stack alone: Django's apps, Django REST framework,
+django-filter, drf-spectacular and django-celery-beat, whose models import Celery).
+Each is run ``--runs`` times; the table shows the median wall
 time and the median CPU time (user + system) of the child, and the number of modules
 the process imported (``-X importtime``, one extra run: a count, steady under load).
 
@@ -35,15 +38,34 @@ class Case:
     name: str
     args: tuple[str, ...]  # after the interpreter
     baseline: bool
+    settings: str = "config.settings"
 
 
 MANAGE = str(ROOT / "manage.py")
+SETUP = ("-c", "import django; django.setup()")
+STACK = "django.setup(), the stack alone"
 CASES = (
     Case("python -c pass", ("-c", "pass"), baseline=True),
-    Case("django.setup()", ("-c", "import django; django.setup()"), baseline=True),
+    Case(STACK, SETUP, baseline=True, settings="stack_settings"),
+    Case("django.setup()", SETUP, baseline=True),
     Case("manage.py help", (MANAGE, "help"), baseline=False),
     Case("manage.py listruns", (MANAGE, "listruns"), baseline=False),
 )
+
+# The settings of the stack-alone baseline, written beside the run's database: the
+# project's own, with every app of this repository left out (the admin without discovery
+# at start-up, as flowpilot's own admin config).
+STACK_SETTINGS = """\
+from pathlib import Path
+
+from config.settings import *  # noqa: F403 - the project's settings, then fewer apps
+from config.settings import INSTALLED_APPS
+
+OWN = {path.name for path in Path(%r).iterdir() if path.is_dir()}
+INSTALLED_APPS = ["django.contrib.admin.apps.SimpleAdminConfig"] + [
+    app for app in INSTALLED_APPS if app.split(".")[0] not in OWN
+]
+"""
 
 
 @dataclass(frozen=True)
@@ -68,6 +90,10 @@ def _environment(folder: Path) -> dict[str, str]:
         PYTHONPATH=os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(ROOT)])),
     )
     return env
+
+
+def _env_of(case: Case, env: dict[str, str]) -> dict[str, str]:
+    return {**env, "DJANGO_SETTINGS_MODULE": case.settings}
 
 
 def _once(args: tuple[str, ...], env: dict[str, str], cwd: Path) -> tuple[float, float]:
@@ -102,6 +128,8 @@ def measure(runs: int) -> dict[str, Figures]:
     with tempfile.TemporaryDirectory(prefix="command-start-") as name:
         folder = Path(name)
         env = _environment(folder)
+        env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(folder)])
+        (folder / "stack_settings.py").write_text(STACK_SETTINGS % str(ROOT))
         subprocess.run(
             [sys.executable, MANAGE, "migrate", "-v0"],
             cwd=folder,
@@ -111,19 +139,19 @@ def measure(runs: int) -> dict[str, Figures]:
             timeout=600,
         )
         for case in CASES:  # warm the file cache and the bytecode
-            _once(case.args, env, folder)
+            _once(case.args, _env_of(case, env), folder)
         walls: dict[str, list[float]] = {case.name: [] for case in CASES}
         cpus: dict[str, list[float]] = {case.name: [] for case in CASES}
         for _ in range(runs):
             for case in CASES:
-                wall, cpu = _once(case.args, env, folder)
+                wall, cpu = _once(case.args, _env_of(case, env), folder)
                 walls[case.name].append(wall)
                 cpus[case.name].append(cpu)
         return {
             case.name: Figures(
                 wall_s=statistics.median(walls[case.name]),
                 cpu_s=statistics.median(cpus[case.name]),
-                modules=_modules(case.args, env, folder),
+                modules=_modules(case.args, _env_of(case, env), folder),
             )
             for case in CASES
         }
@@ -141,7 +169,12 @@ def table(figures: dict[str, Figures]) -> str:
         lines.append(f"| {case.name} | {f.wall_s:.3f} s | {f.cpu_s:.3f} s | {over} | {f.modules} |")
     listruns = figures["manage.py listruns"].wall_s
     verdict = "met" if listruns <= TARGET_S else "NOT MET"
+    stack = figures[STACK]
     lines.append("")
+    lines.append(
+        f"of django.setup()'s CPU: the stack alone {stack.cpu_s:.3f} s, flowpilot's own apps "
+        f"{setup.cpu_s - stack.cpu_s:+.3f} s ({setup.modules - stack.modules:+d} modules)"
+    )
     lines.append(
         f"target: manage.py listruns <= {TARGET_S} s wall (idle): {listruns:.3f} s, {verdict}"
     )

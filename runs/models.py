@@ -165,11 +165,16 @@ class Run(models.Model):
 
 
 class StepResult(models.Model):
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="step_results")
-    step_id = models.CharField(max_length=64)
-    status = models.CharField(
-        max_length=16, choices=StepStatus.choices, default=StepStatus.PENDING, db_index=True
+    # Every step transition rewrites the row and, since its status changes, adds an
+    # entry to each of the table's indexes: so the table keeps only the indexes a query
+    # uses. The run's steps are found by ``one_result_per_run_step`` (its leading column
+    # is the run), never by a status alone (see ``Meta.indexes``): neither the foreign
+    # key nor the status has an index of its own.
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="step_results", db_index=False
     )
+    step_id = models.CharField(max_length=64)
+    status = models.CharField(max_length=16, choices=StepStatus.choices, default=StepStatus.PENDING)
     attempts = models.PositiveIntegerField(default=0, help_text="Tries made so far.")
     attempt_log = models.JSONField(
         default=list, blank=True, help_text="One entry per try: timings, error, retry delay."
@@ -276,9 +281,7 @@ class ToolCallRecording(models.Model):
     ``FLOWPILOT_MAX_STORED_OUTPUT_BYTES`` (``body_truncated``).
     """
 
-    step_result = models.ForeignKey(
-        StepResult, on_delete=models.CASCADE, related_name="tool_calls"
-    )
+    step_result = models.ForeignKey(StepResult, on_delete=models.CASCADE, related_name="tool_calls")
     item = models.IntegerField(
         null=True, blank=True, help_text="The foreach item or llm tool-call index; empty: none."
     )
@@ -357,9 +360,7 @@ class RunIdempotencyKey(models.Model):
     for a different request is refused instead of answered with the wrong run.
     """
 
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
-    )
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     key = models.CharField(max_length=255)
     fingerprint = models.CharField(max_length=64)
     run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="idempotency_key")
