@@ -10,9 +10,10 @@ parameters, and a statement text sent ``prepare_threshold`` times on a connectio
 there and from then on only executed. On this machine that took a chain step's turn
 from 0.72 ms to 0.32 ms of the server's CPU (``docs/benchmarks.md``).
 
-The cursor is wrapped by Django like any other (``execute_wrapper``, query logging and
-the database error translation still apply), so nothing about it shows outside. Every
-other query of the application keeps Django's default cursor. Elsewhere than on
+The cursor is made by Django like any other (``CONN_HEALTH_CHECKS``' check before a
+reused connection's first statement, the time zone of its timestamps, ``execute_wrapper``,
+query logging and the database error translation all apply): only its class differs.
+Every other query of the application keeps Django's default cursor. Elsewhere than on
 PostgreSQL, ``bound_cursor`` is Django's own cursor.
 """
 
@@ -27,10 +28,18 @@ def bound_cursor(db: Any) -> Any:
     PostgreSQL (see the module doc), else ``db.cursor()``."""
     if db.vendor != "postgresql":
         return db.cursor()
+    # Django's ``cursor()`` makes the driver's cursor with the connection's cursor
+    # factory: that factory is the binding class for this one cursor. The health check
+    # and the connection come first, so the factory is set on the connection used.
+    db.close_if_health_check_failed()
     db.ensure_connection()
-    with db.wrap_database_errors:
-        raw = _binding_cursor()(db.connection)
-    return db._prepare_cursor(raw)
+    raw = db.connection
+    plain = raw.cursor_factory
+    raw.cursor_factory = _binding_cursor()
+    try:
+        return db.cursor()
+    finally:
+        raw.cursor_factory = plain
 
 
 @functools.cache

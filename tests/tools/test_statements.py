@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
 from tools.models import Breaker
@@ -82,6 +82,31 @@ def test_on_postgresql_it_is_a_server_side_binding_cursor_wrapped_by_django():
         assert type(bound).__name__ == type(plain).__name__  # Django's wrapper, as any cursor
         assert type(bound.cursor).__name__ == "BoundCursor"
         assert type(plain.cursor).__name__ == "Cursor"  # Django's client-side binding
+
+
+@pytest.mark.django_db(transaction=True)
+def test_on_postgresql_a_dead_connection_is_replaced_before_a_bound_statement():
+    """As before any statement of Django's: once a task or request has armed the health
+    check (``close_old_connections``), a connection the server ended is replaced first,
+    not failed on (a Celery step task's first statement is a bound one)."""
+    _on_postgresql()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        old = cursor.fetchone()[0]
+    assert connection.health_check_enabled  # CONN_HEALTH_CHECKS, as config.settings sets it
+    other = connections.create_connection("default")  # a restart or a failover, from outside
+    try:
+        with other.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(%s)", [old])
+    finally:
+        other.close()
+    connection.close_if_unusable_or_obsolete()  # arms the check, as around every task
+    with bound_cursor(connection) as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        assert cursor.fetchone()[0] != old
+        assert type(cursor.cursor).__name__ == "BoundCursor"
+    with connection.cursor() as plain:
+        assert type(plain.cursor).__name__ == "Cursor"  # the factory is set back
 
 
 @pytest.mark.parametrize(("value", "expected"), [(None, "5"), ("0", "None"), ("12", "12")])
