@@ -25,7 +25,6 @@ def wait_for(predicate, timeout: float = 60.0) -> None:
         time.sleep(0.01)
 
 
-
 def execute_in_thread(run: Run) -> threading.Thread:
     """Start ``run_execute`` on a thread of its own (its own database connection)."""
 
@@ -38,6 +37,7 @@ def execute_in_thread(run: Run) -> threading.Thread:
     worker = threading.Thread(target=execute)
     worker.start()
     return worker
+
 
 def test_cancel_records_every_step_in_flight_not_only_the_first_to_finish(fake_api):
     """Two parallel steps in flight at cancel: both finish, and both outcomes are recorded."""
@@ -257,3 +257,28 @@ def test_an_outcome_another_process_took_away_fails_the_run_and_frees_nothing():
     assert run.status == "failed"
     assert "step `a` could not be recorded" in run.error_summary
     assert statuses(run) == {"a": "pending", "b": "pending"}
+
+
+def test_a_lone_step_is_called_on_the_driving_thread_and_steps_side_by_side_on_the_pool(
+    fake_api, monkeypatch
+):
+    """`locate` starts alone (nothing could overlap it): the driver calls it itself, with
+    no hand-off to a pool thread. `country` and `weather` start together after it: each
+    on a pool thread of the run."""
+    from runs.engine import local
+
+    threads: dict[str, str] = {}
+    real = local.run_with_retries
+
+    def recording(ctx, step, args, **kwargs):
+        threads[step.id] = threading.current_thread().name
+        return real(ctx, step, args, **kwargs)
+
+    monkeypatch.setattr(local, "run_with_retries", recording)
+    run = run_create(workflow=import_example("geo_weather"), trigger="api")
+
+    assert run_execute(run=run).status == "succeeded"
+    assert threads["locate"] == threading.current_thread().name
+    assert threads["country"].startswith(f"run{run.pk}_")
+    assert threads["weather"].startswith(f"run{run.pk}_")
+    assert statuses(run) == {"country": "succeeded", "locate": "succeeded", "weather": "succeeded"}
