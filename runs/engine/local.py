@@ -131,20 +131,18 @@ def drive_local(
             )
             done = []
             started = turn.after_commit(decided, notify)
-            if len(started) == 1 and not futures:
-                # A lone step, nothing else in flight: nothing to overlap it with, so it
-                # runs on this thread (no hand-off to a pool thread and back).
-                step_id, args = started[0]
-                first = (results[step_id].attempts or 0) + 1
-                outcome = run_with_retries(ctx, spec.step(step_id), args, first_attempt=first)
-                done = [(step_id, outcome)]
-                continue
+            alone = len(started) == 1 and not futures
             for step_id, args in started:
                 step = spec.step(step_id)
                 first = (results[step_id].attempts or 0) + 1
+                if alone:  # nothing to overlap it with: no hand-off to a pool thread and back
+                    done = [(step_id, run_with_retries(ctx, step, args, first_attempt=first))]
+                    break
                 future = pool.submit(run_with_retries, ctx, step, args, first_attempt=first)
                 futures[future] = step_id
                 future.add_done_callback(arrived.put)
+            if alone:
+                continue
             if not futures:
                 if decided.actions.done or not (decided.actions.start or decided.actions.skip):
                     return Driven(views, results, decided.run_finished)
