@@ -1,11 +1,12 @@
 """Named LLM endpoints, read from the environment (django-environ).
 
 ``FLOWPILOT_LLM_ENDPOINTS=local,hosted`` names them; each then reads three variables,
-its name upper-cased (``-`` becomes ``_``)::
+its name upper-cased (``-`` becomes ``_``), and one more optional::
 
     FLOWPILOT_LLM_LOCAL_BASE_URL=http://127.0.0.1:11434/v1   # required
     FLOWPILOT_LLM_LOCAL_API_KEY=…                             # optional (a local server needs none)
     FLOWPILOT_LLM_LOCAL_MODEL=qwen2.5:14b                     # optional: PLANNER_MODEL otherwise
+    FLOWPILOT_LLM_LOCAL_PRICES='{"qwen2.5:14b": [0, 0]}'      # optional: its own prices
 
 ``default`` is the endpoint of ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` / ``PLANNER_MODEL``
 and cannot be redefined. A name that is no slug, or a named endpoint without a base
@@ -20,6 +21,8 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
+from tools.llm.prices import Price, PriceError, parse_prices
+
 ENDPOINT_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
 DEFAULT_ENDPOINT = "default"
 
@@ -29,11 +32,20 @@ def endpoint_variable(name: str, suffix: str) -> str:
     return f"FLOWPILOT_LLM_{name.upper().replace('-', '_')}_{suffix}"
 
 
-def read_llm_endpoints(env: Any) -> dict[str, dict[str, str]]:
-    """The named endpoints ``{name: {"base_url", "api_key", "model"}}`` the environment
+def read_prices(env: Any, variable: str) -> dict[str, Price]:
+    """The price table in ``variable`` (JSON; empty: none), or ``ImproperlyConfigured``
+    naming the variable and the entry."""
+    try:
+        return parse_prices(env.str(variable, default=""), variable)
+    except PriceError as exc:
+        raise ImproperlyConfigured(str(exc)) from None
+
+
+def read_llm_endpoints(env: Any) -> dict[str, dict[str, Any]]:
+    """The named endpoints ``{name: {"base_url", "api_key", "model", "prices"}}`` the environment
     declares (``env`` is a django-environ ``Env``), in the order listed."""
     names = [n.strip() for n in env.list("FLOWPILOT_LLM_ENDPOINTS", default=[]) if n.strip()]
-    endpoints: dict[str, dict[str, str]] = {}
+    endpoints: dict[str, dict[str, Any]] = {}
     for name in names:
         if not re.match(ENDPOINT_NAME_PATTERN, name):
             raise ImproperlyConfigured(
@@ -55,5 +67,6 @@ def read_llm_endpoints(env: Any) -> dict[str, dict[str, str]]:
             "base_url": base_url,
             "api_key": env.str(endpoint_variable(name, "API_KEY"), default=""),
             "model": env.str(endpoint_variable(name, "MODEL"), default="").strip(),
+            "prices": read_prices(env, endpoint_variable(name, "PRICES")),
         }
     return endpoints

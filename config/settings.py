@@ -11,7 +11,7 @@ from pathlib import Path
 import environ
 from celery.schedules import crontab
 
-from config.llm_endpoints import read_llm_endpoints
+from config.llm_endpoints import read_llm_endpoints, read_prices
 from tools.llm.endpoints import PUBLIC_BASE_URL
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -409,6 +409,12 @@ PLANNER_MODEL = env("PLANNER_MODEL", default="openai/gpt-4o-mini")
 # More OpenAI-compatible endpoints by name (docs/planner.md): FLOWPILOT_LLM_ENDPOINTS=local,hosted
 # and FLOWPILOT_LLM_<NAME>_BASE_URL / _API_KEY / _MODEL each. `default` is the one above.
 FLOWPILOT_LLM_ENDPOINTS = read_llm_endpoints(env)
+# Prices of models (US dollars per million tokens, input and output) over the shipped
+# ones, for every endpoint (docs/observability.md): '{"my-model": [0.5, 1.5]}'.
+FLOWPILOT_LLM_PRICES = read_prices(env, "FLOWPILOT_LLM_PRICES")
+# Output tokens a call is assumed to produce, for the estimate a budget in money checks
+# before the call, when the step sets no max_output_tokens.
+FLOWPILOT_LLM_ESTIMATE_OUTPUT_TOKENS = env.int("FLOWPILOT_LLM_ESTIMATE_OUTPUT_TOKENS", default=1000)
 # The endpoint the planner (planflow, the admin, the API, evalplanner) uses; empty: default.
 FLOWPILOT_PLANNER_ENDPOINT = env("FLOWPILOT_PLANNER_ENDPOINT", default="")
 # Characters of conversation an llm step sends per model call when it declares no

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
+from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from django.conf import settings
@@ -18,6 +19,7 @@ from runs.state import (  # noqa: F401 - re-exported: the statuses' names beside
     RunTrigger,
     StepStatus,
 )
+from tools.llm.prices import usd
 from workflows.models import Workflow
 
 if TYPE_CHECKING:  # the registry (and the tool kinds it imports) loads where runs are made
@@ -374,3 +376,69 @@ class RunIdempotencyKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} → run {self.run_id}"
+
+
+class LLMCallState(models.TextChoices):
+    RESERVED = "reserved", "Reserved (the call is being made)"
+    ANSWERED = "answered", "Answered"
+    FAILED = "failed", "No answer"
+
+
+class LLMCall(models.Model):
+    """One model call a run made (an ``llm`` step's turn, an LLM decision): the money
+    ledger (``runs.engine.spend``).
+
+    Written *before* the call, ``reserved`` at its estimate (so that two runs under one
+    monthly budget cannot both spend its last dollar), then settled with the tokens the
+    endpoint reported and their cost at the endpoint's price table (``answered``), or
+    ``failed`` at no cost when no answer came. Costs are whole pico-dollars (10⁻¹² USD,
+    ``tools.llm.prices``), so every total is exact. A row outlives its run (retention
+    deletes runs, not what the month has spent): ``workflow_name`` and ``step_id`` say
+    whose it was. ``cost_pico`` is empty for a model with no price.
+    """
+
+    run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="llm_calls"
+    )
+    workflow_name = models.CharField(max_length=100)
+    step_id = models.CharField(max_length=100)
+    kind = models.CharField(max_length=16, help_text="`llm` or `decision`.")
+    endpoint = models.CharField(max_length=64)
+    model = models.CharField(
+        max_length=200, help_text="The model that answered (the one asked, until it answers)."
+    )
+    state = models.CharField(
+        max_length=10, choices=LLMCallState.choices, default=LLMCallState.RESERVED
+    )
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    cost_pico = models.BigIntegerField(
+        null=True,
+        blank=True,
+        help_text="Pico-dollars (10^-12 USD): the estimate while reserved, then the cost; "
+        "empty: the model has no price.",
+    )
+    estimate_pico = models.BigIntegerField(
+        null=True, blank=True, help_text="What was reserved before the call (pico-dollars)."
+    )
+    created_at = models.DateTimeField(db_index=True)
+    settled_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [
+            models.Index(fields=["workflow_name", "created_at"], name="llm_call_workflow_month"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(state__in=[s.value for s in LLMCallState]),
+                name="llm_call_state_valid",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_name}/{self.step_id} {self.model} ({self.state})"
+
+    @property
+    def cost_usd(self) -> Decimal | None:
+        return usd(self.cost_pico)

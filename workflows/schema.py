@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from tools.policy import RetryPolicy
 from tools.queues import check_queue_name
 from workflows.schema_concurrency import Concurrency
-from workflows.schema_llm import LLMBudget, LLMSettings
+from workflows.schema_llm import LLMBudget, LLMSettings, MoneyBudget
 from workflows.schema_triggers import Notifications, ScheduleSpec
 from workflows.transform import multiselect_keys, output_field_schemas
 
@@ -233,6 +233,10 @@ class DecisionStep(LLMSettings, _StepBase):
     )
     default: str | None = Field(None, description="Branch taken when no condition holds.")
     decision_prompt: str | None = Field(None, description="LLM form: the question to answer.")
+    budget: LLMBudget = Field(
+        default_factory=LLMBudget,
+        description="LLM form: tokens of its one model call, and money (docs/observability.md).",
+    )
 
     picks_branch: ClassVar[bool] = True
     planner_hint: ClassVar[str] = (
@@ -489,6 +493,11 @@ class WorkflowSpec(_Model):
         None,
         description="How many runs may run at once (per key) and what a run past the limit "
         "does (docs/limits.md). Omitted: no limit.",
+    )
+    budget: MoneyBudget = Field(
+        default_factory=MoneyBudget,
+        description="US dollars all its model calls may spend per run and per month "
+        "(docs/observability.md); a step's own `budget` may be tighter.",
     )
 
     @field_validator("queue")

@@ -1,18 +1,43 @@
 """How an LLM-using step (``llm``, the LLM form of ``decision``) calls its model: its
-endpoint, model and sampling options, and an ``llm`` step's budget.
+endpoint, model and sampling options, and its budget (tokens, calls, money); and a
+workflow's own budget in money.
 ``workflows.schema`` carries them on its step models.
 """
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from pydantic import Field
 
 from workflows.schema_triggers import FrozenModel
 
+MAX_USD = Decimal(1_000_000)
 
-class LLMBudget(FrozenModel):
+
+def _usd(description: str) -> Any:
+    return Field(None, ge=0, le=MAX_USD, decimal_places=6, description=description)
+
+
+class MoneyBudget(FrozenModel):
+    """US dollars the model calls may spend: within one run, and within a calendar month
+    (UTC). Checked before every model call (what is spent plus the call's estimate) and
+    after it (``runs.engine.spend``)."""
+
+    usd_per_run: Decimal | None = _usd("US dollars of model calls in one run.")
+    usd_per_month: Decimal | None = _usd(
+        "US dollars of model calls in a calendar month (UTC), over every run."
+    )
+
+    def in_money(self) -> bool:
+        return self.usd_per_run is not None or self.usd_per_month is not None
+
+
+class LLMBudget(MoneyBudget):
+    """An LLM-using step's budget: tokens, model calls and tool calls of one try, and
+    money (the step's own spend in a run and in a month)."""
+
     max_tokens: int | None = Field(None, ge=1)
     max_calls: int | None = Field(None, ge=1)
     max_tool_calls: int | None = Field(None, ge=0)

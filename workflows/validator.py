@@ -126,6 +126,8 @@ ISSUE_CODES = frozenset(
         "prompt_invalid",
         "output_schema_invalid",
         "endpoint_unknown",
+        "llm_price_unknown",
+        "budget_without_llm",
         # workflow steps
         "unknown_workflow",
         "unknown_workflow_input",

@@ -22,6 +22,7 @@ from django.conf import settings
 from runs.engine.context import CallTaps, Limits, RunContext
 from runs.engine.http import run_http_client
 from runs.engine.plan import CompiledPlan, compile_plan
+from runs.engine.spend import Spend
 from tools.breaker.setup import breakers_from_settings
 from tools.llm import LLMClient, LLMNotConfigured
 from tools.mcp.session import McpSessions
@@ -96,6 +97,15 @@ def build_run_context(
         with contextlib.suppress(LLMNotConfigured):  # its llm steps fail saying what to set
             context.llm, context.owns_llm = LLMClient.from_settings(offline=offline), True
     context.taps = taps
+    if plan.needs_llm and not (taps is not None and taps.offline):
+        # Every model call counted, budgets in money kept (a replay calls no model).
+        context.spend = Spend(
+            run_id=run_id,
+            workflow=spec.name,
+            budget=spec.budget,
+            now=lambda: context.now(),
+            output_tokens_guess=settings.FLOWPILOT_LLM_ESTIMATE_OUTPUT_TOKENS,
+        )
     if taps is not None and taps.offline:
         context.pacer = None  # a replay sends nothing: no slot to wait for, no header to read
     if sleep is not None:

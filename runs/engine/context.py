@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 from django.conf import settings
@@ -39,6 +39,9 @@ from tools.redaction import Redactor
 from tools.registry import ToolRegistry
 from workflows.graph import FlowGraph
 from workflows.schema import WorkflowSpec
+
+if TYPE_CHECKING:  # the ledger's models load with the first llm run
+    from runs.engine.spend import Spend
 
 Clock = Callable[[], datetime]
 DEFAULT_CLOCK: Clock = timezone.now  # the engine's only wall clock; tests inject their own
@@ -121,6 +124,7 @@ class RunContext:
     pacer: Pacer | None = None  # rate limits and adaptive pacing (tools.ratelimit); None: off
     mcp: McpSessions | None = None  # this run's MCP sessions, opened on first use
     taps: CallTaps | None = None  # records (validation) or replays the tool and model calls
+    spend: Spend | None = None  # the money ledger of its model calls (runs.engine.spend)
     # In process: drives a `workflow` step's child run to its end (``runs.services`` sets
     # it); None on Celery, where such a step parks instead (runs/engine/kinds/workflow.py).
     run_child: Callable[[Any], Any] | None = None

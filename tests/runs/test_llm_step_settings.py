@@ -33,6 +33,7 @@ from tools.llm import (
     endpoint_names,
     llm_endpoint,
 )
+from tools.llm.prices import Price
 from tools.registry import ToolRegistry
 from workflows.schema import LLMStep
 from workflows.services import workflow_import
@@ -212,6 +213,14 @@ def _env(**values):
         ({"FLOWPILOT_LLM_ENDPOINTS": "default"}, "reserved"),
         ({"FLOWPILOT_LLM_ENDPOINTS": "a,a", "FLOWPILOT_LLM_A_BASE_URL": "http://x"}, "twice"),
         ({"FLOWPILOT_LLM_ENDPOINTS": "local"}, "FLOWPILOT_LLM_LOCAL_BASE_URL is not set"),
+        (
+            {
+                "FLOWPILOT_LLM_ENDPOINTS": "local",
+                "FLOWPILOT_LLM_LOCAL_BASE_URL": "http://x",
+                "FLOWPILOT_LLM_LOCAL_PRICES": '{"m": [1, -2]}',
+            },
+            r"FLOWPILOT_LLM_LOCAL_PRICES: `m`: the output price -2 must be between 0",
+        ),
     ],
 )
 def test_endpoint_environment_mistakes_stop_start_up(monkeypatch, values, words):
@@ -227,9 +236,20 @@ def test_endpoints_are_read_from_the_environment(monkeypatch):
     monkeypatch.setenv("FLOWPILOT_LLM_HOSTED_EU_BASE_URL", "https://llm.example/v1")
     monkeypatch.setenv("FLOWPILOT_LLM_HOSTED_EU_API_KEY", "sk-eu")
     monkeypatch.setenv("FLOWPILOT_LLM_HOSTED_EU_MODEL", "big")
+    monkeypatch.setenv("FLOWPILOT_LLM_LOCAL_PRICES", '{"qwen2.5:14b": [0, 0]}')
     assert read_llm_endpoints(environ.Env()) == {
-        "local": {"base_url": "http://127.0.0.1:11434/v1", "api_key": "", "model": ""},
-        "hosted-eu": {"base_url": "https://llm.example/v1", "api_key": "sk-eu", "model": "big"},
+        "local": {
+            "base_url": "http://127.0.0.1:11434/v1",
+            "api_key": "",
+            "model": "",
+            "prices": {"qwen2.5:14b": Price(0, 0)},
+        },
+        "hosted-eu": {
+            "base_url": "https://llm.example/v1",
+            "api_key": "sk-eu",
+            "model": "big",
+            "prices": {},
+        },
     }
     monkeypatch.delenv("FLOWPILOT_LLM_ENDPOINTS")
     assert read_llm_endpoints(environ.Env()) == {}

@@ -327,7 +327,7 @@ def test_schema_messages_are_readable():
     data = {"name": "s", "steps": [{"id": "a"}, {"id": "b", "kind": "repeat"}], "extra": 1}
     messages = {i.path: i.message for i in validate_workflow(data, registry=REGISTRY).issues}
     assert messages == {
-        "extra": "`extra` is not a known field; the fields here are `concurrency`, "
+        "extra": "`extra` is not a known field; the fields here are `budget`, `concurrency`, "
         "`description`, `edges`, `goal`, `inputs`, `max_parallel`, `name`, `notifications`, "
         "`outputs`, `queue`, "
         "`retention_days`, `schedule`, `steps`, `tools`",

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import difflib
 import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TypeVar
 
-from django.db import OperationalError, connections, router
+from django.db import connections, router
 from django.utils import timezone
 
 from tools.credentials.crypto import reseal, seal, unseal
@@ -34,6 +33,7 @@ from tools.credentials.kinds import (
 from tools.credentials.vault import DEFAULT_MOUNT, VaultError, VaultRef, read_value
 from tools.models import Credential
 from tools.redaction import basic_token
+from tools.shared_cache import shared_cache_retry
 
 T = TypeVar("T")
 USED_RESOLUTION = timedelta(minutes=1)
@@ -218,21 +218,6 @@ def clear_oauth2_tokens(credential: Credential, *, keys: Sequence[str] | None = 
     """Remove ``credential``'s access and refresh tokens (its client secret stays)."""
     credential.expires_at = None
     save_credential(credential, {}, unset=["access_token", "refresh_token"], keys=keys)
-
-
-def shared_cache_retry(statement: Callable[[], T]) -> T:
-    """``statement``, tried again for up to a second while SQLite answers "table is
-    locked": a shared-cache database (the in-memory one of the tests) refuses a
-    statement at once, rather than waiting, while another connection writes the table.
-    Other databases wait on their own; their errors pass through."""
-    for _ in range(100):
-        try:
-            return statement()
-        except OperationalError as exc:
-            if "table is locked" not in str(exc):
-                raise
-            time.sleep(0.01)
-    return statement()
 
 
 def _release_thread_connection() -> None:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         LLMTimeout,
         LLMUnavailable,
     )
+    from tools.llm.prices import Price, PriceTable, price_table
 
 # Each public name, and the module it is defined in.
 _HOMES = {
@@ -43,6 +44,9 @@ _HOMES = {
     "ToolCall": "tools.llm.client",
     "Usage": "tools.llm.client",
     "parse_json_reply": "tools.llm.content",
+    "Price": "tools.llm.prices",
+    "PriceTable": "tools.llm.prices",
+    "price_table": "tools.llm.prices",
     "DEFAULT_ENDPOINT": "tools.llm.endpoints",
     "LLMEndpointError": "tools.llm.endpoints",
     "LLMEndpointUnknown": "tools.llm.endpoints",
@@ -80,10 +84,13 @@ __all__ = [
     "LLMReplyInvalid",
     "LLMTimeout",
     "LLMUnavailable",
+    "Price",
+    "PriceTable",
     "ToolCall",
     "Usage",
     "endpoint_names",
     "llm_endpoint",
     "llm_endpoint_ready",
     "parse_json_reply",
+    "price_table",
 ]

@@ -33,6 +33,7 @@ from tools.llm.errors import (
     LLMTimeout,
     LLMUnavailable,
 )
+from tools.llm.prices import PriceTable, price_table
 from tools.policy import RetryPolicy
 
 if TYPE_CHECKING:
@@ -154,11 +155,15 @@ class LLMClient:
         backoff: RetryPolicy = DEFAULT_BACKOFF,
         sleep: Callable[[float], None] = time.sleep,
         rand: random.Random | None = None,
+        prices: PriceTable | None = None,
     ) -> None:
         if max_retries < 0:
             raise ValueError("max_retries must be 0 or more")
         self.base_url = base_url
         self.endpoint = ""  # the configured name, when built from settings
+        # What its calls cost (tools.llm.prices): the endpoint's table when built from
+        # settings, else the shipped prices under FLOWPILOT_LLM_PRICES.
+        self.prices = prices or price_table(getattr(settings, "FLOWPILOT_LLM_PRICES", None))
         self.model = model
         self.timeout = timeout
         self.max_retries = max_retries
@@ -199,7 +204,7 @@ class LLMClient:
             model or chosen.model,
             float(getattr(settings, "LLM_TIMEOUT", DEFAULT_TIMEOUT)),
             int(getattr(settings, "LLM_MAX_RETRIES", DEFAULT_MAX_RETRIES)),
-            **overrides,
+            **{"prices": chosen.prices, **overrides},
         )
         client.endpoint = chosen.name
         return client

@@ -5,7 +5,8 @@ step or the planner talks to.
 declared in the environment (``config.llm_endpoints``) and land in the
 ``FLOWPILOT_LLM_ENDPOINTS`` setting. A step names one with ``endpoint: local``; the
 validator refuses a name that is not configured (``endpoint_unknown``). Keys are read
-here and handed to the client only: they are never stored or shown.
+here and handed to the client only: they are never stored or shown. Each endpoint
+carries its price table (``tools.llm.prices``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from tools.errors import FlowpilotError
+from tools.llm.prices import PriceTable, price_table
 
 DEFAULT_ENDPOINT = "default"
 # The shipped ``OPENAI_BASE_URL``: a public service, which is never sent anything without
@@ -54,6 +56,7 @@ class LLMEndpoint:
     base_url: str
     model: str
     api_key: str = field(default="", repr=False)  # never in a repr, a log or a page
+    prices: PriceTable = field(default_factory=price_table, repr=False)
 
 
 def endpoint_names() -> list[str]:
@@ -69,6 +72,7 @@ def llm_endpoint(name: str | None = None) -> LLMEndpoint:
             settings.OPENAI_BASE_URL,
             settings.PLANNER_MODEL,
             settings.OPENAI_API_KEY,
+            price_table(getattr(settings, "FLOWPILOT_LLM_PRICES", None)),
         )
     configured = getattr(settings, "FLOWPILOT_LLM_ENDPOINTS", {})
     if name not in configured:
@@ -83,6 +87,7 @@ def llm_endpoint(name: str | None = None) -> LLMEndpoint:
         entry["base_url"],
         entry.get("model") or settings.PLANNER_MODEL,
         entry.get("api_key", ""),
+        price_table(getattr(settings, "FLOWPILOT_LLM_PRICES", None), entry.get("prices")),
     )
 
 

@@ -16,7 +16,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from tools.errors import TemplateError
-from tools.llm.endpoints import endpoint_names
+from tools.llm.endpoints import LLMEndpointError, endpoint_names, llm_endpoint
 from tools.templating import placeholders
 from workflows.expressions import ExpressionError, compile_condition
 from workflows.loops import UNTIL_NAMES, LoopReferenceError, parse_loop_reference
@@ -29,6 +29,7 @@ from workflows.schema import (
     TransformStep,
     WorkflowStep,
 )
+from workflows.schema_llm import LLMBudget
 from workflows.transform import TransformError, compile_transform
 from workflows.validation.context import FlowContext
 from workflows.validation.hints import (
@@ -205,17 +206,61 @@ def _endpoint(step: LLMStep | DecisionStep, path: str) -> list[ValidationIssue]:
     return [error("endpoint_unknown", f"{path}.endpoint", message, step.id)]
 
 
+def _priced(step: LLMStep | DecisionStep, path: str, ctx: FlowContext) -> list[ValidationIssue]:
+    """Under a budget in money (the step's or the workflow's), the model a step calls must
+    have a price (``tools.llm.prices``): a budget of unknown cost cannot be kept."""
+    own = step.budget.in_money()
+    if not step.needs_llm() or not (own or ctx.spec.budget.in_money()):
+        return []
+    try:
+        endpoint = llm_endpoint(step.endpoint)
+    except LLMEndpointError:
+        return []  # endpoint_unknown says so
+    model = step.model or endpoint.model
+    if endpoint.prices.price_for(model) is not None:
+        return []
+    whose = "its budget" if own else "the workflow's budget"
+    message = (
+        f"step `{step.id}` calls model `{model}` under {whose} in money, but no price is "
+        f"known for `{model}`; give it one in FLOWPILOT_LLM_PRICES (US dollars per million "
+        f"tokens: '{{\"{model}\": [input, output]}}')"
+        + (f" or {_prices_variable(step.endpoint)}" if step.endpoint else "")
+        + ", or name a priced model"
+    )
+    where = f"{path}.model" if step.model else (f"{path}.endpoint" if step.endpoint else path)
+    return [error("llm_price_unknown", where, message, step.id)]
+
+
+def _prices_variable(endpoint: str) -> str:
+    return f"FLOWPILOT_LLM_{endpoint.upper().replace('-', '_')}_PRICES"
+
+
+def _decision_budget(step: DecisionStep, path: str) -> list[ValidationIssue]:
+    if step.decision_prompt or step.budget == LLMBudget():
+        return []
+    message = (
+        f"decision `{step.id}` has a `budget`, but it decides by its conditions and calls no "
+        "model; a budget applies to the LLM form only (`decision_prompt`): remove it"
+    )
+    return [error("budget_without_llm", f"{path}.budget", message, step.id)]
+
+
 def _decision(step: DecisionStep, path: str, ctx: FlowContext) -> list[ValidationIssue]:
     return (
         _decision_structure(step, path, ctx)
         + _decision_conditions(step, path)
+        + _decision_budget(step, path)
         + _endpoint(step, path)
+        + _priced(step, path, ctx)
     )
 
 
 def _llm(step: LLMStep, path: str, ctx: FlowContext) -> list[ValidationIssue]:
     return (
-        _prompt_template(step, "prompt", path) + _output_schema(step, path) + _endpoint(step, path)
+        _prompt_template(step, "prompt", path)
+        + _output_schema(step, path)
+        + _endpoint(step, path)
+        + _priced(step, path, ctx)
     )
 
 

@@ -28,7 +28,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,14 +184,17 @@ def execute_llm_step(ctx: RunContext, step: LLMStep, args: dict[str, Any]) -> At
     _log_prompt(ctx, step.id, conversation)
     for _turn in range(step.max_turns):
         meter.before_call()
-        reply = llm.chat(
-            fit_history(conversation, trim),
-            tools=tools,
-            response_format=fmt,
-            deadline=deadline,
-            tap=_chat_tap(ctx, step),
-            **step.call_options(),
-        )
+        sent = fit_history(conversation, trim)
+        with _counted(ctx, step, llm, sent, tools) as paid:
+            reply = llm.chat(
+                sent,
+                tools=tools,
+                response_format=fmt,
+                deadline=deadline,
+                tap=_chat_tap(ctx, step),
+                **step.call_options(),
+            )
+            paid(reply)
         _log_reply(ctx, step.id, reply)
         meter.after_call(reply, llm.endpoint)
         conversation.append(ctx.redactor.scrub(reply.message()))
@@ -235,15 +239,18 @@ def execute_llm_decision(ctx: RunContext, step: DecisionStep, args: dict[str, An
         "type": "json_schema",
         "json_schema": {"name": "decision", "schema": schema, "strict": True},
     }
-    meter = Meter(step.id)
+    budget = step.budget
+    meter = Meter(step.id, budget.max_tokens)
     _log_prompt(ctx, step.id, messages)
-    reply = llm.chat(
-        messages,
-        response_format=fmt,
-        deadline=_deadline(step),
-        tap=_chat_tap(ctx, step),
-        **step.call_options(),
-    )
+    with _counted(ctx, step, llm, messages) as paid:
+        reply = llm.chat(
+            messages,
+            response_format=fmt,
+            deadline=_deadline(step),
+            tap=_chat_tap(ctx, step),
+            **step.call_options(),
+        )
+        paid(reply)
     _log_reply(ctx, step.id, reply)
     meter.after_call(reply, llm.endpoint)
     answer = _parsed(step, reply.content)
@@ -272,6 +279,27 @@ def _client(ctx: RunContext, step: LLMStep | DecisionStep) -> LLMClient:
         llm_endpoint_ready(step.endpoint)  # no LLM configured: LLMNotConfigured, what to set
         raise StepKindUnsupported(f"step `{step.id}` needs an LLM, but this run has no LLM client")
     return llm
+
+
+@contextmanager
+def _counted(
+    ctx: RunContext,
+    step: LLMStep | DecisionStep,
+    llm: LLMClient,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None = None,
+) -> Iterator[Callable[[LLMReply], None]]:
+    """One model call through the run's money ledger (``runs.engine.spend``): refused
+    before it is made when a budget in money cannot fit it, counted after."""
+    if ctx.spend is None:  # a replay: its answers are recorded, nothing is paid
+        yield lambda reply: None
+        return
+    endpoint = llm.endpoint or step.endpoint or DEFAULT_ENDPOINT
+    model = step.model or llm.model
+    with ctx.spend.call(
+        step, endpoint=endpoint, model=model, prices=llm.prices, messages=messages, tools=tools
+    ) as paid:
+        yield paid
 
 
 def _chat_tap(ctx: RunContext, step: LLMStep | DecisionStep) -> ChatTap | None:

@@ -176,26 +176,3 @@ def test_a_step_thread_keeps_no_connection_open_after_its_read(keys):
     assert seen == {"token": "tok-thread-1", "open": in_memory}  # Django keeps those open
     resolve_credential("gh")  # the main thread keeps its own
     assert connections["default"].connection is not None
-
-
-def test_shared_cache_retry_tries_a_locked_table_again_and_passes_other_errors():
-    from django.db import OperationalError
-
-    from tools.credentials.store import shared_cache_retry
-
-    answers = [OperationalError("database table is locked: tools_credential")] * 2 + ["row"]
-
-    def statement():
-        answer = answers.pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
-
-    assert shared_cache_retry(statement) == "row"
-    assert answers == []
-
-    def broken():
-        raise OperationalError("no such table: tools_credential")
-
-    with pytest.raises(OperationalError, match="no such table"):
-        shared_cache_retry(broken)
