@@ -122,6 +122,11 @@ class Spend:
         """Around one model call: reserves (or refuses) before, settles after. The body
         calls what it yields with the reply once it has one; a body that raises first
         settles the row as ``failed``."""
+        if not self._run_checked:  # a context built without a stored run (tests, benchmarks)
+            self._run_checked = True
+            run_id = self.run_id
+            if run_id is not None and not _released(partial(_run_exists, run_id)):
+                self.run_id = None
         budget: LLMBudget = step.budget
         limits = self._limits(step.id, budget, self.now())
         price = prices.price_for(model)
@@ -173,10 +178,6 @@ class Spend:
         limits: list[_Limit],
     ) -> LLMCall:
         def reserve() -> LLMCall:
-            if not self._run_checked:  # a context built without a stored run (tests)
-                self._run_checked = True
-                if self.run_id is None or not Run.objects.filter(pk=self.run_id).exists():
-                    self.run_id = None
             with transaction.atomic(using=_db()):
                 if limits:
                     _lock(self.workflow)
@@ -231,6 +232,10 @@ class Spend:
                     f"step `{step_id}`'s model calls have spent ${usd_text(spent, 6)}, over "
                     f"{limit.name} of ${usd_text(limit.allows)}; no further call fits it"
                 )
+
+
+def _run_exists(run_id: int) -> bool:
+    return shared_cache_retry(Run.objects.filter(pk=run_id).exists)
 
 
 def _db() -> str:

@@ -3,10 +3,15 @@ the unset ones left to the endpoint; their bounds are checked where they are wri
 
 from __future__ import annotations
 
+from decimal import Decimal
+from pathlib import Path
+
 import pytest
+import yaml
 from pydantic import ValidationError
 
-from workflows.schema_llm import MAX_SEED, LLMBudget, LLMSettings
+from workflows.schema_llm import MAX_SEED, LLMBudget, LLMSettings, MoneyBudget
+from workflows.validator import validate_workflow
 
 
 def test_only_the_options_a_step_sets_are_sent():
@@ -33,3 +38,27 @@ def test_a_budget_bounds_each_count_from_its_own_floor():
     assert LLMBudget(max_tool_calls=0).max_tool_calls == 0
     with pytest.raises(ValidationError):
         LLMBudget(max_calls=0)
+
+
+def test_a_budget_in_money_is_dollars_with_at_most_six_decimals():
+    assert LLMBudget(usd_per_run=0.5).usd_per_run == Decimal("0.5")
+    assert LLMBudget(usd_per_month="12.000001").usd_per_month == Decimal("12.000001")
+    assert MoneyBudget().in_money() is False
+    assert MoneyBudget(usd_per_month=0).in_money() is True
+    for bad in ("-1", "0.0000001", "1000001", "NaN", "lots"):
+        with pytest.raises(ValidationError):
+            MoneyBudget(usd_per_run=bad)
+
+
+def test_the_budgets_example_of_the_docs_is_a_valid_workflow(settings):
+    """docs/observability.md's example, as written, validates and reads as documented."""
+    settings.FLOWPILOT_LLM_PRICES = {}
+    text = (Path(__file__).resolve().parents[2] / "docs" / "observability.md").read_text()
+    block = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    report = validate_workflow(yaml.safe_load(block), registry=None)
+    assert report.ok, [i.message for i in report.issues]
+    spec = report.spec
+    assert spec.budget == MoneyBudget(usd_per_run=Decimal("0.5"), usd_per_month=Decimal(40))
+    summary, route = spec.steps[:2]
+    assert summary.budget.usd_per_month == Decimal(15)
+    assert route.budget.usd_per_run == Decimal("0.01")
