@@ -12,6 +12,7 @@ import environ
 from celery.schedules import crontab
 
 from config.llm_endpoints import read_llm_endpoints, read_prices
+from config.telemetry import read_trace_exporters
 from tools.llm.endpoints import PUBLIC_BASE_URL
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -424,6 +425,14 @@ FLOWPILOT_LLM_CONTEXT_BUDGET_CHARS = env.int("FLOWPILOT_LLM_CONTEXT_BUDGET_CHARS
 FLOWPILOT_PLANNER_QUESTION_ROUNDS = env.int("FLOWPILOT_PLANNER_QUESTION_ROUNDS", default=2)
 # Approved workflows shown to the planner as templates (0: none).
 FLOWPILOT_PLANNER_TEMPLATES = env.int("FLOWPILOT_PLANNER_TEMPLATES", default=3)
+
+# Traces (docs/observability.md): on when the standard OpenTelemetry variables ask for
+# an exporter (OTEL_TRACES_EXPORTER=otlp|console, or an OTLP endpoint), off by default;
+# the OTLP exporter reads OTEL_EXPORTER_OTLP_* itself. FLOWPILOT_TRACE_URL links a run's
+# page to its trace: http://jaeger:16686/trace/{trace_id}.
+FLOWPILOT_TRACE_EXPORTERS = read_trace_exporters(env)
+FLOWPILOT_TRACING = bool(FLOWPILOT_TRACE_EXPORTERS)
+FLOWPILOT_TRACE_URL = env("FLOWPILOT_TRACE_URL", default="")
 
 LOGGING = {
     "version": 1,

@@ -132,7 +132,7 @@ def run_with_retries(
     policy = effective_retry(ctx, step)
     records, last = try_until_done(
         ctx, policy, lambda: execute_attempt(ctx, step, args), first_attempt=first_attempt,
-        request_of=attempt_request,
+        request_of=attempt_request, step_id=step.id,
     )  # fmt: skip
     return outcome_of(last, tuple(records))
 

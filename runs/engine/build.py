@@ -23,6 +23,7 @@ from runs.engine.context import CallTaps, Limits, RunContext
 from runs.engine.http import run_http_client
 from runs.engine.plan import CompiledPlan, compile_plan
 from runs.engine.spend import Spend
+from runs.engine.tracing import run_tracer, tracing_enabled
 from tools.breaker.setup import breakers_from_settings
 from tools.llm import LLMClient, LLMNotConfigured
 from tools.mcp.session import McpSessions
@@ -105,6 +106,14 @@ def build_run_context(
             budget=spec.budget,
             now=lambda: context.now(),
             output_tokens_guess=settings.FLOWPILOT_LLM_ESTIMATE_OUTPUT_TOKENS,
+        )
+    if tracing_enabled():
+        context.tracer = run_tracer(
+            run_id=run_id,
+            run_uuid=context.run_uuid,
+            workflow=spec.name,
+            version_hash=spec.definition_hash(),
+            redactor=context.redactor,
         )
     if taps is not None and taps.offline:
         context.pacer = None  # a replay sends nothing: no slot to wait for, no header to read

@@ -42,6 +42,7 @@ from workflows.schema import WorkflowSpec
 
 if TYPE_CHECKING:  # the ledger's models load with the first llm run
     from runs.engine.spend import Spend
+    from runs.engine.tracing import RunTracer
 
 Clock = Callable[[], datetime]
 DEFAULT_CLOCK: Clock = timezone.now  # the engine's only wall clock; tests inject their own
@@ -125,6 +126,7 @@ class RunContext:
     mcp: McpSessions | None = None  # this run's MCP sessions, opened on first use
     taps: CallTaps | None = None  # records (validation) or replays the tool and model calls
     spend: Spend | None = None  # the money ledger of its model calls (runs.engine.spend)
+    tracer: RunTracer | None = None  # its spans (runs.engine.tracing); None: tracing is off
     # In process: drives a `workflow` step's child run to its end (``runs.services`` sets
     # it); None on Celery, where such a step parks instead (runs/engine/kinds/workflow.py).
     run_child: Callable[[Any], Any] | None = None

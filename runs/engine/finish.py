@@ -13,6 +13,7 @@ from typing import Any
 from runs.engine import checkpoint
 from runs.engine.context import RunContext
 from runs.engine.resolve import resolve
+from runs.engine.tracing import emit_run_span, tracing_enabled
 from runs.models import Run, StepResult
 from runs.state import RowWrite, RunStatus, RunTrigger, StepStatus, run_transition, run_write
 from tools.hooks import hooks_announce
@@ -91,6 +92,8 @@ def run_finished_announce(run: Run, spec: WorkflowSpec | None = None) -> None:
     """
     if run.trigger == RunTrigger.REPLAY:
         return
+    if tracing_enabled():
+        _root_span(run)
     hooks_announce(
         setting="FLOWPILOT_RUN_FINISHED_HOOKS",
         run_id=run.pk,
@@ -128,3 +131,22 @@ def run_outputs(
             redactor=ctx.redactor,
         )
     return outputs
+
+
+def _root_span(run: Run) -> None:
+    """The run's root span (``runs.engine.tracing``), from its creation to its end."""
+    version = run.workflow
+    emit_run_span(
+        run_id=run.pk,
+        run_uuid=str(run.uuid),
+        workflow=version.name,
+        version=version.version,
+        version_hash=version.definition_hash,
+        status=str(run.status),
+        trigger=str(run.trigger),
+        started=run.created_at,
+        finished=run.finished_at or run.created_at,
+        error_summary=run.error_summary or "",
+        approved_by=version.approved_by_id,
+        parent_run_id=run.parent_run_id,
+    )

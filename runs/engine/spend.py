@@ -213,11 +213,8 @@ class Spend:
             row.state = LLMCallState.ANSWERED
             row.model = (reply.model or asked)[:200]
             row.prompt_tokens, row.completion_tokens = usage.prompt_tokens, usage.completion_tokens
-            # The model that answered, at its price; a name the table does not know
-            # (a provider's alias) at the price of the model asked.
-            price = prices.price_for(reply.model) or prices.price_for(asked)
-            row.cost_pico = (
-                None if price is None else price.cost(usage.prompt_tokens, usage.completion_tokens)
+            row.cost_pico = prices.charge(
+                reply.model, asked, usage.prompt_tokens, usage.completion_tokens
             )
         row.settled_at = self.now()
         fields = ["state", "model", "prompt_tokens", "completion_tokens", "cost_pico", "settled_at"]

@@ -253,13 +253,33 @@ def try_once(
     *,
     worker: str | None = None,
     request_of: Callable[[T], dict[str, Any] | None] | None = None,
+    step_id: str = "",
+    item: int | None = None,
 ) -> Tried[T]:
     """Make try number ``number`` (``call``) and record it; a ``FlowpilotError`` it
     raises is returned, classified (``error_record``), not raised.
 
     What the try sent is recorded (``AttemptRecord.sent``): a failed call's request
     from its ``ToolError``, a successful one's as ``request_of`` reads it of the value.
+    With tracing on, the try is a span (``runs.engine.tracing``) that its record
+    describes, current while ``call`` runs, so that its calls are its children.
     """
+    if ctx.tracer is None:
+        return _tried(ctx, number, call, worker, request_of)
+    with ctx.tracer.step_try(step_id, number, item) as span:
+        tried = _tried(ctx, number, call, worker, request_of)
+        record = tried.record
+        ctx.tracer.try_ended(span, str(record.status), record.error, record.sent, record.worker)
+    return tried
+
+
+def _tried(
+    ctx: RunContext,
+    number: int,
+    call: Callable[[], T],
+    worker: str | None,
+    request_of: Callable[[T], dict[str, Any] | None] | None,
+) -> Tried[T]:
     started, t0 = ctx.now(), time.perf_counter()
     try:
         value = call()
@@ -298,6 +318,8 @@ def try_until_done(
     first_attempt: int = 1,
     worker: str | None = None,
     request_of: Callable[[T], dict[str, Any] | None] | None = None,
+    step_id: str = "",
+    item: int | None = None,
 ) -> tuple[list[AttemptRecord], Tried[T]]:
     """Try ``call`` until it succeeds, fails fatally or runs out of ``policy``'s tries,
     waiting what ``next_try`` decides with ``ctx.sleep`` (injectable) between tries.
@@ -308,7 +330,9 @@ def try_until_done(
     records: list[AttemptRecord] = []
     number, free = first_attempt, 0  # free: tries a rate limit held back (not counted)
     while True:
-        tried = try_once(ctx, number, call, worker=worker, request_of=request_of)
+        tried = try_once(
+            ctx, number, call, worker=worker, request_of=request_of, step_id=step_id, item=item
+        )
         if tried.error is not None:
             budget_try = number - first_attempt + 1 - free
             decision = next_try(policy, budget_try, tried.error, ctx.rand.random)

@@ -169,6 +169,14 @@ class PriceTable:
         price = self.price_for(model)
         return None if price is None else price.cost(prompt_tokens, completion_tokens)
 
+    def charge(
+        self, answered: str | None, asked: str, prompt_tokens: int, completion_tokens: int
+    ) -> int | None:
+        """What a call costs: at the price of the model that answered, or of the model
+        asked when the answering name is not in the table (a provider's alias)."""
+        price = self.price_for(answered) or self.price_for(asked)
+        return None if price is None else price.cost(prompt_tokens, completion_tokens)
+
 
 def _names(model: str) -> list[str]:
     name = model.strip()

@@ -372,7 +372,7 @@ def _try(
                 raise _as_timeout(step) from exc
             raise
 
-    return try_once(ctx, number, call, worker=worker, request_of=attempt_request)
+    return try_once(ctx, number, call, worker=worker, request_of=attempt_request, step_id=step.id)
 
 
 def _hit_time_limit(exc: BaseException | None) -> bool:

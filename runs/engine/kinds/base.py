@@ -19,7 +19,7 @@ import httpx
 from runs.engine.context import RunContext
 from runs.summaries import human_size, json_size, value_summary
 from tools.calls import ToolCallContext, ToolResult
-from tools.errors import FlowpilotError, ToolNotAllowed
+from tools.errors import FlowpilotError, ToolError, ToolNotAllowed
 from workflows.graph import FlowGraph
 from workflows.schema import AnyStep
 
@@ -162,10 +162,49 @@ def call_tool(
         tap=None if ctx.taps is None else ctx.taps.tap_for(step.id, item, tool),
         run_id=ctx.run_id,
     )
+    if ctx.tracer is not None:
+        return _traced_call(ctx, tool, args, call_ctx, step.id, item)
     if not logger.isEnabledFor(logging.DEBUG):
         return ctx.registry.call(tool, args, call_ctx)
     where = f"run {ctx.run_id} step {step.id}" + ("" if item is None else f" item {item}")
     return _logged_call(ctx, tool, args, call_ctx, where)
+
+
+def _traced_call(
+    ctx: RunContext,
+    tool: str,
+    args: dict[str, Any],
+    call_ctx: ToolCallContext,
+    step_id: str,
+    item: int | None,
+) -> ToolResult:
+    """``registry.call`` inside its span (``runs.engine.tracing``): the tool, its kind and
+    the request as its record stores it (masked), or the error's type."""
+    assert ctx.tracer is not None
+    spec = ctx.registry.get(tool)
+    kind = spec.kind if spec is not None else ""
+    attributes: dict[str, Any] = {
+        "flowpilot.step_id": step_id,
+        "flowpilot.tool": tool,
+        "flowpilot.tool_kind": kind,
+    }
+    if item is not None:
+        attributes["flowpilot.item"] = item
+    with ctx.tracer.call(f"tool {tool}", attributes) as span:
+        try:
+            if logger.isEnabledFor(logging.DEBUG):
+                where = f"run {ctx.run_id} step {step_id}" + (
+                    "" if item is None else f" item {item}"
+                )
+                result = _logged_call(ctx, tool, args, call_ctx, where)
+            else:
+                result = ctx.registry.call(tool, args, call_ctx)
+        except FlowpilotError as exc:
+            request = exc.request if isinstance(exc, ToolError) else None
+            ctx.tracer.call_ended(span, request=request, error=exc.as_dict())
+            raise
+        ctx.tracer.call_ended(span, request=result.request)
+    return result
 
 
 def _logged_call(

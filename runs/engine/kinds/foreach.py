@@ -101,7 +101,11 @@ def _call_item(
     for a 429's ``Retry-After`` and an open breaker's cool-down); raises its last error."""
     with tool_session(ctx.http, ctx.registry, step.tool) as http:  # cookies: one item
         _, last = try_until_done(
-            ctx, policy, lambda: call_tool(ctx, step, step.tool, args, item=index, http=http)
+            ctx,
+            policy,
+            lambda: call_tool(ctx, step, step.tool, args, item=index, http=http),
+            step_id=step.id,
+            item=index,
         )
     if last.error is not None:
         raise last.error

@@ -58,6 +58,7 @@ from tools.llm import (
     llm_endpoint_ready,
     parse_json_reply,
 )
+from tools.llm.prices import usd_text
 from tools.templating import render_text
 from workflows.graph import FlowGraph
 from workflows.schema import DecisionStep, LLMStep
@@ -291,15 +292,56 @@ def _counted(
 ) -> Iterator[Callable[[LLMReply], None]]:
     """One model call through the run's money ledger (``runs.engine.spend``): refused
     before it is made when a budget in money cannot fit it, counted after."""
-    if ctx.spend is None:  # a replay: its answers are recorded, nothing is paid
-        yield lambda reply: None
-        return
     endpoint = llm.endpoint or step.endpoint or DEFAULT_ENDPOINT
     model = step.model or llm.model
-    with ctx.spend.call(
-        step, endpoint=endpoint, model=model, prices=llm.prices, messages=messages, tools=tools
-    ) as paid:
-        yield paid
+    with _traced(ctx, step, llm, endpoint, model) as traced:
+        if ctx.spend is None:  # a replay: its answers are recorded, nothing is paid
+            yield traced
+            return
+        with ctx.spend.call(
+            step, endpoint=endpoint, model=model, prices=llm.prices, messages=messages, tools=tools
+        ) as paid:
+
+            def answered(reply: LLMReply) -> None:
+                paid(reply)
+                traced(reply)
+
+            yield answered
+
+
+@contextmanager
+def _traced(
+    ctx: RunContext, step: LLMStep | DecisionStep, llm: LLMClient, endpoint: str, model: str
+) -> Iterator[Callable[[LLMReply], None]]:
+    """A model call's span (``runs.engine.tracing``): endpoint, model, tokens; nothing of
+    what was said. Nothing at all when tracing is off."""
+    if ctx.tracer is None:
+        yield lambda reply: None
+        return
+    tracer = ctx.tracer
+    attributes = {"flowpilot.step_id": step.id, "gen_ai.request.model": model}
+    with tracer.call(f"llm {endpoint}", {**attributes, "flowpilot.llm_endpoint": endpoint}) as span:
+
+        def answered(reply: LLMReply) -> None:
+            usage = reply.usage
+            cost = llm.prices.charge(
+                reply.model, model, usage.prompt_tokens, usage.completion_tokens
+            )
+            tracer.call_ended(
+                span,
+                attributes={
+                    "gen_ai.response.model": reply.model,
+                    "gen_ai.usage.input_tokens": usage.prompt_tokens,
+                    "gen_ai.usage.output_tokens": usage.completion_tokens,
+                    "flowpilot.cost_usd": None if cost is None else float(usd_text(cost) or 0),
+                },
+            )
+
+        try:
+            yield answered
+        except FlowpilotError as exc:
+            tracer.call_ended(span, error=exc.as_dict())
+            raise
 
 
 def _chat_tap(ctx: RunContext, step: LLMStep | DecisionStep) -> ChatTap | None:

@@ -134,6 +134,7 @@ class _StubContext:
         self.slept: list[float] = []
         self.rand = random.Random(0)
         self.redactor = Redactor()
+        self.tracer = None  # tracing off
 
     def now(self) -> datetime:
         return NOW

@@ -1,0 +1,179 @@
+"""Traces of runs (runs/engine/tracing.py), sent over OTLP/HTTP to a loopback collector:
+one trace per run with the span tree the docs describe, nothing secret in it, and
+nothing at all when tracing is off."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from runs.engine import tracing
+from runs.engine.build import build_run_context
+from runs.engine.tracing import flush_traces, root_span_id_of, trace_url
+from runs.services import run_create, run_execute
+from tests.fakes import FakeAPI, FakeResponse
+from tests.fakes.openai_server import FakeLLM, completion
+from tests.fakes.otlp import FakeCollector
+from tools.llm import LLMClient
+from tools.loader import load_tool_text
+from tools.registry import ToolRegistry
+from tools.services import tool_upsert
+from workflows.services import workflow_import, workflow_spec
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SECRET = "sk-trace-9c1d2e3f4a5b6c7d"
+
+KEYED_TOOL = """
+- name: keyed_echo
+  kind: http
+  description: Echo a tag behind an API key sent in the query (loopback fake).
+  base_url: "{base}"
+  request: {{method: GET, url: "/echo/{{{{tag}}}}"}}
+  auth: {{type: api_key, in: query, name: key, value: "{{{{env.TRACE_API_KEY}}}}"}}
+  inputs: {{type: object, properties: {{tag: {{type: string}}}}, required: [tag]}}
+  retry: {{max_attempts: 3, initial_delay: 0.01, max_delay: 0.05, jitter: 0}}
+"""
+
+FLOW = {
+    "name": "traced",
+    "inputs": {"tag": {"type": "string"}},
+    "steps": [
+        {
+            "id": "fetch",
+            "kind": "tool",
+            "tool": "keyed_echo",
+            "input_mapping": {"tag": "$input.tag"},
+        },
+        {
+            "id": "say",
+            "kind": "llm",
+            "prompt": "Say {{tag}}",
+            "input_mapping": {"tag": "fetch.tag"},
+        },
+    ],
+}
+
+
+def keyed_api() -> FakeAPI:
+    api = FakeAPI()
+
+    def echo(request, match):  # careless: echoes the key it was given
+        return FakeResponse.json({"tag": match["tag"], "key": request.arg("key")})
+
+    api.route("echo", "GET", r"/echo/(?P<tag>[^/?]+)(\?.*)?", echo)
+    return api
+
+
+def load_keyed_tool(api: FakeAPI) -> None:
+    for spec in load_tool_text(KEYED_TOOL.format(base=api.url), source="tests"):
+        tool_upsert(spec=spec, source="tests")
+
+
+@pytest.fixture
+def collector(settings, monkeypatch):
+    with FakeCollector() as collector:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", collector.traces_url)
+        monkeypatch.setenv("OTEL_SERVICE_NAME", "flowpilot-test")
+        settings.FLOWPILOT_TRACING = True
+        settings.FLOWPILOT_TRACE_EXPORTERS = ("otlp",)
+        tracing.shutdown_tracing()  # a provider of this test's own, sending to it
+        yield collector
+        tracing.shutdown_tracing()
+
+
+def run_in_process(flow: dict, llm: FakeLLM, env: dict[str, str]):
+    workflow, _ = workflow_import(data=flow)
+    registry = ToolRegistry.from_db()
+    run = run_create(workflow=workflow, trigger="manual", inputs={"tag": "t1"}, registry=registry)
+    with LLMClient(llm.base_url, "sk-llm", "step-model", 5.0, 0) as client:
+        ctx = build_run_context(
+            run_id=run.pk,
+            run_uuid=str(run.uuid),
+            spec=workflow_spec(workflow),
+            registry=registry,
+            env=env,
+            llm=client,
+            sleep=lambda s: None,
+            rand=random.Random(0),
+        )
+        with ctx:
+            return run_execute(run=run, context=ctx)
+
+
+def assert_one_trace_per_run(spans, run, *, tries_of_fetch: int) -> None:
+    trace_id = run.uuid.hex
+    assert {s.trace_id for s in spans} == {trace_id}
+    (root,) = [s for s in spans if s.parent_id == ""]
+    assert root.name == "run traced"
+    assert root.span_id == f"{root_span_id_of(str(run.uuid)):016x}"
+    assert root.attributes["flowpilot.run_id"] == run.pk
+    assert root.attributes["flowpilot.status"] == "succeeded"
+    assert root.attributes["flowpilot.version_hash"] == run.workflow.definition_hash
+    assert root.status == 1
+    assert root.service == "flowpilot-test"
+
+    fetch_tries = sorted(
+        (s for s in spans if s.name == "step fetch"),
+        key=lambda s: s.attributes["flowpilot.attempt"],
+    )
+    assert [s.attributes["flowpilot.attempt"] for s in fetch_tries] == list(
+        range(1, tries_of_fetch + 1)
+    )
+    assert all(s.parent_id == root.span_id for s in fetch_tries)
+    assert fetch_tries[-1].attributes["flowpilot.status"] == "succeeded"
+    for failed in fetch_tries[:-1]:
+        assert failed.status == 2
+        assert failed.attributes["flowpilot.error.type"] == "http_error"
+    (say,) = [s for s in spans if s.name == "step say"]
+    assert say.parent_id == root.span_id
+
+    calls = [s for s in spans if s.name == "tool keyed_echo"]
+    assert len(calls) == tries_of_fetch
+    assert {c.parent_id for c in calls} == {t.span_id for t in fetch_tries}
+    last = max(calls, key=lambda c: c.start_ns)
+    assert last.attributes["http.request.method"] == "GET"
+    assert last.attributes["http.response.status_code"] == 200
+    assert last.attributes["url.full"].endswith("/echo/t1?key=***")
+    (model,) = [s for s in spans if s.name == "llm default"]
+    assert model.parent_id == say.span_id
+    assert model.attributes["gen_ai.usage.input_tokens"] == 10
+    assert model.attributes["gen_ai.response.model"] == "fake-model"
+    for span in spans:
+        assert span.start_ns <= span.end_ns
+        assert root.start_ns <= span.start_ns
+
+
+def test_a_run_in_process_is_one_trace_with_its_tries_and_calls_and_no_secret(collector):
+    with keyed_api() as api, FakeLLM() as llm:
+        api.fail("echo", status=503, times=1)
+        llm.always(lambda request: completion("said"))
+        load_keyed_tool(api)
+        run = run_in_process(FLOW, llm, {"TRACE_API_KEY": SECRET})
+        assert run.status == "succeeded", run.error_summary
+        assert api.requests()[-1].arg("key") == SECRET  # the secret was sent, and echoed
+        assert flush_traces()
+        spans = collector.wait_for(lambda found: any(s.parent_id == "" for s in found))
+
+    assert_one_trace_per_run(spans, run, tries_of_fetch=2)
+    assert SECRET.encode() not in collector.raw()
+
+
+def test_tracing_off_imports_and_sends_nothing(settings):
+    settings.FLOWPILOT_TRACING = False
+    with keyed_api() as api, FakeLLM() as llm, FakeCollector() as collector:
+        llm.always(lambda request: completion("said"))
+        load_keyed_tool(api)
+        run = run_in_process(FLOW, llm, {"TRACE_API_KEY": SECRET})
+        assert run.status == "succeeded"
+        assert flush_traces()
+        assert collector.raw() == b""
+
+
+def test_the_trace_link_is_the_template_with_the_runs_trace_id(settings):
+    settings.FLOWPILOT_TRACE_URL = "http://jaeger.local:16686/trace/{trace_id}"
+    run_uuid = "6f1c2a9e-0b7d-4c55-9a61-2d3e4f5a6b7c"
+    assert trace_url(run_uuid) == "http://jaeger.local:16686/trace/6f1c2a9e0b7d4c559a612d3e4f5a6b7c"
+    settings.FLOWPILOT_TRACE_URL = ""
+    assert trace_url(run_uuid) == ""
