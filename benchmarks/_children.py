@@ -27,7 +27,12 @@ def run(kind: str, params: dict, args: argparse.Namespace) -> int:
 
         _measure.store_tool(server.url)
         _measure.set_slots(args.slots)
-        section = {"inprocess": _inprocess, "celery": _celery, "scale": _scale}[kind]
+        section = {
+            "inprocess": _inprocess,
+            "celery": _celery,
+            "scale": _scale,
+            "tracing": _tracing,
+        }[kind]
         result = {"where": where, **section(_measure, server.url, params, args)}
     print("RESULT " + json.dumps(result), flush=True)
     return 0
@@ -132,3 +137,47 @@ def _scale(m, url: str, params: dict, args: argparse.Namespace) -> dict:
     plain = m.median_of(m.plain(url, kind, n, delay_ms=0, slots=args.slots), repeat)
     heap = m.heap_peak_mb(m.in_process(workflow))  # one more run, traced (slower, untimed)
     return {"plain": plain, "flowpilot": engine, "peak_mb": peak - base, "heap_mb": heap}
+
+
+def _tracing(m, url: str, params: dict, args: argparse.Namespace) -> dict:
+    """The chain in process with tracing off and on, alternately (``--repeat`` pairs,
+    medians): on, every try and call is a span, sent over OTLP/HTTP to a loopback
+    receiver by the batch processor. The export (``flush_traces``) is timed apart, after
+    each traced run: in production it happens on the exporter's thread, beside the run."""
+    import os
+    import statistics
+    import time
+
+    from django.conf import settings
+
+    from benchmarks._support import TraceSink
+    from runs.engine.tracing import flush_traces, shutdown_tracing
+
+    with TraceSink() as sink:
+        os.environ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = f"{sink.url}/v1/traces"
+        settings.FLOWPILOT_TRACE_EXPORTERS = ("otlp",)
+        workflow = m.prepare(m.shape("chain", args.chain, 0))
+        run = m.in_process(workflow)
+
+        def timed(tracing: bool) -> float:
+            settings.FLOWPILOT_TRACING = tracing
+            started = time.perf_counter()
+            run()
+            return time.perf_counter() - started
+
+        timed(False), timed(True), flush_traces()  # warm both, and the exporter
+        off, on, export = [], [], []
+        for _ in range(args.repeat):
+            off.append(timed(False))
+            on.append(timed(True))
+            started = time.perf_counter()
+            flush_traces()
+            export.append(time.perf_counter() - started)
+        shutdown_tracing()
+        return {
+            "n": args.chain,
+            "off": statistics.median(off),
+            "on": statistics.median(on),
+            "export": statistics.median(export),
+            "spans": sink.spans,
+        }

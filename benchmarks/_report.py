@@ -19,6 +19,7 @@ SCALE_FLAT = 1.25
 FIXED_COST_MS = 5.0
 FIXED_COST_POSTGRES_MS = 4.0
 MEMORY_LINEAR = 1.25
+TRACING_ON = 0.05
 
 
 def report(results: dict) -> str:
@@ -36,6 +37,8 @@ def report(results: dict) -> str:
         lines += [*scaling(results["scale"]), ""]
     if results.get("celery", {}).get("scale"):
         lines += [*celery_scaling(results["celery"]["scale"]), ""]
+    if results.get("tracing"):
+        lines += [*tracing(results["tracing"]), ""]
     lines += targets(results)
     return "\n".join(lines)
 
@@ -138,6 +141,21 @@ def _at(rows: list[dict], shape: str, n: int) -> dict | None:
     return next((r for r in rows if r["shape"] == shape and r["n"] == n), None)
 
 
+def tracing(rows: dict) -> list[str]:
+    out = [
+        "| chain in process | steps | tracing off | tracing on | on vs off | export after "
+        "each run | spans received |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for db, fig in rows.items():
+        out.append(
+            f"| {db} | {fig['n']} | {fig['off'] * 1000:.1f} ms | {fig['on'] * 1000:.1f} ms | "
+            f"{(fig['on'] / fig['off'] - 1) * 100:+.1f} % | {fig['export'] * 1000:.1f} ms | "
+            f"{fig['spans']:,} |"
+        )
+    return out
+
+
 def targets(results: dict) -> list[str]:
     out = ["| target | measured | met |", "|---|---|---|"]
     for name, measured, met in _checks(results):
@@ -188,6 +206,13 @@ def _checks(results: dict) -> Iterator[tuple[str, str, bool]]:
                 cost <= limit,
             )
     yield from _scale_checks(results.get("scale") or [])
+    for db, fig in (results.get("tracing") or {}).items():
+        extra = fig["on"] / fig["off"] - 1
+        yield (
+            f"{db}: chain with tracing on <= {TRACING_ON * 100:g} % over tracing off",
+            f"{extra * 100:+.1f} %",
+            extra <= TRACING_ON,
+        )
 
 
 def _scale_checks(rows: list[dict]) -> Iterator[tuple[str, str, bool]]:

@@ -81,6 +81,62 @@ class LoopbackServer:
         self._thread.join()
 
 
+class _SinkHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.server.sink.received(body)  # type: ignore[attr-defined]
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args) -> None:
+        """Silent."""
+
+
+class TraceSink:
+    """An OTLP/HTTP receiver on loopback that answers 200 and counts the spans it got
+    (what a collector costs the sender, without a collector)."""
+
+    def __init__(self) -> None:
+        self.spans = 0
+        self._lock = threading.Lock()
+        self._server = _Server(("127.0.0.1", 0), _SinkHandler)
+        self._server.sink = self  # type: ignore[attr-defined]
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="bench-otlp", daemon=True
+        )
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def received(self, body: bytes) -> None:
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+        )
+
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        count = sum(
+            len(scope.spans) for spans in request.resource_spans for scope in spans.scope_spans
+        )
+        with self._lock:
+            self.spans += count
+
+    def __enter__(self) -> TraceSink:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+
 # --- The database -----------------------------------------------------------
 
 

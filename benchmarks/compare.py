@@ -8,8 +8,9 @@ on SQLite and on PostgreSQL, flowpilot on Celery. Celery runs one ``celery worke
 (prefork, ``--slots`` processes, Redis) for raw Celery and one for flowpilot, with the
 same flags; the in-process driver gets ``--slots`` threads. Then scaling tables
 (chains and wide graphs of ``--scale`` steps in process: per-step overhead and peak
-memory; of ``--celery-scale`` steps on Celery beside raw Celery) and the targets, each
-met or not. Prints; asserts nothing; exits 0.
+memory; of ``--celery-scale`` steps on Celery beside raw Celery), the chain in process
+with tracing off and on (spans sent over OTLP to a loopback receiver), and the targets,
+each met or not. Prints; asserts nothing; exits 0.
 
 Every section runs in a child process of its own (a fresh interpreter per database
 and per scaling size, so peak memory is that size's), on a throwaway database.
@@ -54,7 +55,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--slots", type=int, default=8, help="worker processes / in-process threads (8)")
     add("--repeat", type=int, default=5, help="timed runs per figure, median (5)")
     add("--quick", action="store_true", help="tiny sizes, one repeat: a smoke run")
-    add("--only", choices=["inprocess", "celery", "scale"], action="append",
+    add("--only", choices=["inprocess", "celery", "scale", "tracing"], action="append",
         help="run only these sections (repeatable)")  # fmt: skip
     add("--no-postgres", action="store_true", help="SQLite only: no PostgreSQL, no Celery")
     add(
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.child:
         return _children.run(args.child, json.loads(args.child_args), args)
-    sections = set(args.only or ["inprocess", "celery", "scale"])
+    sections = set(args.only or ["inprocess", "celery", "scale", "tracing"])
     results: dict = {"machine": _machine(), "args": _plain_args(args)}
     databases = ["sqlite"] if args.no_postgres else ["sqlite", args.database_url]
     if "inprocess" in sections:
@@ -102,6 +103,11 @@ def main(argv: list[str] | None = None) -> int:
                 figures = _child(args, "scale", {"db": "sqlite", "kind": kind, "n": n})
                 results["scale"].append({"shape": kind, "n": n, **figures})
                 _save(args, results)
+    if "tracing" in sections:
+        results["tracing"] = {}
+        for db in databases:
+            results["tracing"][_db_name(db)] = _child(args, "tracing", {"db": db})
+            _save(args, results)
     print(report(results))
     return 0
 

@@ -10,8 +10,10 @@ its spans into the same trace without passing anything along a task. The spans:
 - ``step <id>``: one per try (``runs.engine.tries.try_once``: the attempt record is
   what it describes), a child of the root, wherever the try ran;
 - ``tool <name>`` and ``llm <endpoint>``: one per tool call (HTTP, MCP, built-in) and
-  per model call, children of the try that made them (OpenTelemetry's current span,
-  in the thread making the call).
+  per model call, children of the try that made them (the try running in the thread
+  making the call: a context variable, each thread its own); a foreach item's tries
+  are children of the foreach step's try when they run in its thread, of the root
+  when they run on its pool.
 
 **Nothing secret.** Spans carry ids, names, the version's hash, statuses, error types
 and messages as the attempt record stores them, the request as stored (method, URL
@@ -27,6 +29,14 @@ its endpoint, headers and timeouts from the standard ``OTEL_EXPORTER_OTLP_*``
 variables, the batch processor its delays from ``OTEL_BSP_*``, the resource its
 service name from ``OTEL_SERVICE_NAME`` (default ``flowpilot``).
 
+Spans are written whole, from flowpilot's own records, as the SDK's ``ReadableSpan``
+handed to its batch processor (``RunTracer``): live SDK spans (a first version) cost a
+chain about twice as much (+9 % over tracing off, against +4 % now), mostly in the
+sampler, the attribute checks and the context switches of every span
+(``benchmarks/compare.py`` measures a chain with tracing off and on). No other
+library's spans join these traces: the httpx instrumentation would record URLs
+unmasked, and the Celery one makes a trace per task, where a run is one trace.
+
 The tracer provider is one per process (like the process's HTTP client: pooled,
 never per run), made on first use after a fork.
 """
@@ -36,9 +46,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import random
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -47,9 +61,8 @@ from django.conf import settings
 from tools.redaction import Redactor
 
 if TYPE_CHECKING:
-    from opentelemetry.context import Context
     from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-    from opentelemetry.trace import Span, Tracer
+    from opentelemetry.trace import Tracer
 
 SCOPE = "flowpilot"
 MAX_ATTRIBUTE_CHARS = 2000  # an error message quoting a huge value stays a short attribute
@@ -138,8 +151,32 @@ def shutdown_tracing() -> None:
     _process.cache_clear()
 
 
+@dataclass
+class SpanStart:
+    """A span being made: its id, its parent's, when it began and what it says so far."""
+
+    name: str
+    span_id: int
+    parent_id: int
+    start_ns: int
+    attributes: dict[str, Any]
+
+
+# The span of the try running in this context (this thread), so that the calls it makes
+# name it as their parent: (trace id, span id). Each thread has its own value.
+_CURRENT: ContextVar[tuple[int, int] | None] = ContextVar("flowpilot_current_span", default=None)
+
+
 class RunTracer:
-    """The spans of one run, for the steps' tries and calls (see the module doc)."""
+    """The spans of one run, for the steps' tries and calls (see the module doc).
+
+    A span is made in two moves: ``step_try``/``call`` note its start (and make it the
+    parent of what starts inside it, in this thread); ``try_ended``/``call_ended`` add
+    what its record says; the span is handed to the exporter's batch processor when its
+    block ends. The spans are written whole, with their times, as OpenTelemetry's
+    ``ReadableSpan``: no sampler, no live span object, no attribute checks at every
+    set — every attribute is a string, a number or a boolean made here.
+    """
 
     def __init__(
         self,
@@ -149,127 +186,121 @@ class RunTracer:
         workflow: str,
         version_hash: str,
         redactor: Redactor,
-        tracer: Tracer | None = None,
+        process: _Process | None = None,
     ) -> None:
-        from opentelemetry import trace
-        from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+        from opentelemetry.trace import TraceFlags
 
-        self.tracer = tracer or process_tracing().tracer
+        self.sampled = TraceFlags(TraceFlags.SAMPLED)
+        self.process = process or process_tracing()
+        self.scope = InstrumentationScope(SCOPE)
         self.redactor = redactor
-        self.common: dict[str, Any] = {
-            "flowpilot.run_id": run_id if run_id is not None else -1,
-            "flowpilot.run_uuid": str(run_uuid),
-            "flowpilot.workflow": workflow,
-            "flowpilot.version_hash": version_hash,
-        }
-        root = SpanContext(
-            trace_id=trace_id_of(run_uuid),
-            span_id=root_span_id_of(run_uuid),
-            is_remote=True,
-            trace_flags=TraceFlags(TraceFlags.SAMPLED),
+        self.trace_id = trace_id_of(run_uuid)
+        self.root_id = root_span_id_of(run_uuid)
+        # Masked once here; ``_write`` masks only what is added to it per span.
+        self.common: dict[str, Any] = self._clean(
+            {
+                "flowpilot.run_id": run_id if run_id is not None else -1,
+                "flowpilot.workflow": workflow,
+                "flowpilot.version_hash": version_hash,
+            }
         )
-        self.trace_id = root.trace_id
-        self.root = trace.set_span_in_context(NonRecordingSpan(root))
 
     @contextmanager
-    def step_try(self, step_id: str, number: int, item: int | None = None) -> Iterator[Span]:
-        """The span of one try, current in this thread while the try runs; the caller
-        ends it with ``try_ended``."""
-        from opentelemetry import trace
-
-        attributes: dict[str, Any] = {
-            **self.common,
-            "flowpilot.step_id": step_id,
-            "flowpilot.attempt": number,
-        }
+    def step_try(self, step_id: str, number: int, item: int | None = None) -> Iterator[SpanStart]:
+        """One try's span, the parent of the calls made in this thread while it runs."""
+        attributes: dict[str, Any] = {"flowpilot.step_id": step_id, "flowpilot.attempt": number}
         if item is not None:
             attributes["flowpilot.item"] = item
-        span = self.tracer.start_span(
-            f"step {step_id}", context=self._parent(), attributes=attributes
-        )
-        with trace.use_span(
-            span, end_on_exit=True, record_exception=False, set_status_on_exception=False
-        ):
+        with self._span(f"step {step_id}", attributes) as span:
             yield span
 
     def try_ended(
         self,
-        span: Span,
+        span: SpanStart,
         status: str,
         error: Mapping[str, Any] | None,
         sent: Mapping[str, Any] | None,
         worker: str | None = None,
     ) -> None:
         """What the try's record says: its status, its error (type and message, as
-        stored: scrubbed), what it sent (method, masked URL, status)."""
-        from opentelemetry.trace import Status, StatusCode
-
-        span.set_attribute("flowpilot.status", status)
+        stored: scrubbed), what it sent (method, masked URL, status), its worker."""
+        span.attributes["flowpilot.status"] = status
         if worker:
-            span.set_attribute("flowpilot.worker", worker)
-        if sent:
-            self._request(span, sent)
-        if error:
-            span.set_attribute("flowpilot.error.type", str(error.get("type", "")))
-            span.set_attribute("flowpilot.error.retryable", bool(error.get("retryable")))
-            span.set_status(Status(StatusCode.ERROR, self._text(error.get("message", ""))))
-        else:
-            span.set_status(Status(StatusCode.OK))
+            span.attributes["flowpilot.worker"] = worker
+        self._ended(span, sent, error)
 
     @contextmanager
-    def call(self, name: str, attributes: Mapping[str, Any]) -> Iterator[Span]:
-        """A tool or model call's span, a child of the current one (its try)."""
-        from opentelemetry import trace
-
-        span = self.tracer.start_span(
-            name, context=self._parent(), attributes={**self.common, **self._clean(attributes)}
-        )
-        with trace.use_span(
-            span, end_on_exit=True, record_exception=False, set_status_on_exception=False
-        ):
+    def call(self, name: str, attributes: Mapping[str, Any]) -> Iterator[SpanStart]:
+        """A tool or model call's span, a child of the try running in this thread."""
+        with self._span(
+            name, {"flowpilot.run_id": self.common["flowpilot.run_id"], **attributes}
+        ) as span:
             yield span
 
     def call_ended(
         self,
-        span: Span,
+        span: SpanStart,
         *,
         request: Mapping[str, Any] | None = None,
         error: Mapping[str, Any] | None = None,
         attributes: Mapping[str, Any] | None = None,
     ) -> None:
-        from opentelemetry.trace import Status, StatusCode
-
-        if request:
-            self._request(span, request)
         if attributes:
-            span.set_attributes(self._clean(attributes))
+            span.attributes.update(attributes)
+        self._ended(span, request, error)
+
+    # --- making and writing spans -----------------------------------------------------
+
+    @contextmanager
+    def _span(self, name: str, attributes: dict[str, Any]) -> Iterator[SpanStart]:
+        current = _CURRENT.get()
+        parent = current[1] if current is not None and current[0] == self.trace_id else self.root_id
+        span = SpanStart(name, _new_span_id(), parent, time.time_ns(), attributes)
+        token = _CURRENT.set((self.trace_id, span.span_id))
+        try:
+            yield span
+        finally:
+            _CURRENT.reset(token)
+            self._write(span, time.time_ns())
+
+    def _ended(
+        self, span: SpanStart, request: Mapping[str, Any] | None, error: Mapping[str, Any] | None
+    ) -> None:
+        if request:
+            for key, field in _REQUEST_ATTRIBUTES:
+                value = request.get(field)
+                if value is not None:
+                    span.attributes[key] = value
         if error:
-            span.set_attribute("flowpilot.error.type", str(error.get("type", "")))
-            span.set_status(Status(StatusCode.ERROR, self._text(error.get("message", ""))))
-        else:
-            span.set_status(Status(StatusCode.OK))
+            span.attributes["flowpilot.error.type"] = str(error.get("type", ""))
+            span.attributes["flowpilot.error.message"] = error.get("message", "")
+        span.attributes["flowpilot.ok"] = not error
 
-    def _parent(self) -> Context:
-        """The span current in this thread when it is one of this run's (a foreach item's
-        try inside its step's, a call inside its try), else the run's root."""
-        from opentelemetry import trace
+    def _write(self, span: SpanStart, end_ns: int) -> None:
+        from opentelemetry.sdk.trace import ReadableSpan
+        from opentelemetry.trace import SpanContext, Status, StatusCode
 
-        current = trace.get_current_span().get_span_context()
-        if current.is_valid and current.trace_id == self.trace_id:
-            return trace.set_span_in_context(trace.get_current_span())
-        return self.root
-
-    def _request(self, span: Span, request: Mapping[str, Any]) -> None:
-        values = {
-            "http.request.method": request.get("method"),
-            "url.full": request.get("url"),
-            "http.response.status_code": request.get("status"),
-            "flowpilot.elapsed_ms": request.get("elapsed_ms"),
-        }
-        span.set_attributes(self._clean(values))
+        attributes = {**self.common, **self._clean(span.attributes)}
+        message = attributes.pop("flowpilot.error.message", None)
+        ok = attributes.pop("flowpilot.ok", True)
+        status = Status(StatusCode.OK) if ok else Status(StatusCode.ERROR, message or "")
+        readable = ReadableSpan(
+            name=span.name,
+            context=SpanContext(self.trace_id, span.span_id, False, self.sampled),
+            parent=SpanContext(self.trace_id, span.parent_id, False, self.sampled),
+            resource=self.process.provider.resource,
+            attributes=attributes,
+            status=status,
+            start_time=span.start_ns,
+            end_time=max(end_ns, span.start_ns),
+            instrumentation_scope=self.scope,
+        )
+        for processor in self.process.processors:
+            processor.on_end(readable)
 
     def _clean(self, attributes: Mapping[str, Any]) -> dict[str, Any]:
-        """Attributes OpenTelemetry accepts, every text masked by value."""
+        """Attributes as OpenTelemetry takes them, every text masked by value."""
         clean: dict[str, Any] = {}
         for key, value in attributes.items():
             if value is None:
@@ -277,11 +308,20 @@ class RunTracer:
             if isinstance(value, bool | int | float):
                 clean[key] = value
             else:
-                clean[key] = self._text(value)
+                clean[key] = self.redactor.scrub_text(str(value))[:MAX_ATTRIBUTE_CHARS]
         return clean
 
-    def _text(self, value: Any) -> str:
-        return self.redactor.scrub_text(str(value))[:MAX_ATTRIBUTE_CHARS]
+
+_REQUEST_ATTRIBUTES = (
+    ("http.request.method", "method"),
+    ("url.full", "url"),
+    ("http.response.status_code", "status"),
+    ("flowpilot.elapsed_ms", "elapsed_ms"),
+)
+
+
+def _new_span_id() -> int:
+    return random.getrandbits(64) or 1
 
 
 def run_tracer(
