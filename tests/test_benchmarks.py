@@ -64,6 +64,9 @@ def test_the_sqlite_sections_print_the_comparison_the_scaling_table_and_the_targ
         "in process, SQLite: fixed per-run cost <= 5 ms",
     }
     assert set(targets.values()) <= {"met", "NOT MET"}
+    (traced,) = table_rows(out, "sqlite | 5 |")  # the chain with tracing off and on
+    assert traced[2].endswith(" ms") and traced[3].endswith(" ms")
+    assert int(traced[6].replace(",", "")) > 0  # spans reached the loopback receiver
 
 
 @pytest.mark.postgres
@@ -142,3 +145,16 @@ def test_the_report_says_met_exactly_where_the_figures_are_within_the_targets():
     assert (good[hop], bad[hop]) == (" met ", " NOT MET ")
     assert (good[wide], bad[wide]) == (" met ", " NOT MET ")
     assert len(good) == 13
+
+
+def test_tracing_on_is_met_within_five_percent_of_tracing_off():
+    results = made_up(per_step_ms=0.5, hop_ratio=0.9)
+    results["tracing"] = {
+        "sqlite": {"n": 100, "off": 0.100, "on": 0.104, "export": 0.01, "spans": 1005},
+        "postgresql": {"n": 100, "off": 0.100, "on": 0.106, "export": 0.01, "spans": 1005},
+    }
+    text = _report.report(results)
+    found = verdicts(text)
+    assert found[" sqlite: chain with tracing on <= 5 % over tracing off "] == " met "
+    assert found[" postgresql: chain with tracing on <= 5 % over tracing off "] == " NOT MET "
+    assert "| sqlite | 100 | 100.0 ms | 104.0 ms | +4.0 % | 10.0 ms | 1,005 |" in text
