@@ -9,7 +9,11 @@ the page polls ``<id>/status.json`` and refreshes itself in place.
 
 The timeline and the steps show ``STEPS_PER_PAGE`` steps at a time (``?steps=2`` for
 the next ones): a run of a thousand steps is a page of the usual size, not megabytes
-of rows; the summary's counts and the graph cover every step.
+of rows; the summary's counts and the graph cover every step. The summary says what the
+run's model calls cost, and each step that called a model says its own (``runs.costs``).
+
+The model calls themselves (``LLMCall``, the money ledger) are listed read-only, with a
+summary per month and workflow (``monthly/``, linked from their list).
 """
 
 from __future__ import annotations
@@ -29,21 +33,25 @@ from django.http import (
     HttpResponseRedirect,
     JsonResponse,
 )
+from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
 from django.utils.safestring import mark_safe
 from django.utils.translation import ngettext
 
 from runs.admin_views import RunOperationViews, run_change_url
+from runs.costs import MonthCost, monthly_costs
 from runs.links import run_links
-from runs.models import Run, RunStatus, RunTrigger, StepResult
+from runs.models import LLMCall, LLMCallState, Run, RunStatus, RunTrigger, StepResult
 from runs.run_view import StepView, run_status_data, run_view
 from runs.selectors import run_recorded_calls, run_status_strips
 from runs.services import run_cancel, run_repeat, run_resume
 from runs.state import RUN_TERMINAL, StepStatus
 from tools.errors import FlowpilotError
 from tools.jsondata import json_preview
+from tools.llm.prices import usd_text
 
 STEPS_PER_PAGE = 100  # of the run page's timeline and steps
 
@@ -377,7 +385,7 @@ class RunAdmin(RunOperationViews):
             raise Http404(f"no run {object_id}")
         if not self.has_view_permission(request, run):
             raise PermissionDenied
-        return JsonResponse(run_status_data(run_view(run=run)))
+        return JsonResponse(run_status_data(run_view(run=run, costs=False)))
 
     def change_view(
         self,
@@ -550,3 +558,100 @@ class RunAdmin(RunOperationViews):
             self.message_user(request, f"{summary}: {states}.", messages.SUCCESS)
         if refused:
             self.message_user(request, "; ".join(refused), messages.WARNING)
+
+
+def month_row(row: MonthCost) -> dict[str, Any]:
+    """One line of the monthly summary, with a link to its calls in the list."""
+    cost = row.cost
+    notes = []
+    if cost.unpriced_calls:
+        notes.append(f"{cost.unpriced_calls} at a model with no price")
+    if cost.in_flight:
+        notes.append(f"{cost.in_flight} in flight, at their estimate")
+    query: dict[str, str | int] = {
+        "workflow_name": row.workflow,
+        "created_at__year": row.month.year,
+        "created_at__month": row.month.month,
+    }
+    return {
+        "month": f"{row.month:%Y-%m}",
+        "workflow": row.workflow,
+        "calls": f"{cost.calls:,}",
+        "prompt_tokens": f"{cost.prompt_tokens:,}",
+        "completion_tokens": f"{cost.completion_tokens:,}",
+        "usd": cost.usd_text(),
+        "usd_exact": cost.usd_text(None),
+        "notes": "; ".join(notes),
+        "calls_url": f"{reverse('admin:runs_llmcall_changelist')}?{urlencode(query)}",
+    }
+
+
+@admin.register(LLMCall)
+class LLMCallAdmin(admin.ModelAdmin):
+    """The money ledger: one row per model call, read-only (the engine writes it,
+    ``runs.engine.spend``), and a summary per month and workflow (``monthly/``)."""
+
+    change_list_template = "runs/llmcall/change_list.html"
+    monthly_template = "runs/llmcall/monthly.html"
+    list_display = (
+        "created_at",
+        "workflow_name",
+        "step_id",
+        "run_cell",
+        "model",
+        "state",
+        "tokens",
+        "cost",
+    )
+    list_filter = ("workflow_name", "state", "kind", "endpoint")
+    list_select_related = ("run__workflow",)
+    date_hierarchy = "created_at"
+    ordering = ("-created_at", "-id")  # newest first
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: LLMCall | None = None) -> bool:
+        return False  # a record of money spent; only the engine writes it
+
+    def has_delete_permission(self, request: HttpRequest, obj: LLMCall | None = None) -> bool:
+        return False  # a month's budget is counted from these rows
+
+    @admin.display(description="run")
+    def run_cell(self, obj: LLMCall) -> str:
+        return run_link(obj.run) if obj.run is not None else "-"
+
+    @admin.display(description="tokens (prompt + completion)")
+    def tokens(self, obj: LLMCall) -> str:
+        return f"{obj.prompt_tokens:,} + {obj.completion_tokens:,}"
+
+    @admin.display(description="cost (USD)", ordering="cost_pico")
+    def cost(self, obj: LLMCall) -> str:
+        """Exact; a reserved call's is its estimate; "no price" for an unpriced model."""
+        if obj.cost_pico is None:
+            return "no price"
+        text = f"${usd_text(obj.cost_pico)}"
+        return f"{text} (estimate)" if obj.state == LLMCallState.RESERVED else text
+
+    def get_urls(self) -> list[URLPattern]:
+        view = self.admin_site.admin_view
+        name = f"{self.opts.app_label}_{self.opts.model_name}"
+        own = [path("monthly/", view(self.monthly_view), name=f"{name}_monthly")]
+        return own + super().get_urls()
+
+    def monthly_view(self, request: HttpRequest) -> HttpResponse:
+        """Per month and workflow, newest month first: calls, tokens and cost;
+        ``?workflow=NAME`` shows one workflow's months."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        workflow = request.GET.get("workflow", "").strip()
+        names = LLMCall.objects.order_by("workflow_name").values_list("workflow_name", flat=True)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Model calls per month",
+            "workflow": workflow,
+            "workflows": list(names.distinct()),
+            "rows": [month_row(row) for row in monthly_costs(workflow=workflow or None)],
+        }
+        return TemplateResponse(request, self.monthly_template, context)

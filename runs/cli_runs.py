@@ -112,6 +112,8 @@ def _step_lines(step: StepView) -> list[str]:
         lines.append(f"      [truncated] {step.truncated_note}")
     if step.replaced_note:
         lines.append(f"      [invalid text] {step.replaced_note}")
+    if step.cost is not None:
+        lines.append(f"      model cost: {step.cost.text()}")
     return lines
 
 
@@ -130,7 +132,8 @@ def restart_origin(run: Run) -> str | None:
 
 
 def run_lines(view: RunView) -> list[str]:
-    """``showrun``: the run, then each step in definition order."""
+    """``showrun``: the run, then each step in definition order (with what its model calls
+    cost, when it made any)."""
     run = view.run
     took = f", took {_took(run.duration.total_seconds() * 1000)}" if run.duration else ""
     if run.duration and run.resume_duration is not None:
@@ -148,6 +151,8 @@ def run_lines(view: RunView) -> list[str]:
         lines.append(origin)
     if run.error_summary:
         lines.append(f"error: {_cut(run.error_summary, 2000)}")
+    if cost := view.cost.text():
+        lines.append(f"model cost: {cost}")
     lines.append(f"steps ({len(view.steps)}): {counts or 'none'}")
     for step in view.steps:
         lines += _step_lines(step)

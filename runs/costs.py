@@ -9,6 +9,7 @@ model has no price counts its tokens and is reported as unpriced.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
@@ -97,6 +98,13 @@ def step_costs(run_id: int) -> dict[str, Cost]:
     """Each step's calls in the run (steps that called no model are absent)."""
     rows = LLMCall.objects.filter(run_id=run_id).values("step_id").annotate(**_SUMS)
     return {row["step_id"]: _cost(row) for row in rows.order_by("step_id")}
+
+
+def run_costs(run_ids: Iterable[int]) -> dict[int, Cost]:
+    """Each run's total, for a page of runs in one query (runs that called no model are
+    absent)."""
+    rows = LLMCall.objects.filter(run_id__in=list(run_ids)).values("run_id").annotate(**_SUMS)
+    return {row["run_id"]: _cost(row) for row in rows.order_by("run_id")}
 
 
 def month_start(moment: datetime) -> datetime:

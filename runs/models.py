@@ -425,6 +425,8 @@ class LLMCall(models.Model):
     settled_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = "LLM call"
+        verbose_name_plural = "LLM calls"
         ordering = ["created_at", "id"]
         indexes = [
             models.Index(fields=["workflow_name", "created_at"], name="llm_call_workflow_month"),

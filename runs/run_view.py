@@ -2,10 +2,12 @@
 
 ``run_view`` reads a run and its step results once and gives the run page, its JSON
 endpoint and ``showrun`` the same facts: per step its status, tries, timings, the
-error and where it came from, a one-line summary of its output with the size, and
-the bars of the timeline (each try and each wait before a retry, placed as a share
-of the run's span). ``run_record`` is everything stored, for ``showrun --json``.
-Nothing here writes; every value shown is the stored one, already masked.
+error and where it came from, a one-line summary of its output with the size, the
+bars of the timeline (each try and each wait before a retry, placed as a share of
+the run's span), and what its model calls cost (``runs.costs``: the run's total and
+each step's, two queries whatever the steps). ``run_record`` is everything stored,
+for ``showrun --json``. Nothing here writes; every value shown is the stored one,
+already masked.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from typing import Any
 from django.utils import timezone
 
 from runs.concurrency import Waiting, waiting_behind
+from runs.costs import Cost, run_cost, step_costs
+from runs.engine.tracing import trace_url
 from runs.engine.tries import sent_label, wait_reason_label
 from runs.models import Run, StepResult
 from runs.state import RUN_TERMINAL, StepStatus
@@ -68,6 +72,7 @@ class StepView:
     result: StepResult | None = None  # the stored row, for the full output and inputs
     # Why a skipped step never ran ("" for any other step): its parents' outcomes.
     skip_reason: str = ""
+    cost: Cost | None = None  # its model calls (None: it called no model)
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,10 @@ class RunView:
     counts: dict[str, int]
     # A queued run: what it waits behind (its concurrency limit's slot holders, its place).
     waiting: Waiting | None = None
+    # What its model calls cost, every step's (nothing called: all zero).
+    cost: Cost = field(default_factory=Cost)
+    # Its trace in the tracing system (FLOWPILOT_TRACE_URL; "": none configured).
+    trace_url: str = ""
 
 
 def _ms(delta: timedelta) -> float:
@@ -166,10 +175,12 @@ def _axis(run: Run, results: list[StepResult], terminal: bool) -> _Span:
     return _Span(origin, max(ends, default=origin))
 
 
-_NOT_IN_JSON = frozenset({"bars", "result", "output_size_text", "built_size_text"})
+_NOT_IN_JSON = frozenset({"bars", "result", "output_size_text", "built_size_text", "cost"})
 
 
-def _step_view(result: StepResult, step: Step | None, span: _Span) -> StepView:
+def _step_view(
+    result: StepResult, step: Step | None, span: _Span, cost: Cost | None = None
+) -> StepView:
     kind = step.kind if step is not None else ""
     tool = step.tool if step is not None else ""
     size = json_size(result.output) if result.output is not None else 0
@@ -201,6 +212,7 @@ def _step_view(result: StepResult, step: Step | None, span: _Span) -> StepView:
         ),
         bars=_attempt_bars(result, span),
         result=result,
+        cost=cost,
     )
 
 
@@ -233,8 +245,9 @@ def skip_reason(step_id: str, edges: list[dict[str, Any]], results: dict[str, St
     return "; ".join(unique)
 
 
-def run_view(*, run: Run) -> RunView:
-    """The run page's facts about ``run``: steps in definition order, with their bars."""
+def run_view(*, run: Run, costs: bool = True) -> RunView:
+    """The run page's facts about ``run``: steps in definition order, with their bars and
+    what their model calls cost (``costs=False``: not read, for the status polls)."""
     steps = {s.step_id: s for s in run.workflow.steps.order_by("position")}
     order = {step_id: index for index, step_id in enumerate(steps)}
     results = sorted(
@@ -242,7 +255,11 @@ def run_view(*, run: Run) -> RunView:
     )
     terminal = run.status in RUN_TERMINAL
     span = _axis(run, results, terminal)
-    views = [_step_view(result, steps.get(result.step_id), span) for result in results]
+    by_step = step_costs(run.pk) if costs else {}
+    views = [
+        _step_view(result, steps.get(result.step_id), span, by_step.get(result.step_id))
+        for result in results
+    ]
     graph = workflow_graph_data(run.workflow, steps=steps.values())
     by_id = {r.step_id: r for r in results}
     views = [
@@ -260,7 +277,10 @@ def run_view(*, run: Run) -> RunView:
     for view in views:
         counts[view.status] = counts.get(view.status, 0) + 1
     waiting = waiting_behind(run)  # None (no query) unless the run is queued
-    return RunView(run, views, graph, terminal, span.ms, dict(sorted(counts.items())), waiting)
+    total = run_cost(run.pk) if costs else Cost()
+    ordered = dict(sorted(counts.items()))
+    link = trace_url(str(run.uuid))
+    return RunView(run, views, graph, terminal, span.ms, ordered, waiting, total, link)
 
 
 def run_status_data(view: RunView) -> dict[str, Any]:
@@ -306,7 +326,8 @@ def run_record(view: RunView) -> dict[str, Any]:
     """Everything stored about the run, with the summaries: ``showrun --json``.
 
     Stored values are unescaped (``tools.jsondata``), so they read as the run saw them;
-    secrets stay masked.
+    secrets stay masked. ``llm_cost`` is what the model calls cost, in the API's form
+    (``Cost.as_dict``), the run's and each step's (null: the step called no model).
     """
     run = view.run
     steps = []
@@ -324,6 +345,7 @@ def run_record(view: RunView) -> dict[str, Any]:
             output_truncated=result.output_truncated,
             attempt_log=store_unescape(result.attempt_log),
             worker=result.worker,
+            llm_cost=s.cost.as_dict() if s.cost is not None else None,
         )
         steps.append(entry)
     return {
@@ -347,6 +369,7 @@ def run_record(view: RunView) -> dict[str, Any]:
         **_restart_record(run),
         "step_counts": view.counts,
         **({"waiting": waiting_data(view.waiting)} if view.waiting else {}),
+        "llm_cost": view.cost.as_dict(),
         "steps": steps,
     }
 

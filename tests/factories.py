@@ -1,6 +1,7 @@
 """Test data: factories (factory_boy) for users, workflow versions, runs, step results,
-approvals, tools, schedules and their fires, notifications, planning attempts and
-approval policies, and the workflow definitions the review tests plan and approve."""
+model calls (the cost ledger), approvals, tools, schedules and their fires,
+notifications, planning attempts and approval policies, and the workflow definitions
+the review tests plan and approve."""
 
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ from factory.django import DjangoModelFactory
 
 from notifications.models import Delivery
 from review.models import Approval, ApprovalPolicy, ApprovalStatus
-from runs.models import Run, RunStatus, RunTrigger, StepResult, StepStatus
+from runs.models import LLMCall, LLMCallState, Run, RunStatus, RunTrigger, StepResult, StepStatus
 from schedules.models import FireOutcome, Schedule, ScheduleFire
 from schedules.services import schedule_create
 from tests.conftest import EXAMPLES_DIR
+from tools.llm.prices import PICO
 from tools.loader import load_tool_text
 from tools.models import Tool
 from tools.services import tool_upsert
@@ -278,6 +280,30 @@ class StepResultFactory(DjangoModelFactory):
     step_id = factory.Sequence(lambda n: f"step_{n}")
     status = StepStatus.SUCCEEDED
     attempts = 1
+
+
+class LLMCallFactory(DjangoModelFactory):
+    """An answered model call of a run's step, made now: 100 prompt and 10 completion
+    tokens for $0.01 (``PICO // 100`` pico-dollars)."""
+
+    class Meta:
+        model = LLMCall
+
+    run = factory.SubFactory(RunFactory)
+    workflow_name = factory.LazyAttribute(
+        lambda call: call.run.workflow.name if call.run is not None else "sales_report"
+    )
+    step_id = "summarise"
+    kind = "llm"
+    endpoint = "default"
+    model = "gpt-4o-mini"
+    state = LLMCallState.ANSWERED
+    prompt_tokens = 100
+    completion_tokens = 10
+    cost_pico = PICO // 100
+    estimate_pico = PICO // 100
+    created_at = factory.LazyFunction(timezone.now)
+    settled_at = factory.LazyFunction(timezone.now)
 
 
 class ApprovalFactory(DjangoModelFactory):

@@ -30,6 +30,7 @@ from tests.factories import (
     ApprovalFactory,
     ApprovalPolicyFactory,
     DeliveryFactory,
+    LLMCallFactory,
     PlanAttemptFactory,
     RunFactory,
     ScheduleFactory,
@@ -60,9 +61,11 @@ def _group(i: int) -> None:
 
 
 def _run(i: int) -> None:
-    """A run someone started, its child, and a restart of it (reading both versions)."""
+    """A run someone started (with a model call: its cost), its child, and a restart of it
+    (reading both versions)."""
     parent = RunFactory(started_by=UserFactory(username=f"starter{i}"))
     step = StepResultFactory(run=parent, step_id="fetch_sales")
+    LLMCallFactory(run=parent, step_id="fetch_sales")
     RunFactory(parent_run=parent, parent_step=step, trigger=RunTrigger.WORKFLOW)
     RunFactory(
         restarted_from=parent, restarted_from_step="fetch_sales", started_by=parent.started_by
@@ -83,6 +86,7 @@ ADMIN_ROWS: dict[str, Callable[[int], object]] = {
     "authtoken.TokenProxy": lambda i: Token.objects.create(user=UserFactory(username=f"t{i}")),
     "notifications.Delivery": lambda i: DeliveryFactory(),
     "review.ApprovalPolicy": lambda i: ApprovalPolicyFactory(),
+    "runs.LLMCall": lambda i: LLMCallFactory(endpoint=f"endpoint{i}"),
     "runs.Run": _run,
     "schedules.RetentionSweep": lambda i: RetentionSweep.objects.create(
         started_at=datetime(2026, 1, 1, tzinfo=UTC) + timedelta(days=i), total=i

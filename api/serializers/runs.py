@@ -3,13 +3,36 @@
 The JSON values that may be null are declared without ``allow_null``: these shapes
 are only answered, never read, and drf-spectacular would describe a nullable "any
 JSON" as ``oneOf: [{}, {type: null}]``, which ``null`` matches twice (invalid).
+
+``llm_cost`` is what the model calls cost (``runs.costs``): a run's, read for a page of
+runs at once when the view hands ``run_costs`` in the context (a list), else for the one
+run; and each step's, read once for the run's steps.
 """
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from runs.costs import Cost, run_cost, step_costs
 from runs.models import Run, StepResult
+
+
+class LLMCostSerializer(serializers.Serializer):
+    """``Cost.as_dict()``: the model calls summed, the amount exact."""
+
+    usd = serializers.CharField(
+        help_text="US dollars, exact, as decimal text (`0.00045`; `0` when nothing was spent)."
+    )
+    calls = serializers.IntegerField(help_text="Model calls made.")
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    unpriced_calls = serializers.IntegerField(
+        help_text="Calls answered by a model with no price: their tokens count, not in `usd`."
+    )
+    in_flight = serializers.IntegerField(
+        help_text="Calls not answered yet: in `usd` at their estimate."
+    )
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -48,6 +71,7 @@ class RunSerializer(serializers.ModelSerializer):
         allow_null=True,
         help_text="The validation run this replay answered from (null: not a replay).",
     )
+    llm_cost = serializers.SerializerMethodField()
 
     class Meta:
         model = Run
@@ -71,10 +95,19 @@ class RunSerializer(serializers.ModelSerializer):
             "restarted_from_step",
             "restarted_from_version",
             "replay_of",
+            "llm_cost",
         ]
 
     def get_url(self, obj: Run) -> str:
         return f"/api/v1/runs/{obj.pk}/"
+
+    @extend_schema_field(
+        LLMCostSerializer(help_text="What the run's model calls cost (all zero: none).")
+    )
+    def get_llm_cost(self, obj: Run) -> dict[str, Any]:
+        page = self.context.get("run_costs")
+        cost = page.get(obj.pk, Cost()) if page is not None else run_cost(obj.pk)
+        return cost.as_dict()
 
 
 class StepResultSerializer(serializers.ModelSerializer):
@@ -82,6 +115,7 @@ class StepResultSerializer(serializers.ModelSerializer):
     output = serializers.JSONField(help_text="Step output, secrets scrubbed (or null).")
     error = serializers.JSONField(help_text="{type, message, retryable}, or null.")
     attempt_log = serializers.JSONField(help_text="One entry per try.")
+    llm_cost = serializers.SerializerMethodField()
 
     class Meta:
         model = StepResult
@@ -97,14 +131,30 @@ class StepResultSerializer(serializers.ModelSerializer):
             "error",
             "started_at",
             "finished_at",
+            "llm_cost",
         ]
+
+    @extend_schema_field(
+        LLMCostSerializer(
+            allow_null=True, help_text="What the step's model calls cost (null: it called none)."
+        )
+    )
+    def get_llm_cost(self, obj: StepResult) -> dict[str, Any] | None:
+        cost = self.context.get("step_costs", {}).get(obj.step_id)
+        return cost.as_dict() if cost is not None else None
 
 
 class RunDetailSerializer(RunSerializer):
-    steps = StepResultSerializer(many=True, source="step_results")
+    steps = serializers.SerializerMethodField()
 
     class Meta(RunSerializer.Meta):
         fields = [*RunSerializer.Meta.fields, "steps"]
+
+    @extend_schema_field(StepResultSerializer(many=True))
+    def get_steps(self, obj: Run) -> list[dict[str, Any]]:
+        """The step results (prefetched), each with its cost: one query for every step's."""
+        context = {**self.context, "step_costs": step_costs(obj.pk)}
+        return StepResultSerializer(obj.step_results.all(), many=True, context=context).data
 
 
 class RunCreateSerializer(serializers.Serializer):

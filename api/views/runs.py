@@ -1,5 +1,6 @@
 """Runs: create (Idempotency-Key), list (filters), detail with step results, cancel,
-resume, restart from a step (Idempotency-Key), wait (long poll)."""
+resume, restart from a step (Idempotency-Key), wait (long poll). Each run answered has
+its ``llm_cost`` (a list reads its page's in one query)."""
 
 from typing import Any
 
@@ -21,6 +22,7 @@ from api.serializers.runs import (
 )
 from api.services.runs import run_restart_start, run_start
 from api.views.common import IDEMPOTENCY_KEY
+from runs.costs import run_costs
 from runs.services import run_cancel, run_resume
 from runs.waiting import run_wait
 
@@ -54,6 +56,16 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     def get_serializer_class(self) -> type[serializers.BaseSerializer]:
         return RunSerializer if self.action == "list" else RunDetailSerializer
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Runs, newest first, a page at a time; each with its ``llm_cost``, the page's
+        read in one query."""
+        queryset = self.filter_queryset(self.get_queryset())
+        page = self.paginate_queryset(queryset)
+        runs = list(queryset) if page is None else page
+        context = {**self.get_serializer_context(), "run_costs": run_costs(r.pk for r in runs)}
+        data = RunSerializer(runs, many=True, context=context).data
+        return self.get_paginated_response(data) if page is not None else Response(data)
 
     @extend_schema(
         request=RunCreateSerializer,

@@ -6,7 +6,15 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from runs.costs import Cost, cost_of, monthly_costs, run_cost, step_costs, workflow_month_cost
+from runs.costs import (
+    Cost,
+    cost_of,
+    monthly_costs,
+    run_cost,
+    run_costs,
+    step_costs,
+    workflow_month_cost,
+)
 from runs.models import LLMCall
 from tests.factories import RunFactory
 from tools.llm.prices import PICO
@@ -52,6 +60,26 @@ def test_sums_per_run_step_and_month():
     assert november.calls == 3
     assert "1 in flight" in total.text()
     assert total.as_dict()["usd"] == "0.02"
+
+
+def test_each_run_of_a_page_in_one_query(django_assert_num_queries):
+    first, second, quiet = RunFactory(), RunFactory(), RunFactory()
+    call(run=first, step="a")
+    call(run=first, step="b", prompt_tokens=5)
+    call(run=second, step="a", cost_pico=None)
+    call()  # no run
+
+    with django_assert_num_queries(1):
+        costs = run_costs(r.pk for r in (first, second, quiet))
+
+    assert set(costs) == {first.pk, second.pk}
+    assert costs[first.pk] == run_cost(first.pk)
+    assert costs[first.pk].usd_text(None) == "$0.02"
+    assert costs[first.pk].prompt_tokens == 105
+    assert costs[second.pk] == Cost(
+        calls=1, prompt_tokens=100, completion_tokens=10, unpriced_calls=1
+    )
+    assert run_costs([]) == {}
 
 
 def test_months_per_workflow_newest_first():

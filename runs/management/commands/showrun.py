@@ -14,7 +14,8 @@ from tools.commands import FlowpilotCommand
 class Command(FlowpilotCommand):
     help = (
         "Show a run: its status, then each step's status, tries, timings, error (and where "
-        "it came from) and a summary of its output. --json prints every stored field."
+        "it came from), a summary of its output and what its model calls cost. --json "
+        "prints every stored field."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
