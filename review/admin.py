@@ -38,6 +38,7 @@ from review.services import APPROVE_PERMISSION
 from review.views import WorkflowReviewViews
 from schedules.selectors import schedule_list
 from tools.jsondata import PREVIEW_CHARS, json_preview
+from tools.llm.prices import usd_text
 from tools.permissions import PermissionRefused, actor_user
 from workflows.models import (
     WORKFLOW_TRANSITIONS,
@@ -313,6 +314,7 @@ class PlanAttemptAdmin(admin.ModelAdmin):
         "pretty_clarifications",
         "sample_inputs",
         "usage",
+        "cost",
         "pretty_report",
         "pretty_prompt",
         "reply",
@@ -324,6 +326,13 @@ class PlanAttemptAdmin(admin.ModelAdmin):
     @admin.display(description="goal")
     def goal_short(self, obj: PlanAttempt) -> str:
         return obj.goal if len(obj.goal) <= 60 else obj.goal[:59] + "…"
+
+    @admin.display(description="cost")
+    def cost(self, obj: PlanAttempt) -> str:
+        """US dollars at the planner endpoint's prices when it answered (exact)."""
+        if obj.cost_pico is None:
+            return "unpriced (no price for its model, or recorded before costs were)"
+        return f"${usd_text(obj.cost_pico)}"
 
     @admin.display(description="validator report")
     def pretty_report(self, obj: PlanAttempt) -> str:

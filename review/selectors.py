@@ -2,8 +2,8 @@
 
 ``workflow_review`` gathers the graph picture's data, the steps table, the
 validator's issues against the current tool registry, the approvals with their
-validation runs, and the plan history (PlanAttempt rows) of the workflow's
-lineage. The admin renders it; nothing here writes.
+validation runs, the plan history (PlanAttempt rows) of the workflow's lineage and
+what the version costs (``review.costs``). The admin renders it; nothing here writes.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db.models import QuerySet
 from pydantic import ValidationError
 
+from review.costs import VersionCosts, version_costs
 from review.limits import LimitNote, rate_limit_notes
 from review.models import Approval
 from review.policy import Tally, approval_tally
@@ -123,6 +124,9 @@ class Review:
     # The decision summary: the tools it calls (side effects marked), its budgets and limits.
     tools: tuple[ToolRow, ...] = ()
     limits: tuple[LimitRow, ...] = ()
+    # What it cost to plan, what its validation run's model calls cost, what a month of
+    # its schedule would, and its LLM budgets (``review.costs``).
+    costs: VersionCosts | None = None
 
     @property
     def side_effect_tools(self) -> tuple[ToolRow, ...]:
@@ -328,6 +332,7 @@ def workflow_review(*, workflow: Workflow, registry: ToolRegistry | None = None)
         rate_limits=_rate_limits(workflow, report.spec, registry),
         tools=tool_rows(report.spec, registry),
         limits=limit_rows(report.spec),
+        costs=version_costs(workflow=workflow, spec=report.spec, history=list(history)),
         **_planner_sources(workflow),
     )
 

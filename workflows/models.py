@@ -240,6 +240,13 @@ class PlanAttempt(models.Model):
     prompt = models.JSONField(default=list, help_text="Messages sent (no secrets).")
     raw_reply = models.TextField(blank=True, help_text="The model's reply as received.")
     usage = models.JSONField(default=dict, blank=True, help_text="Token usage reported.")
+    cost_pico = models.BigIntegerField(
+        null=True,
+        blank=True,
+        help_text="What the call cost, in pico-dollars (10^-12 USD), at the planner "
+        "endpoint's prices; 0 when no answer came; empty: the model has no price (or the "
+        "call was recorded before costs were).",
+    )
     validator_report = models.JSONField(default=list, blank=True, help_text="Validator issues.")
     sample_inputs = models.JSONField(
         default=dict, blank=True, help_text="The sample inputs given with the goal."

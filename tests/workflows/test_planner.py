@@ -16,6 +16,7 @@ from django.contrib.auth import get_user_model
 
 from tests.fakes.openai_server import FakeLLM
 from tools.llm import LLMClient
+from tools.llm.prices import Price, PriceTable
 from tools.registry import ToolRegistry
 from tools.spec import ToolSpec
 from workflows.models import PlanAttempt, Workflow
@@ -193,6 +194,7 @@ def test_plan_create_stores_a_pending_review_version_and_its_attempt(llm, client
     assert attempt.workflow == workflow
     assert (attempt.revision, attempt.repair_round, attempt.model) == (1, 0, "planner-model")
     assert attempt.usage["total_tokens"] == 980
+    assert attempt.cost_pico is None  # the fake server's model has no price
     assert [a["status"] for a in attempt.usage["http_attempts"]] == [200]
     assert json.loads(attempt.raw_reply) == VALID_PLAN
     assert attempt.validator_report == []
@@ -397,7 +399,25 @@ def test_an_unavailable_llm_fails_the_plan_with_an_error_attempt(llm, client):
     assert attempt.outcome == "failed"
     assert "overloaded" in attempt.error
     assert [a["status"] for a in attempt.usage["http_attempts"]] == [503, 503, 503]
+    assert attempt.cost_pico == 0  # no answer, no cost
     assert Workflow.objects.count() == 0
+
+
+def test_every_attempt_records_its_cost_at_the_endpoints_price_for_the_model_that_answered(
+    llm, sleeps
+):
+    # The reply names the model that answered ("fake-model"); the one asked has no price.
+    prices = PriceTable({"fake-model": Price.per_million("1.25", "10")})
+    llm.reply_json(invalid_plan(), usage={"prompt_tokens": 700, "completion_tokens": 90})
+    llm.reply_json(VALID_PLAN, usage={"prompt_tokens": 1100, "completion_tokens": 85})
+    with LLMClient(
+        llm.base_url, "sk-test", "planner-model", 5.0, 0, sleep=sleeps.append, prices=prices
+    ) as priced:
+        plan_create(goal=GOAL, registry=make_registry(), client=priced)
+
+    first, second = attempts()
+    assert first.cost_pico == 700 * 1_250_000 + 90 * 10_000_000  # $0.001775
+    assert second.cost_pico == 1100 * 1_250_000 + 85 * 10_000_000  # $0.002225
 
 
 def test_an_empty_goal_is_refused_before_any_call(llm, client):

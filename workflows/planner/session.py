@@ -7,7 +7,8 @@ When the session may ask (``_Session.ask``), a reply may instead be clarifying
 questions (``questions``): well-formed ones end the session with ``PlanQuestions``;
 malformed ones, or questions when asking is closed, are sent back for a repair.
 Every call is stored as a ``PlanAttempt`` (messages sent, model, raw reply, usage
-with the HTTP tries, validator report, templates shown, questions, status).
+with the HTTP tries, its cost at the endpoint's prices, validator report, templates
+shown, questions, status).
 """
 
 from __future__ import annotations
@@ -212,12 +213,14 @@ def _record(
     failure: LLMError | None = None,
 ) -> PlanAttempt:
     status, outcome = _status(checked, failure)
+    cost: int | None = 0  # no answer, no cost
     if failure is not None:
         usage: dict[str, Any] = {"http_attempts": list(failure.attempts)}
     else:
         assert reply is not None  # an attempt either failed or was answered
         usage = {**reply.usage.as_dict(), "http_attempts": list(reply.attempts)}
         outcome = outcome or _outcome(status == PlanAttemptStatus.INVALID, repair_round)
+        cost = _cost(session.client, reply)
     issues = checked.issues if checked is not None else []
     reused = set(reused_templates(checked.data if checked else None, _names(session.templates)))
     templates = [{**t, "reused": t["name"] in reused} for t in session.templates]
@@ -234,6 +237,7 @@ def _record(
         prompt=store_escape(sent),
         raw_reply=store_escape(raw),
         usage=store_escape(usage),
+        cost_pico=cost,
         validator_report=store_escape([i.as_dict() for i in issues]),
         sample_inputs=store_escape(session.sample_inputs),
         templates=templates,
@@ -246,6 +250,14 @@ def _record(
     if session.observer is not None:
         session.observer(attempt)
     return attempt
+
+
+def _cost(client: LLMClient, reply: LLMReply) -> int | None:
+    """What the answered call cost in pico-dollars, at the planner endpoint's prices for
+    the model that answered (the one asked, when the reply names none); None: no price."""
+    usage = reply.usage
+    model = reply.model or client.model
+    return client.prices.cost(model, usage.prompt_tokens, usage.completion_tokens)
 
 
 def _names(templates: list[dict[str, Any]]) -> list[str]:
