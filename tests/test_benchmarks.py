@@ -65,7 +65,8 @@ def test_the_sqlite_sections_print_the_comparison_the_scaling_table_and_the_targ
     }
     assert set(targets.values()) <= {"met", "NOT MET"}
     (traced,) = table_rows(out, "sqlite | 5 |")  # the chain with tracing off and on
-    assert traced[2].endswith(" ms") and traced[3].endswith(" ms")
+    assert traced[2].endswith(" ms")
+    assert traced[3].endswith(" ms")
     assert int(traced[6].replace(",", "")) > 0  # spans reached the loopback receiver
 
 
