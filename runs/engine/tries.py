@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from runs.state import StepStatus
 from tools.errors import CircuitOpen, FlowpilotError, RateLimitWait, ToolError, ToolRateLimited
+from tools.logcontext import log_fields
 
 if TYPE_CHECKING:
     from runs.engine.context import RunContext
@@ -262,15 +263,20 @@ def try_once(
     What the try sent is recorded (``AttemptRecord.sent``): a failed call's request
     from its ``ToolError``, a successful one's as ``request_of`` reads it of the value.
     With tracing on, the try is a span (``runs.engine.tracing``) that its record
-    describes, current while ``call`` runs, so that its calls are its children.
+    describes, current while ``call`` runs, so that its calls are its children. What is
+    logged meanwhile carries the run's, the step's and the try's ids
+    (``tools.logcontext``).
     """
-    if ctx.tracer is None:
-        return _tried(ctx, number, call, worker, request_of)
-    with ctx.tracer.step_try(step_id, number, item) as span:
-        tried = _tried(ctx, number, call, worker, request_of)
-        record = tried.record
-        ctx.tracer.try_ended(span, str(record.status), record.error, record.sent, record.worker)
-    return tried
+    trace_id = ctx.run_uuid.replace("-", "")
+    fields = {"run_id": ctx.run_id, "trace_id": trace_id, "step_id": step_id or None}
+    with log_fields(**fields, attempt=number, item=item):
+        if ctx.tracer is None:
+            return _tried(ctx, number, call, worker, request_of)
+        with ctx.tracer.step_try(step_id, number, item) as span:
+            tried = _tried(ctx, number, call, worker, request_of)
+            record = tried.record
+            ctx.tracer.try_ended(span, str(record.status), record.error, record.sent, record.worker)
+        return tried
 
 
 def _tried(

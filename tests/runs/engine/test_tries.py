@@ -135,6 +135,8 @@ class _StubContext:
         self.rand = random.Random(0)
         self.redactor = Redactor()
         self.tracer = None  # tracing off
+        self.run_id = 1
+        self.run_uuid = "00000000-0000-4000-8000-000000000001"
 
     def now(self) -> datetime:
         return NOW
