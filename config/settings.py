@@ -12,7 +12,8 @@ import environ
 from celery.schedules import crontab
 
 from config.llm_endpoints import read_llm_endpoints, read_prices
-from config.telemetry import read_trace_exporters
+from config.logs import read_log_format
+from config.telemetry import read_metric_exporters, read_trace_exporters
 from tools.llm.endpoints import PUBLIC_BASE_URL
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -433,17 +434,28 @@ FLOWPILOT_PLANNER_TEMPLATES = env.int("FLOWPILOT_PLANNER_TEMPLATES", default=3)
 FLOWPILOT_TRACE_EXPORTERS = read_trace_exporters(env)
 FLOWPILOT_TRACING = bool(FLOWPILOT_TRACE_EXPORTERS)
 FLOWPILOT_TRACE_URL = env("FLOWPILOT_TRACE_URL", default="")
+# Metrics (docs/observability.md): /metrics for Prometheus when FLOWPILOT_METRICS is true
+# (staff users, or `Authorization: Bearer FLOWPILOT_METRICS_TOKEN`; PROMETHEUS_MULTIPROC_DIR
+# for several processes), and over OTLP when the OTEL_* variables ask for it.
+FLOWPILOT_METRICS = env.bool("FLOWPILOT_METRICS", default=False)
+FLOWPILOT_METRICS_TOKEN = env("FLOWPILOT_METRICS_TOKEN", default="")
+FLOWPILOT_METRIC_EXPORTERS = read_metric_exporters(env)
+
+# Logs (docs/observability.md): `text` lines, or `json`, one object per line with the
+# ids of the run, step and try it is about (tools/logformat.py); another value stops start-up.
+FLOWPILOT_LOG_FORMAT = read_log_format(env)
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {"()": "tools.logformat.JsonFormatter"},
     },
     "handlers": {
         "stderr": {
             "class": "logging.StreamHandler",
-            "formatter": "plain",
+            "formatter": "json" if FLOWPILOT_LOG_FORMAT == "json" else "plain",
             "stream": "ext://sys.stderr",
         },
     },

@@ -1,11 +1,13 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from health.metrics import metrics
 from health.views import health_details, healthz
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("healthz/details/", health_details, name="health-details"),
+    path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("api.urls")),
 ]

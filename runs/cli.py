@@ -6,6 +6,7 @@ import logging
 import sys
 from datetime import datetime
 
+from django.conf import settings
 from django.core.management.base import CommandError, CommandParser, OutputWrapper
 
 from runs.models import Run, StepResult
@@ -13,6 +14,7 @@ from runs.services import run_enqueue, run_execute
 from runs.state import RUN_TERMINAL, RunStatus, StepStatus
 from tools.errors import FlowpilotError
 from tools.jsondata import store_unescape
+from tools.logformat import formatter_for
 from workflows.cli import dumps
 
 _MARKS = {
@@ -122,11 +124,12 @@ def configure_logging(level: str | None) -> None:
 
     Only flowpilot's own loggers are raised: they log requests with secrets redacted.
     httpx's loggers stay quiet, because they print URLs (query-string keys) verbatim.
+    The lines are in the site's format (``FLOWPILOT_LOG_FORMAT``: text or JSON).
     """
     if not level:
         return
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(formatter_for(getattr(settings, "FLOWPILOT_LOG_FORMAT", "text")))
     log = logging.getLogger("flowpilot")
     log.setLevel(level.upper())
     log.addHandler(handler)

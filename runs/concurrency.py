@@ -163,7 +163,10 @@ def limit_reached(workflow_name: str, limit: Concurrency, key: str, held: int) -
 def admission_finished(run: Run, spec: WorkflowSpec) -> None:
     """Announce a run its admission ended (skipped, failed), as any finished run is."""
     if run.status in (RunStatus.SKIPPED, RunStatus.FAILED):
-        logger.info("run %s %s at admission: %s", run.pk, run.status, run.error_summary)
+        logger.info(
+            "run %s %s at admission: %s", run.pk, run.status, run.error_summary,
+            extra={"run_id": run.pk},
+        )  # fmt: skip
         transaction.on_commit(lambda: run_finished_announce(run, spec))
 
 
@@ -232,7 +235,7 @@ def _started(run: Run, start: Starter) -> bool:
             run, RunStatus.FAILED, finished_at=now, error_summary=summary[:MAX_SUMMARY_CHARS]
         ):
             transaction.on_commit(lambda: run_finished_announce(run))
-        logger.warning("run %s: %s", run.pk, summary)
+        logger.warning("run %s: %s", run.pk, summary, extra={"run_id": run.pk})
         return False
     return True
 

@@ -141,9 +141,12 @@ def run_create(
             run_rows_create(run, rows)
             concurrency.admission_finished(run, spec)
         if run.status != RunStatus.PENDING:
-            logger.info("run %s created %s for %s (%s)", run.pk, run.status, workflow, trigger)
+            logger.info(
+                "run %s created %s for %s (%s)", run.pk, run.status, workflow, trigger,
+                extra={"run_id": run.pk},
+            )  # fmt: skip
             return run
-    logger.info("run %s created for %s (%s)", run.pk, workflow, trigger)
+    logger.info("run %s created for %s (%s)", run.pk, workflow, trigger, extra={"run_id": run.pk})
     # Executed in this process right away (runflow, the admin), the run uses the registry
     # it was just validated against instead of reading the tool table's state again, and
     # the step rows just written instead of reading them back (where the database gave
@@ -287,7 +290,10 @@ def _queue_drain(ended: Run) -> None:
             try:
                 _execute(run=promoted)
             except Exception:  # recorded on that run (failed); the queue goes on
-                logger.exception("run %s (promoted from the queue) failed", promoted.pk)
+                logger.exception(
+                    "run %s (promoted from the queue) failed", promoted.pk,
+                    extra={"run_id": promoted.pk},
+                )  # fmt: skip
             done.append(promoted)
 
 
@@ -440,9 +446,7 @@ def run_repeat(*, run: Run, trigger: str = RunTrigger.MANUAL, actor: Any = None)
     ``actor`` needs ``runs.operate_run``.
     """
     permission_require(actor=actor, permission=OPERATE_PERMISSION, action=f"repeat run {run.pk}")
-    again = run_create(
-        workflow=run.workflow, trigger=trigger, inputs=run.inputs, started_by=actor
-    )
+    again = run_create(workflow=run.workflow, trigger=trigger, inputs=run.inputs, started_by=actor)
     return run_enqueue(run=again)
 
 

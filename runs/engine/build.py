@@ -21,6 +21,7 @@ from django.conf import settings
 
 from runs.engine.context import CallTaps, Limits, RunContext
 from runs.engine.http import run_http_client
+from runs.engine.metrics import metrics_enabled, process_metrics
 from runs.engine.plan import CompiledPlan, compile_plan
 from runs.engine.spend import Spend
 from runs.engine.tracing import run_tracer, tracing_enabled
@@ -107,6 +108,8 @@ def build_run_context(
             now=lambda: context.now(),
             output_tokens_guess=settings.FLOWPILOT_LLM_ESTIMATE_OUTPUT_TOKENS,
         )
+    if metrics_enabled():
+        context.metrics = process_metrics()
     if tracing_enabled():
         context.tracer = run_tracer(
             run_id=run_id,

@@ -41,6 +41,7 @@ from workflows.graph import FlowGraph
 from workflows.schema import WorkflowSpec
 
 if TYPE_CHECKING:  # the ledger's models load with the first llm run
+    from runs.engine.metrics import Metrics
     from runs.engine.spend import Spend
     from runs.engine.tracing import RunTracer
 
@@ -127,6 +128,7 @@ class RunContext:
     taps: CallTaps | None = None  # records (validation) or replays the tool and model calls
     spend: Spend | None = None  # the money ledger of its model calls (runs.engine.spend)
     tracer: RunTracer | None = None  # its spans (runs.engine.tracing); None: tracing is off
+    metrics: Metrics | None = None  # the process's (runs.engine.metrics); None: off
     # In process: drives a `workflow` step's child run to its end (``runs.services`` sets
     # it); None on Celery, where such a step parks instead (runs/engine/kinds/workflow.py).
     run_child: Callable[[Any], Any] | None = None

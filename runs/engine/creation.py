@@ -63,5 +63,8 @@ def child_run_create(
         parent_step=parent_step,
     )
     run_rows_create(run, [StepResult(run=run, step_id=s.id) for s in spec.steps])
-    logger.info("run %s created for %s (step %s)", run.pk, workflow, parent_step.step_id)
+    logger.info(
+        "run %s created for %s (step %s)", run.pk, workflow, parent_step.step_id,
+        extra={"run_id": run.pk},
+    )  # fmt: skip
     return run

@@ -12,6 +12,7 @@ from typing import Any
 
 from runs.engine import checkpoint
 from runs.engine.context import RunContext
+from runs.engine.metrics import metrics_enabled, process_metrics
 from runs.engine.resolve import resolve
 from runs.engine.tracing import emit_run_span, tracing_enabled
 from runs.models import Run, StepResult
@@ -94,6 +95,8 @@ def run_finished_announce(run: Run, spec: WorkflowSpec | None = None) -> None:
         return
     if tracing_enabled():
         _root_span(run)
+    if metrics_enabled():
+        _counted(run)
     hooks_announce(
         setting="FLOWPILOT_RUN_FINISHED_HOOKS",
         run_id=run.pk,
@@ -149,4 +152,18 @@ def _root_span(run: Run) -> None:
         error_summary=run.error_summary or "",
         approved_by=version.approved_by_id,
         parent_run_id=run.parent_run_id,
+    )
+
+
+def _counted(run: Run) -> None:
+    """The run in the process's metrics (``runs.engine.metrics``)."""
+    metrics = process_metrics()
+    if metrics is None:
+        return
+    took = run.finished_at - run.started_at if run.finished_at and run.started_at else None
+    metrics.run_finished(
+        workflow=run.workflow.name,
+        status=str(run.status),
+        trigger=str(run.trigger),
+        seconds=None if took is None else took.total_seconds(),
     )

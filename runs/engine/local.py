@@ -40,6 +40,7 @@ from runs.state import (
 )
 from tools.breaker.run_view import REFRESH_SECONDS, in_process_view
 from tools.errors import FlowpilotError
+from tools.logcontext import log_fields
 from workflows.references import StepRef, iter_refs
 from workflows.schema import AnyStep
 
@@ -91,6 +92,9 @@ def drive_local(
     that starts one step while none is in flight (every step of a chain, a one-step run)
     calls it on this thread instead: nothing could overlap it, and the hand-off to a
     pool thread and back was a tenth of a chain step's cost.
+
+    What this thread logs carries the run's ids (``tools.logcontext``); a try sets its
+    own, on whichever thread it runs.
     """
     spec = ctx.spec
     results = dict(results) if results is not None else checkpoint.load_results(run)
@@ -116,9 +120,12 @@ def drive_local(
     breaker_check = _Every(REFRESH_SECONDS)
     breaker_check.due()  # read just now
     turn = _Turn(ctx, run, results, ready, views, previews, start=start)
-    with ThreadPoolExecutor(
-        max_workers=steps_at_once(ctx), thread_name_prefix=f"run{run.pk}"
-    ) as pool:
+    with (
+        log_fields(run_id=run.pk, trace_id=ctx.run_uuid.replace("-", "")),
+        ThreadPoolExecutor(
+            max_workers=steps_at_once(ctx), thread_name_prefix=f"run{run.pk}"
+        ) as pool,
+    ):
         while True:
             if cancel_check.due() and _cancelled(run):
                 _settle_cancelled(ctx, futures, results, notify, done)
@@ -382,7 +389,9 @@ class _Turn:
             _log_finished(self.run, self.results[step_id])
             notify(status, self.results[step_id])
         for step_id in decided.actions.skip:
-            logger.debug("run %s: step %s skipped", self.run.pk, step_id)
+            logger.debug(
+                "run %s: step %s skipped", self.run.pk, step_id, extra={"step_id": step_id}
+            )
             notify(StepStatus.SKIPPED, self.results[step_id])
         for step_id, _ in decided.failed:
             result = self.results[step_id]
@@ -402,7 +411,9 @@ class _Turn:
                 continue
             self.ready.settle(step_id, StepState(StepStatus.RUNNING))
             notify("started", result)
-            logger.debug("run %s: step %s started", self.run.pk, step_id)
+            logger.debug(
+                "run %s: step %s started", self.run.pk, step_id, extra={"step_id": step_id}
+            )
             started.append((step_id, args))
         return started
 
@@ -420,6 +431,7 @@ def _log_finished(run: Run, result: StepResult) -> None:
         result.attempts,
         "y" if result.attempts == 1 else "ies",
         f": {error.get('type')}: {str(error.get('message', ''))[:300]}" if error else "",
+        extra={"step_id": result.step_id},
     )
 
 

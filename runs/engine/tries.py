@@ -271,12 +271,33 @@ def try_once(
     fields = {"run_id": ctx.run_id, "trace_id": trace_id, "step_id": step_id or None}
     with log_fields(**fields, attempt=number, item=item):
         if ctx.tracer is None:
-            return _tried(ctx, number, call, worker, request_of)
-        with ctx.tracer.step_try(step_id, number, item) as span:
             tried = _tried(ctx, number, call, worker, request_of)
-            record = tried.record
-            ctx.tracer.try_ended(span, str(record.status), record.error, record.sent, record.worker)
-        return tried
+        else:
+            with ctx.tracer.step_try(step_id, number, item) as span:
+                tried = _tried(ctx, number, call, worker, request_of)
+                record = tried.record
+                ctx.tracer.try_ended(
+                    span, str(record.status), record.error, record.sent, record.worker
+                )
+    if ctx.metrics is not None:
+        _count(ctx, step_id, tried.record)
+    return tried
+
+
+def _count(ctx: RunContext, step_id: str, record: AttemptRecord) -> None:
+    """The try in the process's metrics (``runs.engine.metrics``): a step's tool names
+    it, or its kind when it calls none."""
+    assert ctx.metrics is not None
+    step = ctx.spec.step(step_id) if step_id else None
+    tool = (getattr(step, "tool", None) or step.kind) if step is not None else ""
+    ctx.metrics.try_done(
+        workflow=ctx.spec.name,
+        tool=tool,
+        status=str(record.status),
+        seconds=record.duration_ms / 1000,
+        number=record.number,
+        error=record.error,
+    )
 
 
 def _tried(

@@ -39,6 +39,37 @@ class FakeCollector(LoopbackServer):
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._bodies: list[bytes] = []
+        self._metric_bodies: list[bytes] = []
+
+    @property
+    def metrics_url(self) -> str:
+        return f"{self.origin}/v1/metrics"
+
+    def metric_points(self) -> list[tuple[str, dict[str, Any], float]]:
+        """Every data point received: (metric name, attributes, value: a sum's value or
+        a histogram's count)."""
+        from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+            ExportMetricsServiceRequest,
+        )
+
+        with self._lock:
+            bodies = list(self._metric_bodies)
+        points = []
+        for body in bodies:
+            request = ExportMetricsServiceRequest()
+            request.ParseFromString(body)
+            for resource in request.resource_metrics:
+                for scope in resource.scope_metrics:
+                    for metric in scope.metrics:
+                        kind = metric.WhichOneof("data")
+                        for point in getattr(metric, kind).data_points:
+                            labels = {a.key: _value(a.value) for a in point.attributes}
+                            if kind == "histogram":
+                                value = float(point.count)
+                            else:
+                                value = point.as_double or float(point.as_int)
+                            points.append((metric.name, labels, value))
+        return points
 
     @property
     def traces_url(self) -> str:
@@ -92,6 +123,10 @@ class FakeCollector(LoopbackServer):
         with self._lock:
             self._bodies.append(body)
 
+    def _keep_metrics(self, body: bytes) -> None:
+        with self._lock:
+            self._metric_bodies.append(body)
+
 
 def _value(value: Any) -> Any:
     kind = value.WhichOneof("value")
@@ -108,6 +143,9 @@ class _Handler(BaseHTTPRequestHandler):
             body = gzip.decompress(body)
         if self.path.rstrip("/") == "/v1/traces":
             self.server.fake._keep(body)  # type: ignore[attr-defined]
+            status = 200
+        elif self.path.rstrip("/") == "/v1/metrics":
+            self.server.fake._keep_metrics(body)  # type: ignore[attr-defined]
             status = 200
         else:
             status = 404

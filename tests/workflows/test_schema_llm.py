@@ -54,7 +54,8 @@ def test_the_budgets_example_of_the_docs_is_a_valid_workflow(settings):
     """docs/observability.md's example, as written, validates and reads as documented."""
     settings.FLOWPILOT_LLM_PRICES = {}
     text = (Path(__file__).resolve().parents[2] / "docs" / "observability.md").read_text()
-    block = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    blocks = [part.split("```", 1)[0] for part in text.split("```yaml\n")[1:]]
+    (block,) = [b for b in blocks if b.startswith("name: triage")]
     report = validate_workflow(yaml.safe_load(block), registry=None)
     assert report.ok, [i.message for i in report.issues]
     spec = report.spec

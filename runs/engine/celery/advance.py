@@ -249,7 +249,7 @@ def advance_locked(
         held = queue_ready(ctx, ready, publish=publish, now=now, take=take, task_queue=task_queue)
     if actions.done:
         run_finish(ctx, run)
-        logger.info("run %s %s", run.pk, run.status)
+        logger.info("run %s %s", run.pk, run.status, extra={"run_id": run.pk})
     return held
 
 

@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import transaction
 
 from runs.engine.celery.broker import Publish, lease_until, publish_step, step_queue
-from runs.engine.celery.run import run_context, run_start
+from runs.engine.celery.run import run_context, run_log_fields, run_start
 from runs.engine.celery.settle import settle
 from runs.engine.context import RunContext
 from runs.engine.kinds.base import Attempt
@@ -48,7 +48,7 @@ def parent_step_settle(*, child_run_id: int, publish: Publish = publish_step) ->
     result = StepResult.objects.select_related("run").get(pk=child.parent_step_id)
     if result.status != StepStatus.RUNNING or result.claim_token != token:
         return False
-    with run_context(result.run) as ctx:
+    with run_log_fields(result.run, step_id=result.step_id), run_context(result.run) as ctx:
         step = cast(WorkflowStep | LoopStep, ctx.spec.step(result.step_id))  # the claim says so
         if isinstance(step, LoopStep) and child.status == RunStatus.SUCCEEDED:
             return _next_iteration(ctx, result, step, child, token, publish=publish)
@@ -56,7 +56,10 @@ def parent_step_settle(*, child_run_id: int, publish: Publish = publish_step) ->
         queue = step_queue(ctx, step)
     if verdict.retry_in is not None:
         publish(result.pk, countdown=verdict.retry_in, queue=queue)
-    logger.info("run %s step %s: child run %s %s", result.run_id, step.id, child.pk, child.status)
+    logger.info(
+        "run %s step %s: child run %s %s", result.run_id, step.id, child.pk, child.status,
+        extra={"run_id": result.run_id, "step_id": step.id},
+    )  # fmt: skip
     return verdict.status is not None
 
 

@@ -13,6 +13,7 @@ import functools
 import logging
 import uuid
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -28,6 +29,7 @@ from runs.engine.context import DEFAULT_CLOCK, CallTaps, Clock, RunContext
 from runs.engine.http import process_http_client
 from runs.models import Run, StepResult
 from runs.state import RunError, RunStateError, RunStatus, StepStatus, run_transition
+from tools.logcontext import log_fields
 from tools.statements import bound_cursor
 from workflows.services import workflow_spec
 
@@ -246,8 +248,15 @@ def run_start(*, run: Run, publish: Publish = publish_step) -> Run:
     """Move a pending run to running and queue its first steps (published on commit).
 
     Raises ``BrokerUnavailable`` when the broker refuses the steps: the run is started
-    and its steps queued by then, so the sweeper publishes them again later.
+    and its steps queued by then, so the sweeper publishes them again later. What it
+    logs carries the run's ids (``run_log_fields``).
     """
+    with run_log_fields(run):
+        return _start(run, publish)
+
+
+def _start(run: Run, publish: Publish) -> Run:
+    """``run_start``'s work, within the run's ids."""
     try:
         with transaction.atomic():
             locked = lock_run(run.pk)
@@ -265,3 +274,9 @@ def run_start(*, run: Run, publish: Publish = publish_step) -> Run:
         ) from exc
     logger.info("run %s started on the Celery workers", run.pk)
     return locked
+
+
+def run_log_fields(run: Run, *, step_id: str | None = None) -> AbstractContextManager[None]:
+    """The run's ids (its id, and its trace id: its UUID as 32 hex digits), and the step's
+    when a task is about one, on every line it logs meanwhile (``tools.logcontext``)."""
+    return log_fields(run_id=run.pk, trace_id=str(run.uuid).replace("-", ""), step_id=step_id)

@@ -70,7 +70,10 @@ def _locked_claim(result: StepResult, token: str) -> tuple[Run, StepResult] | No
     run = Run.objects.select_for_update().get(pk=result.run_id)
     current = StepResult.objects.get(pk=result.pk)
     if current.claim_token != token or current.status != StepStatus.RUNNING:
-        logger.warning("step `%s` of run %s: stale claim, result ignored", result.step_id, run.pk)
+        logger.warning(
+            "step `%s` of run %s: stale claim, result ignored", result.step_id, run.pk,
+            extra={"step_id": result.step_id},
+        )  # fmt: skip
         return None
     return run, current
 
@@ -134,8 +137,9 @@ def settle_outcome(
         )
         if run_status is None:
             logger.warning(
-                "step `%s` of run %s: stale claim, result ignored", result.step_id, result.run_id
-            )
+                "step `%s` of run %s: stale claim, result ignored", result.step_id, result.run_id,
+                extra={"step_id": result.step_id},
+            )  # fmt: skip
             return Verdict(claimed=True)
         if run_status == RunStatus.RUNNING:
             # Only the status was read (a run's inputs can be large); the rest loads on

@@ -62,7 +62,7 @@ from runs.engine.celery.broker import (
 )
 from runs.engine.celery.claim import Claim, Taken, claim, claim_ready
 from runs.engine.celery.heartbeat import heartbeat
-from runs.engine.celery.run import TapsFor, claim_read, run_context
+from runs.engine.celery.run import TapsFor, claim_read, run_context, run_log_fields
 from runs.engine.celery.settle import (
     TakeNext,
     Verdict,
@@ -109,12 +109,30 @@ def step_execute(
     step's success makes one child ready (a chain), that child is run next in this same
     task (``continue_chain``); its verdict is in ``Verdict.continued``. ``taps_for``
     gives the run's call taps (``runs.tasks``: a validation run records its calls).
+    What the task logs once it has claimed the step carries the run's ids.
     """
     claimed = claim_read(step_result_id, worker=worker, now=now)
     if claimed is None:
         logger.debug("step result %s is not queued: duplicate or stale message", step_result_id)
         return Verdict(claimed=False)
     won, tools = claimed
+    with run_log_fields(won.result.run):
+        return _claimed_execute(
+            won, tools, worker=worker, publish=publish, now=now, taps_for=taps_for
+        )
+
+
+def _claimed_execute(
+    won: Claim,
+    tools: tuple,
+    *,
+    worker: str,
+    publish: Publish,
+    now: Clock,
+    taps_for: TapsFor | None,
+) -> Verdict:
+    """``step_execute`` once the step is claimed: build the context, resolve, try once,
+    settle, and go on with the chain."""
     result = won.result
     run = result.run
     try:
@@ -161,7 +179,10 @@ def _release(won: Claim, *, now: Clock) -> None:
     try:
         with_db_retries(give_back, what=f"giving back the claim of step result {result.pk}")
     except Exception:
-        logger.exception("step result %s: claim not given back; the sweeper will", result.pk)
+        logger.exception(
+            "step result %s: claim not given back; the sweeper will", result.pk,
+            extra={"step_id": result.step_id},
+        )  # fmt: skip
 
 
 def continue_chain(
@@ -252,11 +273,13 @@ def _run_claimed(
     # A child may share this task only if neither has a Celery time limit (the task's).
     take = partial(_take, ctx, run, step.id, worker) if time_limit_of(step) is None else None
     with heartbeat(result.pk, token, now=ctx.now):
-        logger.debug("run %s: step %s started (try %s)", run.pk, step.id, result.attempts + 1)
-        tried = _try(ctx, step, args, number=result.attempts + 1, worker=worker)
+        number, on_step = result.attempts + 1, {"step_id": step.id}
+        logger.debug("run %s: step %s started (try %s)", run.pk, step.id, number, extra=on_step)
+        tried = _try(ctx, step, args, number=number, worker=worker)
         logger.debug(
             "run %s: step %s try %s %s in %.0f ms",
             run.pk, step.id, tried.record.number, tried.record.status, tried.record.duration_ms,
+            extra=on_step,
         )  # fmt: skip
         return with_db_retries(
             lambda: _flushed_settle(
@@ -408,5 +431,8 @@ def _fail_unstartable(
         ):  # fmt: skip
             # Like any finished run: a failure report, a parked parent step, an approval.
             run_finished_announce(run)
-    logger.error("run %s step %s could not start: %s", run.pk, result.step_id, exc.message)
+    logger.error(
+        "run %s step %s could not start: %s", run.pk, result.step_id, exc.message,
+        extra={"step_id": result.step_id},
+    )  # fmt: skip
     return Verdict(claimed=True, status=StepStatus.FAILED)

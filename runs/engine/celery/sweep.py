@@ -44,7 +44,7 @@ from runs.engine.celery.broker import (
     step_queue,
     time_limit_of,
 )
-from runs.engine.celery.run import lock_run, run_context
+from runs.engine.celery.run import lock_run, run_context, run_log_fields
 from runs.engine.celery.settle import requeue
 from runs.engine.context import DEFAULT_CLOCK, RunContext
 from runs.models import Run, StepResult
@@ -100,7 +100,7 @@ def _sweep_run(run_id: int, due: Q, *, now: datetime, publish: Publish) -> Count
         )
         if not expired:
             return counts
-        with run_context(run) as ctx:
+        with run_log_fields(run), run_context(run) as ctx:
             for result in expired:
                 step = ctx.spec.step(result.step_id)
                 action = _take_back(ctx, run, result, step, now=now, publish=publish)

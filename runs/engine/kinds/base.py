@@ -8,6 +8,7 @@ module here, as one ``StepKind`` registered in ``runs.engine.kinds.KINDS``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Callable, Mapping
@@ -162,15 +163,15 @@ def call_tool(
         tap=None if ctx.taps is None else ctx.taps.tap_for(step.id, item, tool),
         run_id=ctx.run_id,
     )
-    if ctx.tracer is not None:
-        return _traced_call(ctx, tool, args, call_ctx, step.id, item)
+    if ctx.tracer is not None or ctx.metrics is not None:
+        return _observed_call(ctx, tool, args, call_ctx, step.id, item)
     if not logger.isEnabledFor(logging.DEBUG):
         return ctx.registry.call(tool, args, call_ctx)
     where = f"run {ctx.run_id} step {step.id}" + ("" if item is None else f" item {item}")
     return _logged_call(ctx, tool, args, call_ctx, where)
 
 
-def _traced_call(
+def _observed_call(
     ctx: RunContext,
     tool: str,
     args: dict[str, Any],
@@ -178,19 +179,22 @@ def _traced_call(
     step_id: str,
     item: int | None,
 ) -> ToolResult:
-    """``registry.call`` inside its span (``runs.engine.tracing``): the tool, its kind and
-    the request as its record stores it (masked), or the error's type."""
-    assert ctx.tracer is not None
+    """``registry.call`` inside its span (``runs.engine.tracing``) and counted
+    (``runs.engine.metrics``), each when on: the tool, its kind, the request as its
+    record stores it (masked), or the error's type."""
     spec = ctx.registry.get(tool)
     kind = spec.kind if spec is not None else ""
-    attributes: dict[str, Any] = {
-        "flowpilot.step_id": step_id,
-        "flowpilot.tool": tool,
-        "flowpilot.tool_kind": kind,
-    }
-    if item is not None:
-        attributes["flowpilot.item"] = item
-    with ctx.tracer.call(f"tool {tool}", attributes) as span:
+    with contextlib.ExitStack() as stack:
+        span = None
+        if ctx.tracer is not None:
+            attributes: dict[str, Any] = {
+                "flowpilot.step_id": step_id,
+                "flowpilot.tool": tool,
+                "flowpilot.tool_kind": kind,
+            }
+            if item is not None:
+                attributes["flowpilot.item"] = item
+            span = stack.enter_context(ctx.tracer.call(f"tool {tool}", attributes))
         try:
             if logger.isEnabledFor(logging.DEBUG):
                 where = f"run {ctx.run_id} step {step_id}" + (
@@ -201,9 +205,18 @@ def _traced_call(
                 result = ctx.registry.call(tool, args, call_ctx)
         except FlowpilotError as exc:
             request = exc.request if isinstance(exc, ToolError) else None
-            ctx.tracer.call_ended(span, request=request, error=exc.as_dict())
+            failure = exc.as_dict()
+            if ctx.tracer is not None and span is not None:
+                ctx.tracer.call_ended(span, request=request, error=failure)
+            if ctx.metrics is not None:
+                ctx.metrics.tool_call(
+                    tool=tool, kind=kind, request=request, error_type=str(failure["type"])
+                )
             raise
-        ctx.tracer.call_ended(span, request=result.request)
+        if ctx.tracer is not None and span is not None:
+            ctx.tracer.call_ended(span, request=result.request)
+        if ctx.metrics is not None:
+            ctx.metrics.tool_call(tool=tool, kind=kind, request=result.request, error_type="")
     return result
 
 

@@ -305,6 +305,18 @@ def _counted(
             def answered(reply: LLMReply) -> None:
                 paid(reply)
                 traced(reply)
+                if ctx.metrics is not None:
+                    usage = reply.usage
+                    ctx.metrics.llm_call(
+                        workflow=ctx.spec.name,
+                        endpoint=endpoint,
+                        model=reply.model or model,
+                        prompt_tokens=usage.prompt_tokens,
+                        completion_tokens=usage.completion_tokens,
+                        cost_pico=llm.prices.charge(
+                            reply.model, model, usage.prompt_tokens, usage.completion_tokens
+                        ),
+                    )
 
             yield answered
 

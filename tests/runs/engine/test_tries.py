@@ -135,6 +135,7 @@ class _StubContext:
         self.rand = random.Random(0)
         self.redactor = Redactor()
         self.tracer = None  # tracing off
+        self.metrics = None  # metrics off
         self.run_id = 1
         self.run_uuid = "00000000-0000-4000-8000-000000000001"
 

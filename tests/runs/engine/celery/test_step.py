@@ -1,10 +1,13 @@
 """One step as a Celery task (``runs.engine.celery.step``): a run whose context cannot be
-built fails at once, a step reading an output stored truncated fails clearly, and the
-connections around a worker's task.
+built fails at once, a step reading an output stored truncated fails clearly, what the
+tasks of a run log carries its ids, and the connections around a worker's task.
 """
 
 from __future__ import annotations
 
+import io
+import json
+import logging
 import sys
 
 import pytest
@@ -12,6 +15,7 @@ import pytest
 from runs.engine import caches
 from tests.celery_support import fan_out_flow
 from tests.runs.engine.celery.conftest import WORKER, results, started
+from tools.logformat import JsonFormatter
 from workflows.models import Workflow
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -59,6 +63,32 @@ def test_an_output_stored_truncated_fails_the_step_that_reads_it(echo_api, setti
     assert rows["join"].error["type"] == "checkpoint_truncated"
     assert "reads the output of `s01`, which was stored truncated" in rows["join"].error["message"]
     assert run.status == "failed"
+
+
+def test_what_the_tasks_of_a_run_log_carries_its_ids(echo_api, restore_loggers):
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(JsonFormatter())
+    log = logging.getLogger("flowpilot")
+    log.setLevel(logging.DEBUG)
+    log.addHandler(handler)
+
+    run, bus = started(fan_out_flow("fan", 2))
+    bus.drain(worker=WORKER)
+
+    run.refresh_from_db()
+    assert run.status == "succeeded"
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    engine = [line for line in lines if line["logger"].startswith("flowpilot.engine")]
+    messages = {line["message"] for line in engine}
+    assert f"run {run.pk} started on the Celery workers" in messages  # the run's start
+    assert f"run {run.pk}: step s01 started (try 1)" in messages  # a step task, outside its try
+    assert f"run {run.pk} succeeded" in messages  # the advance that finished it
+    for line in engine:
+        assert (line["run_id"], line["trace_id"]) == (run.pk, run.uuid.hex), line
+    steps = [line for line in engine if "step_id" in line]
+    assert {line["step_id"] for line in steps} == {"s01", "s02", "join"}
+    assert all(line["step_id"] in line["message"] for line in steps)
 
 
 # --- connections around a task (config/celery_app.py) ---------------------------------
