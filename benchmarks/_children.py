@@ -139,11 +139,15 @@ def _scale(m, url: str, params: dict, args: argparse.Namespace) -> dict:
     return {"plain": plain, "flowpilot": engine, "peak_mb": peak - base, "heap_mb": heap}
 
 
+TRACE_BLOCK = 5  # chain runs per timed block of the tracing section
+
+
 def _tracing(m, url: str, params: dict, args: argparse.Namespace) -> dict:
-    """The chain in process with tracing off and on, alternately (``--repeat`` pairs,
-    medians): on, every try and call is a span, sent over OTLP/HTTP to a loopback
-    receiver by the batch processor. The export (``flush_traces``) is timed apart, after
-    each traced run: in production it happens on the exporter's thread, beside the run."""
+    """The chain in process with tracing off and on, in alternate blocks of
+    ``TRACE_BLOCK`` runs (``--repeat`` blocks each, medians of the per-run times): on,
+    every try and call is a span, sent over OTLP/HTTP to a loopback receiver by the
+    batch processor, and the block's time includes sending them all (a flush at its
+    end). ``inline`` is a traced run alone, its spans made and queued, not yet sent."""
     import os
     import statistics
     import time
@@ -159,25 +163,28 @@ def _tracing(m, url: str, params: dict, args: argparse.Namespace) -> dict:
         workflow = m.prepare(m.shape("chain", args.chain, 0))
         run = m.in_process(workflow)
 
-        def timed(tracing: bool) -> float:
+        def block(tracing: bool) -> tuple[float, float]:
             settings.FLOWPILOT_TRACING = tracing
             started = time.perf_counter()
-            run()
-            return time.perf_counter() - started
+            for _ in range(TRACE_BLOCK):
+                run()
+            ran = time.perf_counter()
+            if tracing:
+                flush_traces()
+            return (time.perf_counter() - started) / TRACE_BLOCK, (ran - started) / TRACE_BLOCK
 
-        timed(False), timed(True), flush_traces()  # warm both, and the exporter
-        off, on, export = [], [], []
+        block(False), block(True)  # warm both, and the exporter
+        off, on, inline = [], [], []
         for _ in range(args.repeat):
-            off.append(timed(False))
-            on.append(timed(True))
-            started = time.perf_counter()
-            flush_traces()
-            export.append(time.perf_counter() - started)
+            off.append(block(False)[0])
+            total, runs_only = block(True)
+            on.append(total)
+            inline.append(runs_only)
         shutdown_tracing()
         return {
             "n": args.chain,
             "off": statistics.median(off),
             "on": statistics.median(on),
-            "export": statistics.median(export),
+            "inline": statistics.median(inline),
             "spans": sink.spans,
         }

@@ -14,7 +14,7 @@ from logging.config import dictConfig
 from typing import Any
 
 from celery import Celery, Task
-from celery.signals import setup_logging, task_postrun, task_prerun
+from celery.signals import setup_logging, task_postrun, task_prerun, worker_process_shutdown
 from django.conf import settings
 from django.db import close_old_connections
 
@@ -37,3 +37,15 @@ def _recycle_old_connections(sender: Task | None = None, **kwargs: Any) -> None:
     if sender is not None and getattr(sender.request, "is_eager", False):
         return
     close_old_connections()
+
+
+@worker_process_shutdown.connect
+def _send_telemetry(**kwargs: Any) -> None:
+    """A pool process leaves without running exit handlers: the spans and OTLP metrics it
+    still buffers are sent first, for at most two seconds each (runs/engine/tracing.py,
+    runs/engine/metrics.py)."""
+    from runs.engine.metrics import flush_metrics
+    from runs.engine.tracing import flush_traces
+
+    flush_traces(timeout_millis=2000)
+    flush_metrics(timeout_millis=2000)

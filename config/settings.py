@@ -13,7 +13,12 @@ from celery.schedules import crontab
 
 from config.llm_endpoints import read_llm_endpoints, read_prices
 from config.logs import read_log_format
-from config.telemetry import read_metric_exporters, read_trace_exporters
+from config.telemetry import (
+    check_otlp_protocol,
+    read_metric_exporters,
+    read_trace_exporters,
+    read_trace_ratio,
+)
 from tools.llm.endpoints import PUBLIC_BASE_URL
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -434,6 +439,8 @@ FLOWPILOT_PLANNER_TEMPLATES = env.int("FLOWPILOT_PLANNER_TEMPLATES", default=3)
 FLOWPILOT_TRACE_EXPORTERS = read_trace_exporters(env)
 FLOWPILOT_TRACING = bool(FLOWPILOT_TRACE_EXPORTERS)
 FLOWPILOT_TRACE_URL = env("FLOWPILOT_TRACE_URL", default="")
+FLOWPILOT_TRACE_RATIO = read_trace_ratio(env)  # OTEL_TRACES_SAMPLER (and _ARG)
+check_otlp_protocol(env)  # OTLP over HTTP only
 # Metrics (docs/observability.md): /metrics for Prometheus when FLOWPILOT_METRICS is true
 # (staff users, or `Authorization: Bearer FLOWPILOT_METRICS_TOKEN`; PROMETHEUS_MULTIPROC_DIR
 # for several processes), and over OTLP when the OTEL_* variables ask for it.

@@ -44,3 +44,46 @@ def _exporters(env: Any, signal: str, shipped: tuple[str, ...]) -> tuple[str, ..
             f"(known: {', '.join(shipped)}, or none)"
         )
     return tuple(dict.fromkeys(name for name in named if name != "none"))
+
+
+RATIO_SAMPLERS = ("traceidratio", "parentbased_traceidratio")
+ALL_SAMPLERS = ("always_on", "parentbased_always_on", "always_off", "parentbased_always_off")
+
+
+def read_trace_ratio(env: Any) -> float:
+    """The share of runs traced, from ``OTEL_TRACES_SAMPLER`` (and ``_ARG`` for a ratio).
+    A run is always a root, so a ``parentbased_`` sampler decides as its root sampler."""
+    name = env.str("OTEL_TRACES_SAMPLER", default="").strip().lower()
+    if not name or name in ALL_SAMPLERS[:2]:
+        return 1.0
+    if name in ALL_SAMPLERS[2:]:
+        return 0.0
+    if name not in RATIO_SAMPLERS:
+        known = ", ".join((*ALL_SAMPLERS, *RATIO_SAMPLERS))
+        raise ImproperlyConfigured(
+            f"OTEL_TRACES_SAMPLER: {name} is not a sampler flowpilot applies (known: {known})"
+        )
+    text = env.str("OTEL_TRACES_SAMPLER_ARG", default="1.0")
+    try:
+        ratio = float(text)
+    except ValueError:
+        ratio = -1.0
+    if not 0 <= ratio <= 1:
+        raise ImproperlyConfigured(f"OTEL_TRACES_SAMPLER_ARG: {text!r} is not a ratio from 0 to 1")
+    return ratio
+
+
+def check_otlp_protocol(env: Any) -> None:
+    """flowpilot sends OTLP over HTTP (protobuf); another protocol stops start-up rather
+    than being ignored."""
+    for variable in (
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL",
+    ):
+        value = env.str(variable, default="").strip()
+        if value and value != "http/protobuf":
+            raise ImproperlyConfigured(
+                f"{variable}: {value} is not sent by flowpilot, which speaks OTLP over HTTP "
+                "(http/protobuf): point it at the collector's HTTP port (4318)"
+            )

@@ -19,6 +19,7 @@ Read at each scrape, never stored:
 from __future__ import annotations
 
 import hmac
+import logging
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -38,6 +39,7 @@ from tools.breaker.selectors import breakers_list
 from tools.breaker.setup import breaker_store_from_settings
 
 BREAKER_VALUES = {"closed": 0, "half_open": 1, "open": 2}
+logger = logging.getLogger("flowpilot.health")
 
 
 @never_cache
@@ -61,7 +63,9 @@ def _allowed(request: HttpRequest) -> bool:
     token = str(getattr(settings, "FLOWPILOT_METRICS_TOKEN", "") or "")
     sent = request.headers.get("Authorization", "")
     scheme, _, value = sent.partition(" ")
-    return bool(token) and scheme.lower() == "bearer" and hmac.compare_digest(value, token)
+    if not token or scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(value.encode(), token.encode())  # any header text: bytes
 
 
 def exposition() -> bytes:
@@ -88,32 +92,45 @@ class _StateCollector:
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily
 
-        runs = GaugeMetricFamily(
-            "flowpilot_runs_in_progress", "Runs not finished, by status.", labels=["status"]
+        families = (
+            ("flowpilot_runs_in_progress", "Runs not finished, by status.", "status", _runs),
+            (
+                "flowpilot_breaker_state",
+                "Circuit breakers by host: 0 closed, 1 half-open, 2 open.",
+                "host",
+                _breaker_values,
+            ),
+            (
+                "flowpilot_queue_length",
+                "Messages waiting in the broker, by queue.",
+                "queue",
+                _queue_lengths,
+            ),
         )
-        counts = (
-            Run.objects.exclude(status__in=sorted(RUN_TERMINAL))
-            .values("status")
-            .annotate(n=Count("id"))
-            .order_by("status")
-        )
-        for row in counts:
-            runs.add_metric([row["status"]], row["n"])
-        yield runs
-        breakers = GaugeMetricFamily(
-            "flowpilot_breaker_state",
-            "Circuit breakers by host: 0 closed, 1 half-open, 2 open.",
-            labels=["host"],
-        )
-        for state in _breakers():
-            breakers.add_metric([state.host], BREAKER_VALUES.get(state.state, 0))
-        yield breakers
-        queues = GaugeMetricFamily(
-            "flowpilot_queue_length", "Messages waiting in the broker, by queue.", labels=["queue"]
-        )
-        for queue, length in _queue_lengths().items():
-            queues.add_metric([queue], length)
-        yield queues
+        for name, text, label, read in families:
+            family = GaugeMetricFamily(name, text, labels=[label])
+            try:
+                values = read()
+            except Exception as exc:  # noqa: BLE001 - one part down: the rest still served
+                logger.warning("/metrics: %s not read (%s: %s)", name, type(exc).__name__, exc)
+                values = {}
+            for key, value in values.items():
+                family.add_metric([key], value)
+            yield family
+
+
+def _runs() -> dict[str, float]:
+    counts = (
+        Run.objects.exclude(status__in=sorted(RUN_TERMINAL))
+        .values("status")
+        .annotate(n=Count("id"))
+        .order_by("status")
+    )
+    return {row["status"]: row["n"] for row in counts}
+
+
+def _breaker_values() -> dict[str, float]:
+    return {state.host: BREAKER_VALUES.get(state.state, 0) for state in _breakers()}
 
 
 def _breakers() -> list[Any]:
@@ -128,7 +145,7 @@ def _breakers() -> list[Any]:
             close()
 
 
-def _queue_lengths() -> dict[str, int]:
+def _queue_lengths() -> dict[str, float]:
     """Each known queue's waiting messages, on a Redis broker (a queue is a list there);
     nothing without a broker or on another transport."""
     url = _broker_url()
@@ -140,7 +157,5 @@ def _queue_lengths() -> dict[str, int]:
     client = redis.Redis.from_url(url, socket_timeout=_timeout(), socket_connect_timeout=_timeout())
     try:
         return {name: int(client.llen(name)) for name in dict.fromkeys(names)}
-    except redis.RedisError:
-        return {}
     finally:
         client.close()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -34,6 +34,7 @@ class Cost:
     cost_pico: int = 0
     unpriced_calls: int = 0  # answered by a model with no price: tokens only
     in_flight: int = 0  # reserved at their estimate, not answered yet
+    estimated_calls: int = 0  # settled at their estimate: no usage reported, or no answer
 
     @property
     def usd(self) -> Decimal:
@@ -55,6 +56,11 @@ class Cost:
             line += f"; {self.unpriced_calls} at a model with no price, not in the total"
         if self.in_flight:
             line += f"; {self.in_flight} in flight, at their estimate"
+        if self.estimated_calls:
+            line += (
+                f"; {self.estimated_calls} charged at their estimate (no usage reported, "
+                "or no answer to a call that may have been processed)"
+            )
         return line
 
     def as_dict(self) -> dict[str, Any]:
@@ -66,6 +72,7 @@ class Cost:
             "completion_tokens": self.completion_tokens,
             "unpriced_calls": self.unpriced_calls,
             "in_flight": self.in_flight,
+            "estimated_calls": self.estimated_calls,
         }
 
 
@@ -79,6 +86,11 @@ _SUMS = {
         "id", filter=Q(state=LLMCallState.ANSWERED, cost_pico__isnull=True)
     ),
     "sum_in_flight": Count("id", filter=Q(state=LLMCallState.RESERVED)),
+    "sum_estimated_calls": Count(
+        "id",
+        filter=Q(state=LLMCallState.ANSWERED, usage_reported=False)
+        | Q(state=LLMCallState.FAILED, cost_pico__gt=0),
+    ),
 }
 
 
@@ -113,7 +125,10 @@ def month_start(moment: datetime) -> datetime:
 
 def workflow_month_cost(name: str, moment: datetime) -> Cost:
     """The calls of every run of workflow ``name`` in ``moment``'s month (UTC)."""
-    return cost_of(LLMCall.objects.filter(workflow_name=name, created_at__gte=month_start(moment)))
+    start = month_start(moment)
+    end = month_start(start + timedelta(days=32))
+    calls = LLMCall.objects.filter(workflow_name=name, created_at__gte=start, created_at__lt=end)
+    return cost_of(calls)
 
 
 @dataclass(frozen=True)

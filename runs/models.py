@@ -391,7 +391,10 @@ class LLMCall(models.Model):
     Written *before* the call, ``reserved`` at its estimate (so that two runs under one
     monthly budget cannot both spend its last dollar), then settled with the tokens the
     endpoint reported and their cost at the endpoint's price table (``answered``), or
-    ``failed`` at no cost when no answer came. Costs are whole pico-dollars (10⁻¹² USD,
+    ``failed`` when no answer came: at no cost when the request was surely not processed
+    (refused, 401, 429), at its estimate when it may have been (a timeout, the step
+    cancelled). An answer without usage is charged at its estimate too
+    (``usage_reported``). Costs are whole pico-dollars (10⁻¹² USD,
     ``tools.llm.prices``), so every total is exact. A row outlives its run (retention
     deletes runs, not what the month has spent): ``workflow_name`` and ``step_id`` say
     whose it was. ``cost_pico`` is empty for a model with no price.
@@ -412,6 +415,11 @@ class LLMCall(models.Model):
     )
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
+    usage_reported = models.BooleanField(
+        default=True,
+        help_text="False: the answer said nothing of its tokens; the call is charged at its "
+        "estimate.",
+    )
     cost_pico = models.BigIntegerField(
         null=True,
         blank=True,

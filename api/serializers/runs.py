@@ -33,6 +33,10 @@ class LLMCostSerializer(serializers.Serializer):
     in_flight = serializers.IntegerField(
         help_text="Calls not answered yet: in `usd` at their estimate."
     )
+    estimated_calls = serializers.IntegerField(
+        help_text="Calls charged at their estimate: the answer reported no usage, or no "
+        "answer came to a call that may have been processed (a timeout)."
+    )
 
 
 class RunSerializer(serializers.ModelSerializer):

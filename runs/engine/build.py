@@ -99,7 +99,8 @@ def build_run_context(
         with contextlib.suppress(LLMNotConfigured):  # its llm steps fail saying what to set
             context.llm, context.owns_llm = LLMClient.from_settings(offline=offline), True
     context.taps = taps
-    if plan.needs_llm and not (taps is not None and taps.offline):
+    replay = taps is not None and taps.offline
+    if plan.calls_models and not replay:
         # Every model call counted, budgets in money kept (a replay calls no model).
         context.spend = Spend(
             run_id=run_id,
@@ -108,9 +109,11 @@ def build_run_context(
             now=lambda: context.now(),
             output_tokens_guess=settings.FLOWPILOT_LLM_ESTIMATE_OUTPUT_TOKENS,
         )
-    if metrics_enabled():
+    # A replay is an offline comparison: neither counted nor traced (its answers are
+    # recordings, and it is never announced, so its root span would never come).
+    if metrics_enabled() and not replay:
         context.metrics = process_metrics()
-    if tracing_enabled():
+    if tracing_enabled() and not replay:
         context.tracer = run_tracer(
             run_id=run_id,
             run_uuid=context.run_uuid,
@@ -118,7 +121,7 @@ def build_run_context(
             version_hash=spec.definition_hash(),
             redactor=context.redactor,
         )
-    if taps is not None and taps.offline:
+    if replay:
         context.pacer = None  # a replay sends nothing: no slot to wait for, no header to read
     if sleep is not None:
         context.sleep = sleep

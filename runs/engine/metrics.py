@@ -40,6 +40,7 @@ test. The object is one per process (as the tracer provider), made on first use.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Mapping
@@ -49,6 +50,8 @@ from typing import Any
 from django.conf import settings
 
 from tools.llm.prices import PICO
+
+logger = logging.getLogger("flowpilot.engine")
 
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 RUN_BUCKETS = (0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 14400)
@@ -109,6 +112,7 @@ class Metrics:
         self.otel: dict[str, Any] = {}
         self.registry: Any = None
         self.meter_provider: Any = None
+        self.failures = 0
         if prometheus:
             self._prometheus()
         if otlp:
@@ -145,16 +149,31 @@ class Metrics:
                 self.otel[name] = meter.create_histogram(name, unit="s", description=text)
 
     def add(self, name: str, labels: Mapping[str, str], amount: float = 1) -> None:
-        if self.prometheus:
-            self.prometheus[name].labels(**labels).inc(amount)
-        if self.otel:
-            self.otel[name].add(amount, dict(labels))
+        try:
+            if self.prometheus:
+                self.prometheus[name].labels(**labels).inc(amount)
+            if self.otel:
+                self.otel[name].add(amount, dict(labels))
+        except Exception as exc:  # noqa: BLE001 - counting never fails a run
+            self._failed(exc)
 
     def observe(self, name: str, labels: Mapping[str, str], value: float) -> None:
-        if self.prometheus:
-            self.prometheus[name].labels(**labels).observe(value)
-        if self.otel:
-            self.otel[name].record(value, dict(labels))
+        try:
+            if self.prometheus:
+                self.prometheus[name].labels(**labels).observe(value)
+            if self.otel:
+                self.otel[name].record(value, dict(labels))
+        except Exception as exc:  # noqa: BLE001 - counting never fails a run
+            self._failed(exc)
+
+    def _failed(self, exc: Exception) -> None:
+        """A count that could not be made (the multiprocess directory gone, a full disk)
+        is lost, never the run's step: said once per process, then counted quietly."""
+        self.failures += 1
+        if self.failures == 1:
+            logger.error(
+                "metrics: a count was lost and later ones may be (%s: %s)", type(exc).__name__, exc
+            )
 
     # --- what is counted ------------------------------------------------------------
 
@@ -219,10 +238,10 @@ class Metrics:
             labels = {"workflow": workflow, "status": status}
             self.observe("flowpilot_run_duration_seconds", labels, seconds)
 
-    def flush(self) -> None:
+    def flush(self, timeout_millis: float = 10_000) -> None:
         """Send what OTLP has not yet (a command about to exit, a test)."""
         if self.meter_provider is not None:
-            self.meter_provider.force_flush()
+            self.meter_provider.force_flush(timeout_millis)
 
 
 def process_metrics() -> Metrics | None:
@@ -245,6 +264,14 @@ def process_metrics() -> Metrics | None:
 # a name in one registry, and its multiprocess files are per process anyway.
 _PROCESS: dict[tuple[int, bool, bool], Metrics] = {}
 _LOCK = threading.Lock()
+
+
+def flush_metrics(timeout_millis: float = 10_000) -> None:
+    """Send what this process's OTLP reader buffers (a pool process about to exit)."""
+    with _LOCK:
+        made = list(_PROCESS.values())
+    for metrics in made:
+        metrics.flush(timeout_millis)
 
 
 def forget_process_metrics() -> None:

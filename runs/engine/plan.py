@@ -36,6 +36,7 @@ class CompiledPlan:
     compiled: Mapping[tuple[str, str], Any]  # (step id, key) -> what the step's kind compiled
     allowed_tools: frozenset[str]
     needs_llm: bool  # a step needs the run's default LLM client (no named endpoint)
+    calls_models: bool = False  # a step calls a model, on any endpoint (its ledger: spend)
 
 
 def compile_plan(spec: WorkflowSpec) -> CompiledPlan:
@@ -59,6 +60,7 @@ def compile_plan(spec: WorkflowSpec) -> CompiledPlan:
         compiled=MappingProxyType(compile_expressions(spec)),
         allowed_tools=spec.allowlist(),
         needs_llm=any(s.needs_llm() and not s.llm_endpoint() for s in spec.steps),
+        calls_models=any(s.needs_llm() for s in spec.steps),
     )
 
 

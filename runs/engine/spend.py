@@ -11,7 +11,10 @@ Each model call of an ``llm`` step or an LLM decision goes through ``Spend.call`
    what is spent, reservations included, passes a budget, the transaction is rolled
    back and ``MoneyBudgetExceeded`` is raised, so **the call is not made**;
 2. **after** it, the row is settled with the tokens the endpoint reported and their
-   cost (``answered``), or at no cost when no answer came (``failed``). When the
+   cost (``answered``; an answer that reports no usage is charged at its estimate), or
+   ``failed`` when no answer came: at no cost when the request was surely not
+   processed (an error answer, a refused connection), at its estimate when it may have
+   been (a timeout, the step stopped while waiting). When the
    settled spend then passes a budget, the step fails with ``MoneyBudgetExceeded``:
    the answer was paid for, and no further call of the run (or, for a monthly
    budget, of the workflow) can fit.
@@ -31,6 +34,7 @@ connection after each write, as the credential and pacing stores do.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import threading
 from collections.abc import Callable, Iterator
@@ -40,11 +44,13 @@ from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from django.db import connections, router, transaction
+from django.db import DatabaseError, connections, router, transaction
 from django.db.models import Q, Sum
 
+from runs.engine.db_retry import with_db_retries
 from runs.models import LLMCall, LLMCallState, Run
 from tools.errors import FlowpilotError
+from tools.llm.errors import LLMTimeout
 from tools.llm.prices import pico_of_usd, usd_text
 from tools.shared_cache import shared_cache_retry
 from workflows.schema_llm import LLMBudget, MoneyBudget
@@ -53,6 +59,8 @@ if TYPE_CHECKING:
     from tools.llm import LLMReply, PriceTable
 
 T = TypeVar("T")
+
+logger = logging.getLogger("flowpilot.engine.llm")
 
 BYTES_PER_TOKEN = 4  # what the estimate assumes of the prompt's text
 TOKENS_PER_MESSAGE = 8  # and of each message's envelope
@@ -107,6 +115,7 @@ class Spend:
         self.now = now
         self.output_tokens_guess = output_tokens_guess
         self._run_checked = False
+        self._rows: list[int] = []  # what this ledger reserved (for a run not stored)
 
     @contextmanager
     def call(
@@ -143,8 +152,10 @@ class Spend:
         answered: list[LLMReply] = []
         try:
             yield answered.append
-        finally:
-            self._settle(row, answered[-1] if answered else None, prices, model)
+        except BaseException as failure:
+            self._settled(row, answered[-1] if answered else None, prices, model, failure)
+            raise
+        self._settled(row, answered[-1] if answered else None, prices, model, None)
         if answered:
             self._check_settled(step.id, limits)
 
@@ -155,7 +166,8 @@ class Spend:
             workflow_name=self.workflow,
             created_at__gte=moment.replace(day=1, hour=0, minute=0, second=0, microsecond=0),
         )
-        this_run = Q(run_id=self.run_id)
+        # A context with no stored run (tests, benchmarks): "this run" is its own rows.
+        this_run = Q(run_id=self.run_id) if self.run_id is not None else Q(pk__in=self._rows)
         step = Q(step_id=step_id)
         candidates = [
             (own.usd_per_run, f"step `{step_id}`'s budget.usd_per_run", this_run & step),
@@ -192,6 +204,8 @@ class Spend:
                     estimate_pico=estimate,
                     created_at=self.now(),
                 )
+                if self.run_id is None:
+                    self._rows.append(row.pk)
                 for limit in limits:
                     spent = _spent(limit.rows)
                     if spent > limit.allows:
@@ -203,21 +217,61 @@ class Spend:
                         )
                 return row
 
-        return _released(lambda: shared_cache_retry(reserve))
+        return with_db_retries(
+            lambda: _released(lambda: shared_cache_retry(reserve)),
+            what=f"reserving a model call of step `{step.id}`",
+        )
 
-    def _settle(self, row: LLMCall, reply: LLMReply | None, prices: PriceTable, asked: str) -> None:
+    def _settled(
+        self,
+        row: LLMCall,
+        reply: LLMReply | None,
+        prices: PriceTable,
+        asked: str,
+        failure: BaseException | None,
+    ) -> None:
+        """Write what the call cost; through a database blip, tried again on a new
+        connection. A write that still fails leaves the row reserved at its estimate
+        (what a budget counts is then never less than was spent) and is logged: the
+        answer, paid for, is not thrown away for it."""
+        try:
+            with_db_retries(
+                lambda: self._settle(row, reply, prices, asked, failure),
+                what=f"the cost of a model call of step `{row.step_id}`",
+            )
+        except DatabaseError:
+            logger.exception(
+                "run %s step %s: a model call's cost not recorded", self.run_id, row.step_id
+            )
+
+    def _settle(
+        self,
+        row: LLMCall,
+        reply: LLMReply | None,
+        prices: PriceTable,
+        asked: str,
+        failure: BaseException | None,
+    ) -> None:
         if reply is None:
-            row.state, row.cost_pico = LLMCallState.FAILED, 0
+            row.state = LLMCallState.FAILED
+            row.cost_pico = row.estimate_pico if _maybe_processed(failure) else 0
         else:
             usage = reply.usage
             row.state = LLMCallState.ANSWERED
             row.model = (reply.model or asked)[:200]
             row.prompt_tokens, row.completion_tokens = usage.prompt_tokens, usage.completion_tokens
-            row.cost_pico = prices.charge(
-                reply.model, asked, usage.prompt_tokens, usage.completion_tokens
-            )
+            row.usage_reported = usage.reported
+            if usage.reported:
+                row.cost_pico = prices.charge(
+                    reply.model, asked, usage.prompt_tokens, usage.completion_tokens
+                )
+            else:  # the endpoint said nothing of its tokens: the estimate is the charge
+                row.cost_pico = row.estimate_pico
         row.settled_at = self.now()
-        fields = ["state", "model", "prompt_tokens", "completion_tokens", "cost_pico", "settled_at"]
+        fields = [
+            "state", "model", "prompt_tokens", "completion_tokens", "usage_reported",
+            "cost_pico", "settled_at",
+        ]  # fmt: skip
         _released(lambda: shared_cache_retry(lambda: row.save(update_fields=fields)))
 
     def _check_settled(self, step_id: str, limits: list[_Limit]) -> None:
@@ -229,6 +283,15 @@ class Spend:
                     f"step `{step_id}`'s model calls have spent ${usd_text(spent, 6)}, over "
                     f"{limit.name} of ${usd_text(limit.allows)}; no further call fits it"
                 )
+
+
+def _maybe_processed(failure: BaseException | None) -> bool:
+    """Whether a call that got no answer may still have been processed (and billed): a
+    timeout, or the step stopped while it waited (cancelled, a worker's time limit). An
+    error answer (refused, 401, 429, 5xx) or a connection never made was not."""
+    if failure is None:
+        return False
+    return isinstance(failure, LLMTimeout) or not isinstance(failure, FlowpilotError)
 
 
 def _run_exists(run_id: int) -> bool:

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import os
 import random
 import time
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
 
 SCOPE = "flowpilot"
+logger = logging.getLogger("flowpilot.engine")
 MAX_ATTRIBUTE_CHARS = 2000  # an error message quoting a huge value stays a short attribute
 
 
@@ -160,6 +162,7 @@ class SpanStart:
     parent_id: int
     start_ns: int
     attributes: dict[str, Any]
+    run_level: bool = False  # carries the run's attributes (a try's span does)
 
 
 # The span of the try running in this context (this thread), so that the calls it makes
@@ -212,7 +215,8 @@ class RunTracer:
         attributes: dict[str, Any] = {"flowpilot.step_id": step_id, "flowpilot.attempt": number}
         if item is not None:
             attributes["flowpilot.item"] = item
-        with self._span(f"step {step_id}", attributes) as span:
+        name = f"step {step_id}" if item is None else f"step {step_id} item {item}"
+        with self._span(name, attributes, run_level=True) as span:
             yield span
 
     def try_ended(
@@ -224,18 +228,17 @@ class RunTracer:
         worker: str | None = None,
     ) -> None:
         """What the try's record says: its status, its error (type and message, as
-        stored: scrubbed), what it sent (method, masked URL, status), its worker."""
+        stored: scrubbed), its worker. What it sent is on its call's span (``sent`` is
+        kept for a try that made no call span: none today)."""
         span.attributes["flowpilot.status"] = status
         if worker:
             span.attributes["flowpilot.worker"] = worker
-        self._ended(span, sent, error)
+        self._ended(span, None, error)
 
     @contextmanager
     def call(self, name: str, attributes: Mapping[str, Any]) -> Iterator[SpanStart]:
         """A tool or model call's span, a child of the try running in this thread."""
-        with self._span(
-            name, {"flowpilot.run_id": self.common["flowpilot.run_id"], **attributes}
-        ) as span:
+        with self._span(name, dict(attributes)) as span:
             yield span
 
     def call_ended(
@@ -253,10 +256,12 @@ class RunTracer:
     # --- making and writing spans -----------------------------------------------------
 
     @contextmanager
-    def _span(self, name: str, attributes: dict[str, Any]) -> Iterator[SpanStart]:
+    def _span(
+        self, name: str, attributes: dict[str, Any], *, run_level: bool = False
+    ) -> Iterator[SpanStart]:
         current = _CURRENT.get()
         parent = current[1] if current is not None and current[0] == self.trace_id else self.root_id
-        span = SpanStart(name, _new_span_id(), parent, time.time_ns(), attributes)
+        span = SpanStart(name, _new_span_id(), parent, time.time_ns(), attributes, run_level)
         token = _CURRENT.set((self.trace_id, span.span_id))
         try:
             yield span
@@ -278,10 +283,18 @@ class RunTracer:
         span.attributes["flowpilot.ok"] = not error
 
     def _write(self, span: SpanStart, end_ns: int) -> None:
+        try:
+            self._export(span, end_ns)
+        except Exception as exc:  # noqa: BLE001 - a span is never worth a run's step
+            _lost(exc)
+
+    def _export(self, span: SpanStart, end_ns: int) -> None:
         from opentelemetry.sdk.trace import ReadableSpan
         from opentelemetry.trace import SpanContext, Status, StatusCode
 
-        attributes = {**self.common, **self._clean(span.attributes)}
+        attributes = self._clean(span.attributes)
+        if span.run_level:
+            attributes.update(self.common)
         message = attributes.pop("flowpilot.error.message", None)
         ok = attributes.pop("flowpilot.ok", True)
         status = Status(StatusCode.OK) if ok else Status(StatusCode.ERROR, message or "")
@@ -316,8 +329,11 @@ _REQUEST_ATTRIBUTES = (
     ("http.request.method", "method"),
     ("url.full", "url"),
     ("http.response.status_code", "status"),
-    ("flowpilot.elapsed_ms", "elapsed_ms"),
 )
+
+
+def _lost(exc: Exception) -> None:
+    logger.warning("tracing: a span was lost (%s: %s)", type(exc).__name__, exc)
 
 
 def _new_span_id() -> int:
@@ -327,8 +343,8 @@ def _new_span_id() -> int:
 def run_tracer(
     *, run_id: int | None, run_uuid: str, workflow: str, version_hash: str, redactor: Redactor
 ) -> RunTracer | None:
-    """A run's tracer, or None when tracing is off."""
-    if not tracing_enabled():
+    """A run's tracer, or None when tracing is off (or the run is not sampled)."""
+    if not tracing_enabled() or not sampled(run_uuid):
         return None
     return RunTracer(
         run_id=run_id,
@@ -352,12 +368,46 @@ def emit_run_span(
     finished: datetime,
     error_summary: str,
     approved_by: int | None,
+    approval_id: int | None = None,
     parent_run_id: int | None = None,
+    resumed_at: datetime | None = None,
 ) -> None:
     """Write the run's root span, once it has finished (see the module doc): built with
-    the ids every earlier span named as their parent, from ``started`` to ``finished``."""
-    if not tracing_enabled():
+    the ids every earlier span named as their parent, from ``started`` to ``finished``.
+
+    A resumed run finishes again: that end is a span of its own (``run <workflow>
+    (resumed)``, from ``resumed_at``), a child of the root written at the first end, so
+    no span id is written twice."""
+    if not tracing_enabled() or not sampled(run_uuid):
         return
+    try:
+        _emit_run_span(
+            run_id=run_id, run_uuid=run_uuid, workflow=workflow, version=version,
+            version_hash=version_hash, status=status, trigger=trigger, started=started,
+            finished=finished, error_summary=error_summary, approved_by=approved_by,
+            approval_id=approval_id, parent_run_id=parent_run_id, resumed_at=resumed_at,
+        )  # fmt: skip
+    except Exception as exc:  # noqa: BLE001 - a span is never worth a run
+        _lost(exc)
+
+
+def _emit_run_span(
+    *,
+    run_id: int,
+    run_uuid: str,
+    workflow: str,
+    version: int | None,
+    version_hash: str,
+    status: str,
+    trigger: str,
+    started: datetime,
+    finished: datetime,
+    error_summary: str,
+    approved_by: int | None,
+    approval_id: int | None,
+    parent_run_id: int | None,
+    resumed_at: datetime | None,
+) -> None:
     from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
     from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
@@ -371,35 +421,48 @@ def emit_run_span(
         "flowpilot.status": status,
         "flowpilot.trigger": trigger,
     }
-    if version is not None:
-        attributes["flowpilot.version"] = version
-    if approved_by is not None:
-        attributes["flowpilot.approved_by"] = approved_by
-    if parent_run_id is not None:
-        attributes["flowpilot.parent_run_id"] = parent_run_id
+    optional = {
+        "flowpilot.version": version,
+        "flowpilot.approved_by": approved_by,
+        "flowpilot.approval_id": approval_id,
+        "flowpilot.parent_run_id": parent_run_id,
+    }
+    attributes.update({key: value for key, value in optional.items() if value is not None})
+    flags = TraceFlags(TraceFlags.SAMPLED)
+    trace_id, root_id = trace_id_of(run_uuid), root_span_id_of(run_uuid)
+    name, span_id, parent = f"run {workflow}", root_id, None
+    if resumed_at is not None:
+        name, started = f"run {workflow} (resumed)", resumed_at
+        digest = hashlib.sha256(f"flowpilot-run:{run_uuid}:{resumed_at.isoformat()}".encode())
+        span_id = int.from_bytes(digest.digest()[:8], "big") or 1
+        parent = SpanContext(trace_id, root_id, False, flags)
     ok = status == "succeeded"
-    message = error_summary  # stored scrubbed (the steps' errors, as recorded)
+    message = error_summary[:MAX_ATTRIBUTE_CHARS]  # stored scrubbed (the steps' errors)
     span = ReadableSpan(
-        name=f"run {workflow}",
-        context=SpanContext(
-            trace_id=trace_id_of(run_uuid),
-            span_id=root_span_id_of(run_uuid),
-            is_remote=False,
-            trace_flags=TraceFlags(TraceFlags.SAMPLED),
-        ),
-        parent=None,
+        name=name,
+        context=SpanContext(trace_id, span_id, False, flags),
+        parent=parent,
         resource=process.provider.resource,
         attributes=attributes,
         kind=SpanKind.INTERNAL,
-        status=Status(StatusCode.OK)
-        if ok
-        else Status(StatusCode.ERROR, message[:MAX_ATTRIBUTE_CHARS]),
+        status=Status(StatusCode.OK) if ok else Status(StatusCode.ERROR, message),
         start_time=_ns(started),
         end_time=_ns(max(finished, started)),
         instrumentation_scope=InstrumentationScope(SCOPE),
     )
     for processor in process.processors:
         processor.on_end(span)
+
+
+def sampled(run_uuid: str) -> bool:
+    """Whether the run is traced, under ``FLOWPILOT_TRACE_RATIO`` (from the standard
+    ``OTEL_TRACES_SAMPLER`` and its argument): the decision OpenTelemetry's trace-id
+    ratio sampler makes, from the low 64 bits of the trace id, so every process decides
+    the same for one run."""
+    ratio = float(getattr(settings, "FLOWPILOT_TRACE_RATIO", 1.0))
+    if ratio >= 1:
+        return True
+    return trace_id_of(run_uuid) & 0xFFFFFFFFFFFFFFFF < round(ratio * 2**64)
 
 
 def _ns(moment: datetime) -> int:

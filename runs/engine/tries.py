@@ -279,7 +279,7 @@ def try_once(
                 ctx.tracer.try_ended(
                     span, str(record.status), record.error, record.sent, record.worker
                 )
-    if ctx.metrics is not None:
+    if ctx.metrics is not None and item is None:  # an item's tries are its tool's calls
         _count(ctx, step_id, tried.record)
     return tried
 

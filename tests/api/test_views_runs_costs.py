@@ -21,6 +21,7 @@ NOTHING = {
     "completion_tokens": 0,
     "unpriced_calls": 0,
     "in_flight": 0,
+    "estimated_calls": 0,
 }
 
 
@@ -45,6 +46,7 @@ def test_the_detail_has_the_run_s_and_each_step_s_cost(make_client, run):
         "completion_tokens": 20,
         "unpriced_calls": 0,
         "in_flight": 0,
+        "estimated_calls": 0,
     }
     assert body["llm_cost"] == expected
     steps = {step["step_id"]: step for step in body["steps"]}

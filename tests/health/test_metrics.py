@@ -79,3 +79,22 @@ def test_a_staff_user_reads_them_too(client, on):
     response = client.get("/metrics")
     assert response.status_code == 200
     assert b"flowpilot_runs_in_progress" in response.content
+
+
+def test_a_bearer_of_any_text_is_refused_not_an_error(client, on):
+    response = client.get("/metrics", HTTP_AUTHORIZATION="Bearer m\u00e9trics")
+    assert response.status_code == 401
+
+
+def test_a_part_that_cannot_be_read_leaves_the_rest(client, on, monkeypatch):
+    def down():
+        raise ConnectionError("breaker store unreachable")
+
+    monkeypatch.setattr("health.metrics._breaker_values", down)
+    RunFactory(status="running")
+    response = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert 'flowpilot_runs_in_progress{status="running"} 1.0' in text
+    assert "flowpilot_breaker_state" in text  # the family, without samples
+    assert "flowpilot_breaker_state{host=" not in text

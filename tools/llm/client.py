@@ -55,12 +55,14 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    reported: bool = True  # False: the endpoint's answer had no usage (the counts are 0)
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
             self.total_tokens + other.total_tokens,
+            self.reported and other.reported,
         )
 
     def as_dict(self) -> dict[str, int]:
@@ -347,6 +349,7 @@ def _reply(completion: Any, model: str, attempts: list[dict]) -> LLMReply:
             prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
             completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
             total_tokens=getattr(usage, "total_tokens", 0) or 0,
+            reported=usage is not None,
         ),
         raw=completion.model_dump(mode="json", exclude_none=True),
         model=completion.model or model,

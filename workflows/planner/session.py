@@ -254,10 +254,12 @@ def _record(
 
 def _cost(client: LLMClient, reply: LLMReply) -> int | None:
     """What the answered call cost in pico-dollars, at the planner endpoint's prices for
-    the model that answered (the one asked, when the reply names none); None: no price."""
+    the model that answered (or the one asked, when the table does not know the answering
+    name), as a step's call is charged (``PriceTable.charge``); None: no price."""
     usage = reply.usage
-    model = reply.model or client.model
-    return client.prices.cost(model, usage.prompt_tokens, usage.completion_tokens)
+    return client.prices.charge(
+        reply.model, client.model, usage.prompt_tokens, usage.completion_tokens
+    )
 
 
 def _names(templates: list[dict[str, Any]]) -> list[str]:

@@ -187,11 +187,7 @@ def _observed_call(
     with contextlib.ExitStack() as stack:
         span = None
         if ctx.tracer is not None:
-            attributes: dict[str, Any] = {
-                "flowpilot.step_id": step_id,
-                "flowpilot.tool": tool,
-                "flowpilot.tool_kind": kind,
-            }
+            attributes: dict[str, Any] = {"flowpilot.tool": tool, "flowpilot.tool_kind": kind}
             if item is not None:
                 attributes["flowpilot.item"] = item
             span = stack.enter_context(ctx.tracer.call(f"tool {tool}", attributes))

@@ -22,6 +22,7 @@ calls only the items that did not succeed, and puts the kept results in their pl
 
 from __future__ import annotations
 
+import contextvars
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -137,8 +138,13 @@ def execute_foreach_step(ctx: RunContext, step: ForeachStep, args: dict[str, Any
             return None, ctx.redactor.scrub(exc.as_dict())
 
     bound = step.items_in_flight
+    # Each item runs in a copy of this thread's context: its try's span and log ids are
+    # then children of the foreach step's try (runs.engine.tracing, tools.logcontext).
     with ThreadPoolExecutor(max_workers=bound, thread_name_prefix=step.id) as pool:
-        outcomes = list(pool.map(one, range(len(items))))
+        futures = [
+            pool.submit(contextvars.copy_context().run, one, index) for index in range(len(items))
+        ]
+        outcomes = [future.result() for future in futures]
     errors: list[dict[str, Any]] = [
         {"index": i, "item": items[i], "error": err} for i, (_, err) in enumerate(outcomes) if err
     ]

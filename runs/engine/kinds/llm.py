@@ -295,8 +295,14 @@ def _counted(
     endpoint = llm.endpoint or step.endpoint or DEFAULT_ENDPOINT
     model = step.model or llm.model
     with _traced(ctx, step, llm, endpoint, model) as traced:
+
+        def counted(reply: LLMReply) -> None:
+            traced(reply)
+            if ctx.metrics is not None:
+                _metered(ctx, llm, endpoint, model, reply)
+
         if ctx.spend is None:  # a replay: its answers are recorded, nothing is paid
-            yield traced
+            yield counted
             return
         with ctx.spend.call(
             step, endpoint=endpoint, model=model, prices=llm.prices, messages=messages, tools=tools
@@ -304,21 +310,26 @@ def _counted(
 
             def answered(reply: LLMReply) -> None:
                 paid(reply)
-                traced(reply)
-                if ctx.metrics is not None:
-                    usage = reply.usage
-                    ctx.metrics.llm_call(
-                        workflow=ctx.spec.name,
-                        endpoint=endpoint,
-                        model=reply.model or model,
-                        prompt_tokens=usage.prompt_tokens,
-                        completion_tokens=usage.completion_tokens,
-                        cost_pico=llm.prices.charge(
-                            reply.model, model, usage.prompt_tokens, usage.completion_tokens
-                        ),
-                    )
+                counted(reply)
 
             yield answered
+
+
+def _metered(ctx: RunContext, llm: LLMClient, endpoint: str, model: str, reply: LLMReply) -> None:
+    """The call in the process's metrics, under the model the step asks for (a name from
+    the definition or the settings: the answering model's name is the endpoint's)."""
+    assert ctx.metrics is not None
+    usage = reply.usage
+    ctx.metrics.llm_call(
+        workflow=ctx.spec.name,
+        endpoint=endpoint,
+        model=model,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        cost_pico=llm.prices.charge(
+            reply.model, model, usage.prompt_tokens, usage.completion_tokens
+        ),
+    )
 
 
 @contextmanager
@@ -331,8 +342,8 @@ def _traced(
         yield lambda reply: None
         return
     tracer = ctx.tracer
-    attributes = {"flowpilot.step_id": step.id, "gen_ai.request.model": model}
-    with tracer.call(f"llm {endpoint}", {**attributes, "flowpilot.llm_endpoint": endpoint}) as span:
+    attributes = {"gen_ai.request.model": model, "flowpilot.llm_endpoint": endpoint}
+    with tracer.call(f"llm {endpoint}", attributes) as span:
 
         def answered(reply: LLMReply) -> None:
             usage = reply.usage

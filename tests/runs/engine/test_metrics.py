@@ -60,9 +60,9 @@ def test_a_run_in_process_is_counted_for_prometheus(settings, fresh):
         == 1
     )
     assert value("flowpilot_run_duration_seconds_count", **workflow, status="succeeded") == 1
-    llm = {**workflow, "model": "fake-model"}
+    llm = {**workflow, "model": "step-model"}
     assert (
-        value("flowpilot_llm_calls_total", **workflow, endpoint="default", model="fake-model") == 1
+        value("flowpilot_llm_calls_total", **workflow, endpoint="default", model="step-model") == 1
     )
     assert value("flowpilot_llm_tokens_total", **llm, type="prompt") == 10
     assert value("flowpilot_llm_tokens_total", **llm, type="completion") == 5
@@ -96,3 +96,21 @@ def test_off_counts_nothing(settings, fresh):
     settings.FLOWPILOT_METRIC_EXPORTERS = ()
     a_run_with_a_429_then_an_answer()
     assert process_metrics() is None
+
+
+def test_a_count_that_fails_loses_the_count_not_the_run(settings, fresh, caplog):
+    settings.FLOWPILOT_METRICS = True
+    metrics = process_metrics()
+    assert metrics is not None
+
+    class Broken:
+        def labels(self, **labels):
+            raise FileNotFoundError("counter_123.db")
+
+    metrics.prometheus = {name: Broken() for name in metrics.prometheus}
+    run = a_run_with_a_429_then_an_answer()
+
+    assert run.status == "succeeded"
+    assert metrics.failures > 1
+    lost = [r for r in caplog.records if "a count was lost" in r.getMessage()]
+    assert len(lost) == 1  # said once per process

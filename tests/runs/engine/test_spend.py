@@ -12,15 +12,19 @@ import pytest
 from django.db import connection
 
 from runs.costs import run_cost, step_costs, workflow_month_cost
+from runs.engine.build import build_run_context
 from runs.engine.spend import MoneyBudgetExceeded, Spend, estimate_prompt_tokens
 from runs.models import LLMCall
-from tests.fakes.openai_server import FakeLLM, tool_call
+from runs.services import run_create, run_execute
+from tests.fakes.openai_server import FakeLLM, completion, tool_call
 from tests.runs.test_llm_steps import GeoProvider, execute, result
 from tools.llm import LLMClient
+from tools.llm.errors import LLMAuthFailed, LLMTimeout
 from tools.llm.prices import PICO, Price, parse_prices, price_table
 from tools.registry import ToolRegistry
 from workflows.schema import LLMStep
 from workflows.schema_llm import MoneyBudget
+from workflows.services import workflow_import, workflow_spec
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -264,3 +268,67 @@ def test_last_months_calls_do_not_count_against_this_month(priced):
     with spend.call(step, endpoint="default", model="m", prices=prices, messages=[]):
         pass  # no answer: settled as failed, at no cost
     assert LLMCall.objects.filter(workflow_name="monthly").count() == 2
+
+
+def test_a_step_on_a_named_endpoint_is_counted_and_kept_to_its_budget(llm, settings):
+    settings.FLOWPILOT_LLM_ENDPOINTS = {
+        "hosted": {"base_url": llm.base_url, "api_key": "k", "model": "dear-model", "prices": {}}
+    }
+    settings.FLOWPILOT_LLM_PRICES = parse_prices({"dear-model": [1000, 1000]}, "test")
+    data = flow({"usd_per_run": "0.5"})
+    data["steps"][0]["endpoint"] = "hosted"
+    llm.reply(tool_calls=[tool_call("lookup_city", {"city": "Oslo"})], usage=usage(300, 300))
+    llm.reply("never asked")
+    registry = ToolRegistry([], [GeoProvider()])
+    workflow, _ = workflow_import(data=data)
+    run = run_create(
+        workflow=workflow, trigger="manual", inputs={"city": "Oslo"}, registry=registry
+    )
+    ctx = build_run_context(
+        run_id=run.pk, run_uuid=str(run.uuid), spec=workflow_spec(workflow), registry=registry,
+        env={}, sleep=lambda s: None,
+    )  # fmt: skip
+    with ctx:
+        run = run_execute(run=run, context=ctx)
+
+    assert run.status == "failed"
+    assert result(run, "ask").error["type"] == "money_budget_exceeded"
+    assert len(llm.requests) == 1  # $0.60 spent on the first call: no second
+    (call,) = LLMCall.objects.filter(run=run)
+    assert (call.endpoint, call.cost_pico) == ("hosted", 600 * 1000 * 10**6)
+
+
+def test_an_answer_without_usage_is_charged_at_its_estimate(llm, client):
+    def no_usage(request):
+        return {**completion("Mild."), "usage": None}
+
+    llm.reply(handler=no_usage)
+    run = run_flow(flow(), client)
+
+    assert run.status == "succeeded"
+    (call,) = LLMCall.objects.filter(run=run)
+    assert call.usage_reported is False
+    assert call.cost_pico == call.estimate_pico > 0
+    assert run_cost(run.pk).estimated_calls == 1
+    assert "charged at their estimate" in run_cost(run.pk).text()
+
+
+@pytest.mark.parametrize(
+    ("failure", "charged"),
+    [(LLMTimeout("late"), True), (KeyboardInterrupt(), True), (LLMAuthFailed("401"), False)],
+)
+def test_a_call_with_no_answer_is_charged_only_when_it_may_have_been_processed(
+    priced, failure, charged
+):
+    step = LLMStep(id="ask", prompt="x", max_output_tokens=10)
+    spend = Spend(
+        run_id=None, workflow="w", budget=MoneyBudget(), now=lambda: datetime.now(UTC),
+        output_tokens_guess=10,
+    )  # fmt: skip
+    prices = price_table({"m": Price.per_million("1", "1")})
+    call = spend.call(step, endpoint="default", model="m", prices=prices, messages=[])
+    with pytest.raises(type(failure)), call:
+        raise failure
+    (call,) = LLMCall.objects.filter(workflow_name="w")
+    assert call.state == "failed"
+    assert call.cost_pico == (call.estimate_pico if charged else 0)

@@ -5,6 +5,8 @@ nothing at all when tracing is off."""
 from __future__ import annotations
 
 import random
+import uuid
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -177,3 +179,84 @@ def test_the_trace_link_is_the_template_with_the_runs_trace_id(settings):
     assert trace_url(run_uuid) == "http://jaeger.local:16686/trace/6f1c2a9e0b7d4c559a612d3e4f5a6b7c"
     settings.FLOWPILOT_TRACE_URL = ""
     assert trace_url(run_uuid) == ""
+
+
+EACH_FLOW = {
+    "name": "traced_each",
+    "inputs": {"tags": {"type": "array"}},
+    "steps": [
+        {
+            "id": "each",
+            "kind": "foreach",
+            "tool": "keyed_echo",
+            "input_mapping": {"items": "$input.tags"},
+            "item_mapping": {"tag": "$item"},
+        }
+    ],
+}
+
+
+def test_a_foreach_items_tries_are_children_of_its_steps_try(collector):
+    with keyed_api() as api:
+        load_keyed_tool(api)
+        workflow, _ = workflow_import(data=EACH_FLOW)
+        registry = ToolRegistry.from_db()
+        inputs = {"tags": ["a", "b", "c"]}
+        run = run_create(workflow=workflow, trigger="manual", inputs=inputs, registry=registry)
+        ctx = build_run_context(
+            run_id=run.pk, run_uuid=str(run.uuid), spec=workflow_spec(workflow),
+            registry=registry, env={"TRACE_API_KEY": SECRET},
+        )  # fmt: skip
+        with ctx:
+            run = run_execute(run=run, context=ctx)
+        assert run.status == "succeeded", run.error_summary
+        assert flush_traces()
+        spans = collector.wait_for(lambda found: any(s.parent_id == "" for s in found))
+
+    (step,) = [s for s in spans if s.name == "step each"]
+    items = [s for s in spans if s.name.startswith("step each item ")]
+    assert sorted(s.attributes["flowpilot.item"] for s in items) == [0, 1, 2]
+    assert {s.parent_id for s in items} == {step.span_id}
+    calls = [s for s in spans if s.name == "tool keyed_echo"]
+    assert {c.parent_id for c in calls} == {s.span_id for s in items}
+    assert SECRET.encode() not in collector.raw()
+
+
+def test_a_sampler_ratio_decides_the_same_for_a_run_everywhere(settings):
+    settings.FLOWPILOT_TRACE_RATIO = 0.5
+    uuids = [str(uuid.UUID(int=(i << 64) | (i * 0x9E3779B97F4A7C15 % 2**64))) for i in range(400)]
+    decisions = [tracing.sampled(u) for u in uuids]
+    assert 120 < sum(decisions) < 280  # about half
+    assert decisions == [tracing.sampled(u) for u in uuids]  # the same every time
+    settings.FLOWPILOT_TRACE_RATIO = 0.0
+    assert not any(tracing.sampled(u) for u in uuids)
+    settings.FLOWPILOT_TRACE_RATIO = 1.0
+    assert all(tracing.sampled(u) for u in uuids)
+
+
+def test_a_resumed_run_ends_in_a_span_of_its_own_under_the_root(collector):
+    run_uuid = "6f1c2a9e-0b7d-4c55-9a61-2d3e4f5a6b7c"
+    moment = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
+    common = {
+        "run_id": 7, "run_uuid": run_uuid, "workflow": "w", "version": 2,
+        "version_hash": "h", "trigger": "manual", "started": moment, "error_summary": "",
+        "approved_by": None, "approval_id": 3,
+    }  # fmt: skip
+    tracing.emit_run_span(**common, status="failed", finished=moment + timedelta(seconds=5))
+    tracing.emit_run_span(
+        **common,
+        status="succeeded",
+        finished=moment + timedelta(seconds=60),
+        resumed_at=moment + timedelta(seconds=50),
+    )
+    assert flush_traces()
+    spans = collector.wait_for(lambda found: len(found) >= 2)
+
+    root_id = f"{root_span_id_of(run_uuid):016x}"
+    (root,) = [s for s in spans if s.parent_id == ""]
+    (resumed,) = [s for s in spans if s.parent_id == root_id]
+    assert (root.span_id, root.name, root.status) == (root_id, "run w", 2)
+    assert (resumed.name, resumed.status) == ("run w (resumed)", 1)
+    assert resumed.span_id != root_id
+    assert resumed.start_ns == int((moment + timedelta(seconds=50)).timestamp() * 10**9)
+    assert root.attributes["flowpilot.approval_id"] == 3
