@@ -20,10 +20,12 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -81,60 +83,74 @@ class LoopbackServer:
         self._thread.join()
 
 
-class _SinkHandler(BaseHTTPRequestHandler):
+_SINK_SERVER = r"""
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+spans = 0
+
+
+class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
-    def do_POST(self) -> None:
+    def do_POST(self):
+        global spans
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self.server.sink.received(body)  # type: ignore[attr-defined]
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.send_header("Content-Length", "0")
-        self.end_headers()
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        spans += sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans)
+        self._answer(b"")
 
-    def log_message(self, format: str, *args) -> None:
-        """Silent."""
+    def do_GET(self):
+        self._answer(str(spans).encode())
+
+    def _answer(self, body):
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"""
 
 
 class TraceSink:
-    """An OTLP/HTTP receiver on loopback that answers 200 and counts the spans it got
-    (what a collector costs the sender, without a collector)."""
+    """An OTLP/HTTP receiver on loopback, in a process of its own (as a collector is):
+    it answers 200 and counts the spans it got, so what the benchmark's process pays is
+    only the sending."""
 
     def __init__(self) -> None:
-        self.spans = 0
-        self._lock = threading.Lock()
-        self._server = _Server(("127.0.0.1", 0), _SinkHandler)
-        self._server.sink = self  # type: ignore[attr-defined]
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="bench-otlp", daemon=True
-        )
+        self._process: subprocess.Popen[str] | None = None
+        self.port = 0
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://127.0.0.1:{self.port}"
 
-    def received(self, body: bytes) -> None:
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-            ExportTraceServiceRequest,
-        )
-
-        request = ExportTraceServiceRequest()
-        request.ParseFromString(body)
-        count = sum(
-            len(scope.spans) for spans in request.resource_spans for scope in spans.scope_spans
-        )
-        with self._lock:
-            self.spans += count
+    @property
+    def spans(self) -> int:
+        with urllib.request.urlopen(f"{self.url}/count", timeout=10) as answer:
+            return int(answer.read())
 
     def __enter__(self) -> TraceSink:
-        self._thread.start()
+        self._process = subprocess.Popen(
+            [sys.executable, "-c", _SINK_SERVER], stdout=subprocess.PIPE, text=True
+        )
+        assert self._process.stdout is not None
+        self.port = int(self._process.stdout.readline())
         return self
 
     def __exit__(self, *exc) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
+        if self._process is not None:
+            self._process.terminate()
+            self._process.wait(timeout=10)
 
 
 # --- The database -----------------------------------------------------------

@@ -98,7 +98,6 @@ class _Process:
     """This process's provider, its tracer and its span processor."""
 
     def __init__(self) -> None:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import (
@@ -107,6 +106,8 @@ class _Process:
             SpanExporter,
         )
 
+        from runs.engine.otlp import span_exporter
+
         exporters = list(getattr(settings, "FLOWPILOT_TRACE_EXPORTERS", ()) or ("otlp",))
         name = os.environ.get("OTEL_SERVICE_NAME") or "flowpilot"
         self.provider: TracerProvider = TracerProvider(
@@ -114,9 +115,7 @@ class _Process:
         )
         self.processors: list[SpanProcessor] = []
         for kind in exporters:
-            exporter: SpanExporter = (
-                ConsoleSpanExporter() if kind == "console" else OTLPSpanExporter()
-            )
+            exporter: SpanExporter = ConsoleSpanExporter() if kind == "console" else span_exporter()
             processor = BatchSpanProcessor(exporter)
             self.provider.add_span_processor(processor)
             self.processors.append(processor)
@@ -191,15 +190,22 @@ class RunTracer:
         redactor: Redactor,
         process: _Process | None = None,
     ) -> None:
+        from opentelemetry.sdk.trace import ReadableSpan
         from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-        from opentelemetry.trace import TraceFlags
+        from opentelemetry.trace import SpanContext, Status, StatusCode, TraceFlags
 
         self.sampled = TraceFlags(TraceFlags.SAMPLED)
         self.process = process or process_tracing()
         self.scope = InstrumentationScope(SCOPE)
         self.redactor = redactor
         self.trace_id = trace_id_of(run_uuid)
+        # What every span of the run shares, made once (a try's span costs a few µs).
+        self._readable, self._context, self._status = ReadableSpan, SpanContext, Status
+        self._error = StatusCode.ERROR
+        self._ok = Status(StatusCode.OK)
         self.root_id = root_span_id_of(run_uuid)
+        self._root = SpanContext(self.trace_id, self.root_id, False, self.sampled)
+        self._resource = self.process.provider.resource
         # Masked once here; ``_write`` masks only what is added to it per span.
         self.common: dict[str, Any] = self._clean(
             {
@@ -289,20 +295,22 @@ class RunTracer:
             _lost(exc)
 
     def _export(self, span: SpanStart, end_ns: int) -> None:
-        from opentelemetry.sdk.trace import ReadableSpan
-        from opentelemetry.trace import SpanContext, Status, StatusCode
-
         attributes = self._clean(span.attributes)
         if span.run_level:
             attributes.update(self.common)
         message = attributes.pop("flowpilot.error.message", None)
         ok = attributes.pop("flowpilot.ok", True)
-        status = Status(StatusCode.OK) if ok else Status(StatusCode.ERROR, message or "")
-        readable = ReadableSpan(
+        status = self._ok if ok else self._status(self._error, message or "")
+        parent = (
+            self._root
+            if span.parent_id == self.root_id
+            else self._context(self.trace_id, span.parent_id, False, self.sampled)
+        )
+        readable = self._readable(
             name=span.name,
-            context=SpanContext(self.trace_id, span.span_id, False, self.sampled),
-            parent=SpanContext(self.trace_id, span.parent_id, False, self.sampled),
-            resource=self.process.provider.resource,
+            context=self._context(self.trace_id, span.span_id, False, self.sampled),
+            parent=parent,
+            resource=self._resource,
             attributes=attributes,
             status=status,
             start_time=span.start_ns,
