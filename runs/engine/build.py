@@ -118,7 +118,7 @@ def build_run_context(
             run_id=run_id,
             run_uuid=context.run_uuid,
             workflow=spec.name,
-            version_hash=spec.definition_hash(),
+            version_hash=plan.definition_hash(),
             redactor=context.redactor,
         )
     if replay:

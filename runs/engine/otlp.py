@@ -65,11 +65,13 @@ def _any_value(value: Any) -> bytes:
 
 def _attributes(number: int, attributes: Mapping[str, Any]) -> bytes:
     """Repeated ``KeyValue`` (key 1, value 2) as field ``number``."""
-    return b"".join(_pair(number, key, type(value), value) for key, value in attributes.items())
+    return b"".join(
+        _pair(number, key, type(value).__name__, value) for key, value in attributes.items()
+    )
 
 
 @functools.lru_cache(maxsize=4096)
-def _pair(number: int, key: str, kind: type, value: Any) -> bytes:
+def _pair(number: int, key: str, kind: str, value: Any) -> bytes:
     """One ``KeyValue`` field; the same pairs come again and again (a run's ids, a tool's
     name, a status), so they are written once (``kind`` keeps ``True`` apart from ``1``)."""
     return _field(number, _text(1, key) + _field(2, _any_value(value)))
