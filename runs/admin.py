@@ -568,6 +568,8 @@ def month_row(row: MonthCost) -> dict[str, Any]:
         notes.append(f"{cost.unpriced_calls} at a model with no price")
     if cost.in_flight:
         notes.append(f"{cost.in_flight} in flight, at their estimate")
+    if cost.estimated_calls:
+        notes.append(f"{cost.estimated_calls} charged at their estimate")
     query: dict[str, str | int] = {
         "workflow_name": row.workflow,
         "created_at__year": row.month.year,

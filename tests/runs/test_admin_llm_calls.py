@@ -142,6 +142,15 @@ def test_the_monthly_summary_sums_each_workflow_s_month(root_client):
         state=LLMCallState.RESERVED,
         cost_pico=123,
     )
+    LLMCallFactory(  # an answer without usage: charged at its estimate
+        run=None,
+        workflow_name="gamma",
+        created_at=_month(2026, 11),
+        prompt_tokens=0,
+        completion_tokens=0,
+        usage_reported=False,
+        cost_pico=PICO // 1000,
+    )
 
     response = root_client.get(MONTHLY)
 
@@ -158,6 +167,7 @@ def test_the_monthly_summary_sums_each_workflow_s_month(root_client):
             "$0.0001",
             "1 at a model with no price; 1 in flight, at their estimate",
         ],
+        ["2026-11", "gamma", "1", "0", "0", "$0.0010", "1 charged at their estimate"],
         ["2026-10", "alpha", "1", "2,000,000", "1,500", "$1.5000", ""],
     ]
     html = response.content.decode()
