@@ -68,15 +68,18 @@ def _allowed(request: HttpRequest) -> bool:
     return hmac.compare_digest(value.encode(), token.encode())  # any header text: bytes
 
 
-def exposition() -> bytes:
-    """The text Prometheus reads: the counters, then the state read now."""
+def exposition(directory: str | None = None) -> bytes:
+    """The text Prometheus reads: the counters, then the state read now. ``directory``:
+    the processes' shared one (default ``PROMETHEUS_MULTIPROC_DIR``; None: this process's
+    own counters)."""
     from prometheus_client import CollectorRegistry, generate_latest
 
     counted = CollectorRegistry()
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    directory = directory or os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if directory:
         from prometheus_client import multiprocess
 
-        multiprocess.MultiProcessCollector(counted)
+        multiprocess.MultiProcessCollector(counted, path=directory)
         text = generate_latest(counted)
     else:
         own = process_metrics()

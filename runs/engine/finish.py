@@ -151,20 +151,10 @@ def _root_span(run: Run) -> None:
         finished=run.finished_at or run.created_at,
         error_summary=run.error_summary or "",
         approved_by=version.approved_by_id,
-        approval_id=_approval_id(version),
+        approved_at=version.approved_at.isoformat() if version.approved_at else None,
         parent_run_id=run.parent_run_id,
         resumed_at=run.resumed_at,
     )
-
-
-def _approval_id(version: Any) -> int | None:
-    """The newest approval of the version (the review app's rows, read through their
-    relation to the version: ``runs`` imports nothing of ``review``), or None."""
-    approvals = getattr(version, "approvals", None)
-    if approvals is None:
-        return None
-    found: int | None = approvals.order_by("-pk").values_list("pk", flat=True).first()
-    return found
 
 
 def _counted(run: Run) -> None:

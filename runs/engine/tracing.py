@@ -376,7 +376,7 @@ def emit_run_span(
     finished: datetime,
     error_summary: str,
     approved_by: int | None,
-    approval_id: int | None = None,
+    approved_at: str | None = None,
     parent_run_id: int | None = None,
     resumed_at: datetime | None = None,
 ) -> None:
@@ -393,7 +393,7 @@ def emit_run_span(
             run_id=run_id, run_uuid=run_uuid, workflow=workflow, version=version,
             version_hash=version_hash, status=status, trigger=trigger, started=started,
             finished=finished, error_summary=error_summary, approved_by=approved_by,
-            approval_id=approval_id, parent_run_id=parent_run_id, resumed_at=resumed_at,
+            approved_at=approved_at, parent_run_id=parent_run_id, resumed_at=resumed_at,
         )  # fmt: skip
     except Exception as exc:  # noqa: BLE001 - a span is never worth a run
         _lost(exc)
@@ -412,7 +412,7 @@ def _emit_run_span(
     finished: datetime,
     error_summary: str,
     approved_by: int | None,
-    approval_id: int | None,
+    approved_at: str | None,
     parent_run_id: int | None,
     resumed_at: datetime | None,
 ) -> None:
@@ -432,7 +432,7 @@ def _emit_run_span(
     optional = {
         "flowpilot.version": version,
         "flowpilot.approved_by": approved_by,
-        "flowpilot.approval_id": approval_id,
+        "flowpilot.approved_at": approved_at,
         "flowpilot.parent_run_id": parent_run_id,
     }
     attributes.update({key: value for key, value in optional.items() if value is not None})

@@ -52,6 +52,7 @@ def test_showrun_json_has_llm_cost(cli, run):
         "completion_tokens": 30,
         "unpriced_calls": 0,
         "in_flight": 0,
+        "estimated_calls": 0,
     }
     steps = {step["step_id"]: step for step in record["steps"]}
     assert steps["report"]["llm_cost"] == record["llm_cost"]
