@@ -32,7 +32,7 @@ INFRASTRUCTURE_ERRORS = (OperationalError, InterfaceError)
     autoretry_for=INFRASTRUCTURE_ERRORS,
     retry_backoff=True,
     retry_backoff_max=60,
-    max_retries=50,  # policy retries (at most 19) and database outages together
+    max_retries=50,  # database and broker outages (the engine bounds its own re-queues)
 )
 def execute_step(self: Task, step_result_id: int) -> None:
     """Claim, try once, and settle the step; re-publish itself for a retry.
@@ -48,7 +48,11 @@ def execute_step(self: Task, step_result_id: int) -> None:
         taps_for=call_recorder_for,
     )
     if verdict.retry_in is not None:
-        raise self.retry(countdown=verdict.retry_in)
+        # The engine bounds its own re-queues (the step's retry policy; a rate limit's
+        # wait, which costs no try), so Celery's count is not applied to them: 50 runs
+        # queued behind one rate limit re-queue a step every ~0.1 s for seconds. Its
+        # max_retries is for the infrastructure errors above (a lost task: the sweeper).
+        raise self.retry(countdown=verdict.retry_in, max_retries=self.request.retries + 1)
 
 
 @shared_task(
