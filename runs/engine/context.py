@@ -128,6 +128,9 @@ class RunContext:
     taps: CallTaps | None = None  # records (validation) or replays the tool and model calls
     spend: Spend | None = None  # the money ledger of its model calls (runs.engine.spend)
     tracer: RunTracer | None = None  # its spans (runs.engine.tracing); None: tracing is off
+    # The run its tools name (a report's "run N" stamp): itself, or for a replay the
+    # validation run it reproduces, so a replayed report is the recorded one, byte for byte.
+    shown_run_id: int | None = None
     metrics: Metrics | None = None  # the process's (runs.engine.metrics); None: off
     # In process: drives a `workflow` step's child run to its end (``runs.services`` sets
     # it); None on Celery, where such a step parks instead (runs/engine/kinds/workflow.py).

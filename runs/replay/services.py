@@ -121,6 +121,7 @@ class _Replay:
             taps=calls,
             sleep=lambda seconds: None,
         )
+        context.shown_run_id = source.pk  # a report it writes names the run it replays
         context.run_child = self.run_child
         context.create_child = lambda step, args, parent: self.create_child(
             source, step, args, parent

@@ -330,3 +330,38 @@ def test_step_differences_without_a_baseline_or_with_truncated_outputs():
     )
     assert step_differences(cut, now) == ["output: stored truncated in one run only; not compared"]
     assert step_differences(cut, cut) == []
+
+
+REPORT_FLOW = {
+    "name": "replay_report",
+    "steps": [
+        {
+            "id": "report",
+            "kind": "tool",
+            "tool": "write_report",
+            "input_mapping": {
+                "path": "replayed.html",
+                "title": "Replayed",
+                "sections": [{"heading": "Figures", "text": "none"}],
+            },
+        }
+    ],
+}
+
+
+def test_a_replayed_report_names_the_run_it_replays_so_its_bytes_match(approver, output_dir):
+    """A report is stamped "run N": a replay whose own id has more digits than its
+    validation run's (run 9, replayed as run 10) still writes the very same report."""
+    from tests.factories import RunFactory
+
+    version, _ = workflow_import(data=REPORT_FLOW, status=WorkflowStatus.PENDING_REVIEW)
+    approval = workflow_approve(version=version, approved_by=approver, sample_inputs={})
+    assert approval.status == "passed", approval.validation_run.error_summary
+    validation = approval.validation_run
+    while RunFactory(workflow=version).pk < validation.pk * 10:  # the replay's id: longer
+        pass
+
+    outcome = version_replay(version=version)
+
+    assert outcome.replay_run.pk >= validation.pk * 10
+    assert outcome.matched, outcome.as_dict()

@@ -161,7 +161,7 @@ def call_tool(
         pacer=ctx.pacer,
         mcp=ctx.mcp,
         tap=None if ctx.taps is None else ctx.taps.tap_for(step.id, item, tool),
-        run_id=ctx.run_id,
+        run_id=ctx.run_id if ctx.shown_run_id is None else ctx.shown_run_id,
     )
     if ctx.tracer is not None or ctx.metrics is not None:
         return _observed_call(ctx, tool, args, call_ctx, step.id, item)
