@@ -14,7 +14,7 @@ from runs.engine import checkpoint
 from runs.engine.context import RunContext
 from runs.engine.metrics import metrics_enabled, process_metrics
 from runs.engine.resolve import resolve
-from runs.engine.tracing import emit_run_span, tracing_enabled
+from runs.engine.tracing import emit_run_span, lost_span, tracing_enabled
 from runs.models import Run, StepResult
 from runs.state import RowWrite, RunStatus, RunTrigger, StepStatus, run_transition, run_write
 from tools.hooks import hooks_announce
@@ -137,7 +137,15 @@ def run_outputs(
 
 
 def _root_span(run: Run) -> None:
-    """The run's root span (``runs.engine.tracing``), from its creation to its end."""
+    """The run's root span (``runs.engine.tracing``), from its creation to its end; a span
+    that cannot be made is lost, never the run's end."""
+    try:
+        _emit_root(run)
+    except Exception as exc:  # noqa: BLE001 - a span is never worth a run
+        lost_span(exc)
+
+
+def _emit_root(run: Run) -> None:
     version = run.workflow
     emit_run_span(
         run_id=run.pk,

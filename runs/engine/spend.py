@@ -62,6 +62,10 @@ T = TypeVar("T")
 
 logger = logging.getLogger("flowpilot.engine.llm")
 
+SETTLED_FIELDS = [
+    "state", "model", "prompt_tokens", "completion_tokens", "usage_reported", "cost_pico",
+    "settled_at",
+]  # fmt: skip
 BYTES_PER_TOKEN = 4  # what the estimate assumes of the prompt's text
 TOKENS_PER_MESSAGE = 8  # and of each message's envelope
 
@@ -234,24 +238,6 @@ class Spend:
         connection. A write that still fails leaves the row reserved at its estimate
         (what a budget counts is then never less than was spent) and is logged: the
         answer, paid for, is not thrown away for it."""
-        try:
-            with_db_retries(
-                lambda: self._settle(row, reply, prices, asked, failure),
-                what=f"the cost of a model call of step `{row.step_id}`",
-            )
-        except DatabaseError:
-            logger.exception(
-                "run %s step %s: a model call's cost not recorded", self.run_id, row.step_id
-            )
-
-    def _settle(
-        self,
-        row: LLMCall,
-        reply: LLMReply | None,
-        prices: PriceTable,
-        asked: str,
-        failure: BaseException | None,
-    ) -> None:
         if reply is None:
             row.state = LLMCallState.FAILED
             row.cost_pico = row.estimate_pico if _maybe_processed(failure) else 0
@@ -268,11 +254,18 @@ class Spend:
             else:  # the endpoint said nothing of its tokens: the estimate is the charge
                 row.cost_pico = row.estimate_pico
         row.settled_at = self.now()
-        fields = [
-            "state", "model", "prompt_tokens", "completion_tokens", "usage_reported",
-            "cost_pico", "settled_at",
-        ]  # fmt: skip
-        _released(lambda: shared_cache_retry(lambda: row.save(update_fields=fields)))
+
+        def save() -> None:
+            shared_cache_retry(lambda: row.save(update_fields=SETTLED_FIELDS))
+
+        try:
+            with_db_retries(
+                lambda: _released(save), what=f"the cost of a model call of step `{row.step_id}`"
+            )
+        except DatabaseError:
+            logger.exception(
+                "run %s step %s: a model call's cost not recorded", self.run_id, row.step_id
+            )
 
     def _check_settled(self, step_id: str, limits: list[_Limit]) -> None:
         settled = ~Q(state=LLMCallState.RESERVED)

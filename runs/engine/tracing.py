@@ -230,12 +230,10 @@ class RunTracer:
         span: SpanStart,
         status: str,
         error: Mapping[str, Any] | None,
-        sent: Mapping[str, Any] | None,
         worker: str | None = None,
     ) -> None:
         """What the try's record says: its status, its error (type and message, as
-        stored: scrubbed), its worker. What it sent is on its call's span (``sent`` is
-        kept for a try that made no call span: none today)."""
+        stored: scrubbed), its worker. What it sent is on its call's span."""
         span.attributes["flowpilot.status"] = status
         if worker:
             span.attributes["flowpilot.worker"] = worker
@@ -292,7 +290,7 @@ class RunTracer:
         try:
             self._export(span, end_ns)
         except Exception as exc:  # noqa: BLE001 - a span is never worth a run's step
-            _lost(exc)
+            lost_span(exc)
 
     def _export(self, span: SpanStart, end_ns: int) -> None:
         attributes = self._clean(span.attributes)
@@ -340,7 +338,8 @@ _REQUEST_ATTRIBUTES = (
 )
 
 
-def _lost(exc: Exception) -> None:
+def lost_span(exc: Exception) -> None:
+    """Say that a span was not made (the run goes on)."""
     logger.warning("tracing: a span was lost (%s: %s)", type(exc).__name__, exc)
 
 
@@ -388,34 +387,6 @@ def emit_run_span(
     no span id is written twice."""
     if not tracing_enabled() or not sampled(run_uuid):
         return
-    try:
-        _emit_run_span(
-            run_id=run_id, run_uuid=run_uuid, workflow=workflow, version=version,
-            version_hash=version_hash, status=status, trigger=trigger, started=started,
-            finished=finished, error_summary=error_summary, approved_by=approved_by,
-            approved_at=approved_at, parent_run_id=parent_run_id, resumed_at=resumed_at,
-        )  # fmt: skip
-    except Exception as exc:  # noqa: BLE001 - a span is never worth a run
-        _lost(exc)
-
-
-def _emit_run_span(
-    *,
-    run_id: int,
-    run_uuid: str,
-    workflow: str,
-    version: int | None,
-    version_hash: str,
-    status: str,
-    trigger: str,
-    started: datetime,
-    finished: datetime,
-    error_summary: str,
-    approved_by: int | None,
-    approved_at: str | None,
-    parent_run_id: int | None,
-    resumed_at: datetime | None,
-) -> None:
     from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
     from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags

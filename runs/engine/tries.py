@@ -276,9 +276,7 @@ def try_once(
             with ctx.tracer.step_try(step_id, number, item) as span:
                 tried = _tried(ctx, number, call, worker, request_of)
                 record = tried.record
-                ctx.tracer.try_ended(
-                    span, str(record.status), record.error, record.sent, record.worker
-                )
+                ctx.tracer.try_ended(span, str(record.status), record.error, record.worker)
     if ctx.metrics is not None and item is None:  # an item's tries are its tool's calls
         _count(ctx, step_id, tried.record)
     return tried
