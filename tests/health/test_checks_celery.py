@@ -128,7 +128,13 @@ def test_a_queue_an_active_workflow_routes_to_needs_a_worker(cli, workers, setti
 
     workers.start_worker("w-heavy", concurrency=1, queues=(heavy,))
     try:
-        code, got = report(cli, "workers")
+        # A worker that has just said "ready." may miss a 1 s broadcast on a loaded
+        # machine; the claim is that health turns ok once it answers.
+        code, got = wait_until(
+            lambda: (result := report(cli, "workers"))[0] == 0 and result,
+            timeout=start_deadline(),
+            what="health to see the worker on the routed queue",
+        )
     finally:
         workers.stop("w-heavy")
 
