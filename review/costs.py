@@ -387,8 +387,8 @@ def _step_row(step: LLMStep | DecisionStep) -> BudgetRow:
         kind=step.kind,
         **_model(step),
         max_tokens=_number(budget.max_tokens),
-        max_calls=_number(budget.max_calls),
-        max_tool_calls=_number(budget.max_tool_calls),
+        max_calls=_number(getattr(budget, "max_calls", None)),  # a decision makes one call
+        max_tool_calls=_number(getattr(budget, "max_tool_calls", None)),
         usd_per_run=money_text(budget.usd_per_run),
         usd_per_month=money_text(budget.usd_per_month),
     )

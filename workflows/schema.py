@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from tools.policy import RetryPolicy
 from tools.queues import check_queue_name
 from workflows.schema_concurrency import Concurrency
-from workflows.schema_llm import LLMBudget, LLMSettings, MoneyBudget
+from workflows.schema_llm import DecisionBudget, LLMBudget, LLMSettings, MoneyBudget
 from workflows.schema_triggers import Notifications, ScheduleSpec
 from workflows.transform import multiselect_keys, output_field_schemas
 
@@ -233,8 +233,8 @@ class DecisionStep(LLMSettings, _StepBase):
     )
     default: str | None = Field(None, description="Branch taken when no condition holds.")
     decision_prompt: str | None = Field(None, description="LLM form: the question to answer.")
-    budget: LLMBudget = Field(
-        default_factory=LLMBudget,
+    budget: DecisionBudget = Field(
+        default_factory=DecisionBudget,
         description="LLM form: tokens of its one model call, and money (docs/observability.md).",
     )
 

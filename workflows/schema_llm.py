@@ -34,11 +34,18 @@ class MoneyBudget(FrozenModel):
         return self.usd_per_run is not None or self.usd_per_month is not None
 
 
-class LLMBudget(MoneyBudget):
+class DecisionBudget(MoneyBudget):
+    """An LLM decision's budget: the tokens of its one model call, and money (the
+    step's own spend in a run and in a month). It makes one call and calls no tool, so
+    it takes no count of either."""
+
+    max_tokens: int | None = Field(None, ge=1)
+
+
+class LLMBudget(DecisionBudget):
     """An LLM-using step's budget: tokens, model calls and tool calls of one try, and
     money (the step's own spend in a run and in a month)."""
 
-    max_tokens: int | None = Field(None, ge=1)
     max_calls: int | None = Field(None, ge=1)
     max_tool_calls: int | None = Field(None, ge=0)
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from workflows.schema_llm import MAX_SEED, LLMBudget, LLMSettings, MoneyBudget
+from workflows.schema_llm import MAX_SEED, DecisionBudget, LLMBudget, LLMSettings, MoneyBudget
 from workflows.validator import validate_workflow
 
 
@@ -63,3 +63,33 @@ def test_the_budgets_example_of_the_docs_is_a_valid_workflow(settings):
     summary, route = spec.steps[:2]
     assert summary.budget.usd_per_month == Decimal(15)
     assert route.budget.usd_per_run == Decimal("0.01")
+
+
+def test_a_decisions_budget_takes_no_count_of_calls_or_tools(settings):
+    """An LLM decision makes one model call and calls no tool: a `max_calls` or
+    `max_tool_calls` on it would be a limit never applied, so it is refused where it is
+    written, naming the fields a decision's budget does take."""
+    settings.FLOWPILOT_LLM_PRICES = {}
+    decision = {
+        "id": "route",
+        "kind": "decision",
+        "branches": ["yes", "no"],
+        "decision_prompt": "Is it urgent?",
+        "budget": {"max_tokens": 500, "max_calls": 2},
+    }
+    data = {
+        "name": "routing",
+        "steps": [decision],
+        "edges": [],
+    }
+    report = validate_workflow(data, registry=None)
+    issues = {(i.path, i.code): i.message for i in report.issues}
+    message = issues[("steps[0].budget.max_calls", "schema_invalid")]
+    assert "max_tokens" in message
+    assert "usd_per_run" in message
+    assert "max_tool_calls" not in message
+
+    decision["budget"] = {"max_tokens": 500, "usd_per_run": "0.01"}
+    report = validate_workflow(data, registry=None)
+    assert "steps[0].budget.max_calls" not in {i.path for i in report.issues}
+    assert DecisionBudget(max_tokens=500).max_tokens == 500

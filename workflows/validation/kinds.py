@@ -29,7 +29,7 @@ from workflows.schema import (
     TransformStep,
     WorkflowStep,
 )
-from workflows.schema_llm import LLMBudget
+from workflows.schema_llm import DecisionBudget
 from workflows.transform import TransformError, compile_transform
 from workflows.validation.context import FlowContext
 from workflows.validation.hints import (
@@ -236,7 +236,7 @@ def _prices_variable(endpoint: str) -> str:
 
 
 def _decision_budget(step: DecisionStep, path: str) -> list[ValidationIssue]:
-    if step.decision_prompt or step.budget == LLMBudget():
+    if step.decision_prompt or step.budget == DecisionBudget():
         return []
     message = (
         f"decision `{step.id}` has a `budget`, but it decides by its conditions and calls no "

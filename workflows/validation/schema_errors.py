@@ -112,6 +112,12 @@ def _model_at(loc: tuple, data: Any) -> Any:
         return Concurrency
     if loc[0] == "steps" and len(loc) >= 2:
         if len(loc) == 3 and loc[2] in _FIELD_MODELS:
+            step = _raw(loc[:2], data)
+            kind = step.get("kind") if isinstance(step, Mapping) else None
+            model = STEP_MODELS.get(kind) if isinstance(kind, str) else None
+            own = model.model_fields.get(loc[2]) if model is not None else None
+            if own is not None and isinstance(own.annotation, type):
+                return own.annotation  # the kind's own (a decision's budget takes fewer)
             return _FIELD_MODELS[loc[2]]
         if len(loc) == 2:
             step = _raw(loc, data)
