@@ -139,15 +139,19 @@ def _scale(m, url: str, params: dict, args: argparse.Namespace) -> dict:
     return {"plain": plain, "flowpilot": engine, "peak_mb": peak - base, "heap_mb": heap}
 
 
-TRACE_BLOCK = 5  # chain runs per timed block of the tracing section
+TRACE_BLOCK = 2  # chain runs per timed block of the tracing section
+TRACE_PAIRS = 4  # pairs of blocks (off, on) per --repeat
 
 
 def _tracing(m, url: str, params: dict, args: argparse.Namespace) -> dict:
-    """The chain in process with tracing off and on, in alternate blocks of
-    ``TRACE_BLOCK`` runs (``--repeat`` blocks each, medians of the per-run times): on,
+    """The chain in process with tracing off and on, in pairs of blocks of
+    ``TRACE_BLOCK`` runs (``TRACE_PAIRS`` x ``--repeat`` pairs, the order within a pair
+    alternating, so a drift of the machine's speed touches both sides alike): on,
     every try and call is a span, sent over OTLP/HTTP to a loopback receiver by the
     batch processor, and the block's time includes sending them all (a flush at its
-    end). ``inline`` is a traced run alone, its spans made and queued, not yet sent."""
+    end). ``ratio`` is the median of the pairs' on/off ratios and ``interval`` its 90 %
+    bootstrap interval; ``off`` and ``on`` the medians of the per-run times; ``inline``
+    a traced run alone, its spans made and queued, not yet sent."""
     import os
     import statistics
     import time
@@ -174,17 +178,34 @@ def _tracing(m, url: str, params: dict, args: argparse.Namespace) -> dict:
             return (time.perf_counter() - started) / TRACE_BLOCK, (ran - started) / TRACE_BLOCK
 
         block(False), block(True)  # warm both, and the exporter
-        off, on, inline = [], [], []
-        for _ in range(args.repeat):
-            off.append(block(False)[0])
-            total, runs_only = block(True)
-            on.append(total)
-            inline.append(runs_only)
+        off, on, inline, ratios = [], [], [], []
+        for pair in range(TRACE_PAIRS * args.repeat):
+            first = pair % 2 == 1  # on first in every other pair
+            got = {tracing: block(tracing) for tracing in (first, not first)}
+            off.append(got[False][0])
+            on.append(got[True][0])
+            inline.append(got[True][1])
+            ratios.append(got[True][0] / got[False][0])
         shutdown_tracing()
         return {
             "n": args.chain,
             "off": statistics.median(off),
             "on": statistics.median(on),
             "inline": statistics.median(inline),
+            "ratio": statistics.median(ratios),
+            "interval": _median_interval(ratios),
             "spans": sink.spans,
         }
+
+
+def _median_interval(values: list[float], *, resamples: int = 2000) -> tuple[float, float]:
+    """A 90 % bootstrap interval of ``values``' median (a fixed seed: the same figures
+    give the same interval)."""
+    import random
+    import statistics
+
+    draw = random.Random(0)
+    medians = sorted(
+        statistics.median(draw.choices(values, k=len(values))) for _ in range(resamples)
+    )
+    return medians[int(resamples * 0.05)], medians[int(resamples * 0.95) - 1]

@@ -80,6 +80,9 @@ class Redactor:
         return len(self._secrets)
 
     def _compiled(self) -> re.Pattern[str] | None:
+        pattern = self._pattern  # one read: a pattern once made serves until a secret is added
+        if pattern is not None:
+            return pattern
         with self._lock:
             if self._pattern is None and self._secrets:
                 ordered = sorted(self._secrets, key=lambda s: (-len(s), s))

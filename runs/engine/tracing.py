@@ -31,9 +31,9 @@ service name from ``OTEL_SERVICE_NAME`` (default ``flowpilot``).
 
 Spans are written whole, from flowpilot's own records, as the SDK's ``ReadableSpan``
 handed to its batch processor (``RunTracer``): live SDK spans (a first version) cost a
-chain about twice as much (+9 % over tracing off, against +4 % now), mostly in the
-sampler, the attribute checks and the context switches of every span
-(``benchmarks/compare.py`` measures a chain with tracing off and on). No other
+chain about twice as much, mostly in the sampler, the attribute checks and the context
+switches of every span (``benchmarks/compare.py`` measures a chain with tracing off
+and on). No other
 library's spans join these traces: the httpx instrumentation would record URLs
 unmasked, and the Celery one makes a trace per task, where a run is one trace.
 
@@ -50,10 +50,8 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -152,21 +150,50 @@ def shutdown_tracing() -> None:
     _process.cache_clear()
 
 
-@dataclass
-class SpanStart:
-    """A span being made: its id, its parent's, when it began and what it says so far."""
-
-    name: str
-    span_id: int
-    parent_id: int
-    start_ns: int
-    attributes: dict[str, Any]
-    run_level: bool = False  # carries the run's attributes (a try's span does)
-
-
 # The span of the try running in this context (this thread), so that the calls it makes
 # name it as their parent: (trace id, span id). Each thread has its own value.
 _CURRENT: ContextVar[tuple[int, int] | None] = ContextVar("flowpilot_current_span", default=None)
+
+
+class SpanStart:
+    """A span being made, and the block it times: its id, its parent's (the span
+    current in this context when it was made, else the run's root), when it began and
+    what it says so far. While the block runs it is the current span; when the block
+    ends its tracer writes it. A class, not a generator: a chain's step makes two."""
+
+    __slots__ = (
+        "_token",
+        "attributes",
+        "name",
+        "parent_id",
+        "run_level",
+        "span_id",
+        "start_ns",
+        "tracer",
+    )  # fmt: skip
+
+    def __init__(
+        self, tracer: RunTracer, name: str, attributes: dict[str, Any], run_level: bool
+    ) -> None:
+        current = _CURRENT.get()
+        trace_id = tracer.trace_id
+        self.tracer = tracer
+        self.name = name
+        self.span_id = _new_span_id()
+        self.parent_id = (
+            current[1] if current is not None and current[0] == trace_id else tracer.root_id
+        )
+        self.attributes = attributes
+        self.run_level = run_level  # carries the run's attributes (a try's span does)
+        self.start_ns = time.time_ns()
+
+    def __enter__(self) -> SpanStart:
+        self._token = _CURRENT.set((self.tracer.trace_id, self.span_id))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _CURRENT.reset(self._token)
+        self.tracer._write(self, time.time_ns())
 
 
 class RunTracer:
@@ -190,9 +217,10 @@ class RunTracer:
         redactor: Redactor,
         process: _Process | None = None,
     ) -> None:
-        from opentelemetry.sdk.trace import ReadableSpan
         from opentelemetry.sdk.util.instrumentation import InstrumentationScope
         from opentelemetry.trace import SpanContext, Status, StatusCode, TraceFlags
+
+        from runs.engine.otlp import plain_span_class
 
         self.sampled = TraceFlags(TraceFlags.SAMPLED)
         self.process = process or process_tracing()
@@ -200,7 +228,7 @@ class RunTracer:
         self.redactor = redactor
         self.trace_id = trace_id_of(run_uuid)
         # What every span of the run shares, made once (a try's span costs a few µs).
-        self._readable, self._context, self._status = ReadableSpan, SpanContext, Status
+        self._readable, self._context, self._status = plain_span_class(), SpanContext, Status
         self._error = StatusCode.ERROR
         self._ok = Status(StatusCode.OK)
         self.root_id = root_span_id_of(run_uuid)
@@ -215,15 +243,14 @@ class RunTracer:
             }
         )
 
-    @contextmanager
-    def step_try(self, step_id: str, number: int, item: int | None = None) -> Iterator[SpanStart]:
-        """One try's span, the parent of the calls made in this thread while it runs."""
+    def step_try(self, step_id: str, number: int, item: int | None = None) -> SpanStart:
+        """One try's span (a block), the parent of the calls made in this thread while
+        it runs."""
         attributes: dict[str, Any] = {"flowpilot.step_id": step_id, "flowpilot.attempt": number}
         if item is not None:
             attributes["flowpilot.item"] = item
         name = f"step {step_id}" if item is None else f"step {step_id} item {item}"
-        with self._span(name, attributes, run_level=True) as span:
-            yield span
+        return SpanStart(self, name, attributes, True)
 
     def try_ended(
         self,
@@ -239,11 +266,10 @@ class RunTracer:
             span.attributes["flowpilot.worker"] = worker
         self._ended(span, None, error)
 
-    @contextmanager
-    def call(self, name: str, attributes: Mapping[str, Any]) -> Iterator[SpanStart]:
-        """A tool or model call's span, a child of the try running in this thread."""
-        with self._span(name, dict(attributes)) as span:
-            yield span
+    def call(self, name: str, attributes: Mapping[str, Any]) -> SpanStart:
+        """A tool or model call's span (a block), a child of the try running in this
+        thread."""
+        return SpanStart(self, name, dict(attributes), False)
 
     def call_ended(
         self,
@@ -258,20 +284,6 @@ class RunTracer:
         self._ended(span, request, error)
 
     # --- making and writing spans -----------------------------------------------------
-
-    @contextmanager
-    def _span(
-        self, name: str, attributes: dict[str, Any], *, run_level: bool = False
-    ) -> Iterator[SpanStart]:
-        current = _CURRENT.get()
-        parent = current[1] if current is not None and current[0] == self.trace_id else self.root_id
-        span = SpanStart(name, _new_span_id(), parent, time.time_ns(), attributes, run_level)
-        token = _CURRENT.set((self.trace_id, span.span_id))
-        try:
-            yield span
-        finally:
-            _CURRENT.reset(token)
-            self._write(span, time.time_ns())
 
     def _ended(
         self, span: SpanStart, request: Mapping[str, Any] | None, error: Mapping[str, Any] | None
@@ -321,13 +333,19 @@ class RunTracer:
     def _clean(self, attributes: Mapping[str, Any]) -> dict[str, Any]:
         """Attributes as OpenTelemetry takes them, every text masked by value."""
         clean: dict[str, Any] = {}
+        scrub = self.redactor.scrub_text
         for key, value in attributes.items():
-            if value is None:
+            kind = type(value)
+            if kind is str:
+                clean[key] = scrub(value)[:MAX_ATTRIBUTE_CHARS]
+            elif kind is int or kind is bool or kind is float:
+                clean[key] = value
+            elif value is None:
                 continue
-            if isinstance(value, bool | int | float):
+            elif isinstance(value, bool | int | float):
                 clean[key] = value
             else:
-                clean[key] = self.redactor.scrub_text(str(value))[:MAX_ATTRIBUTE_CHARS]
+                clean[key] = scrub(str(value))[:MAX_ATTRIBUTE_CHARS]
         return clean
 
 
@@ -387,9 +405,10 @@ def emit_run_span(
     no span id is written twice."""
     if not tracing_enabled() or not sampled(run_uuid):
         return
-    from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
     from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+    from runs.engine.otlp import plain_span_class
 
     process = process_tracing()
     attributes: dict[str, Any] = {
@@ -417,7 +436,7 @@ def emit_run_span(
         parent = SpanContext(trace_id, root_id, False, flags)
     ok = status == "succeeded"
     message = error_summary[:MAX_ATTRIBUTE_CHARS]  # stored scrubbed (the steps' errors)
-    span = ReadableSpan(
+    span = plain_span_class()(
         name=name,
         context=SpanContext(trace_id, span_id, False, flags),
         parent=parent,

@@ -184,13 +184,13 @@ def _observed_call(
     record stores it (masked), or the error's type."""
     spec = ctx.registry.get(tool)
     kind = spec.kind if spec is not None else ""
-    with contextlib.ExitStack() as stack:
-        span = None
-        if ctx.tracer is not None:
-            attributes: dict[str, Any] = {"flowpilot.tool": tool, "flowpilot.tool_kind": kind}
-            if item is not None:
-                attributes["flowpilot.item"] = item
-            span = stack.enter_context(ctx.tracer.call(f"tool {tool}", attributes))
+    span = None
+    if ctx.tracer is not None:
+        attributes: dict[str, Any] = {"flowpilot.tool": tool, "flowpilot.tool_kind": kind}
+        if item is not None:
+            attributes["flowpilot.item"] = item
+        span = ctx.tracer.call(f"tool {tool}", attributes)
+    with span if span is not None else contextlib.nullcontext():
         try:
             if logger.isEnabledFor(logging.DEBUG):
                 where = f"run {ctx.run_id} step {step_id}" + (
@@ -202,15 +202,15 @@ def _observed_call(
         except FlowpilotError as exc:
             request = exc.request if isinstance(exc, ToolError) else None
             failure = exc.as_dict()
-            if ctx.tracer is not None and span is not None:
-                ctx.tracer.call_ended(span, request=request, error=failure)
+            if span is not None:
+                span.tracer.call_ended(span, request=request, error=failure)
             if ctx.metrics is not None:
                 ctx.metrics.tool_call(
                     tool=tool, kind=kind, request=request, error_type=str(failure["type"])
                 )
             raise
-        if ctx.tracer is not None and span is not None:
-            ctx.tracer.call_ended(span, request=result.request)
+        if span is not None:
+            span.tracer.call_ended(span, request=result.request)
         if ctx.metrics is not None:
             ctx.metrics.tool_call(tool=tool, kind=kind, request=result.request, error_type="")
     return result

@@ -66,6 +66,9 @@ SHAPES = [
     ],
     [span(), span(name="tool t"), span(resource=Resource.create({"service.name": "other"}))],
     [span(scope=InstrumentationScope("flowpilot", "1.2")), span()],
+    # Equal values of three types, each written as its own type (the pairs' cache).
+    [span(attributes={"v": 1}), span(attributes={"v": True}), span(attributes={"v": 1.0})],
+    [span(attributes={"v": 0}), span(attributes={"v": False}), span(attributes={"v": 0.0})],
 ]
 
 
