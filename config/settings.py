@@ -329,6 +329,8 @@ FLOWPILOT_RUN_FINISHED_HOOKS = [
 FLOWPILOT_WORKFLOW_ACTIVATED_HOOKS = ["schedules.hooks.workflow_activated"]
 # Links an upper layer adds to the run page (runs/links.py): its approval, its validation run.
 FLOWPILOT_RUN_LINK_PROVIDERS = ["review.links.run_links"]
+# Ids an upper layer adds to a run's root span (runs/engine/finish.py): its approval's.
+FLOWPILOT_RUN_SPAN_PROVIDERS = ["review.links.span_attributes"]
 
 # --- Notifications (docs/notifications.md) ----------------------------------
 # Email goes through Django's email backend: EMAIL_URL such as

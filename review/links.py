@@ -1,4 +1,5 @@
-"""The run page's links to approvals: a ``FLOWPILOT_RUN_LINK_PROVIDERS`` provider.
+"""The run page's links to approvals (a ``FLOWPILOT_RUN_LINK_PROVIDERS`` provider) and
+the approval id of a run's root span (a ``FLOWPILOT_RUN_SPAN_PROVIDERS`` provider).
 
 A validation run links to the approval it proved; any other run links to the
 approval of the definition it ran (same version, same hash) and that approval's
@@ -26,24 +27,40 @@ def _approval_link(approval: Approval) -> RunLink:
     return RunLink("approval", f"{url}#fp-approval-{approval.pk}", f"by {who} on {when} ({what})")
 
 
-def run_links(*, run: Run) -> list[RunLink]:
-    """The approval a run ran under: one given before the run was made (an approval
-    never covers runs made before it), of the same version and definition."""
+def approval_of(run: Run) -> Approval | None:
+    """The approval a run ran under: the one it proved (a validation run), else one
+    given before the run was made (an approval never covers runs made before it), of
+    the same version and definition, a passed one first."""
     proved = Approval.objects.filter(validation_run=run).select_related("approved_by").first()
     if proved is not None:
-        return [_approval_link(proved)]
+        return proved
     approvals = Approval.objects.filter(
         workflow_id=run.workflow_id,
         definition_hash=run.definition_hash,
         created_at__lte=run.created_at,
     ).select_related("approved_by", "validation_run")
-    approval = (
+    return (
         approvals.filter(status=ApprovalStatus.PASSED).order_by("-created_at", "-id").first()
         or approvals.order_by("-created_at", "-id").first()
     )
+
+
+def span_attributes(*, run: Run) -> dict[str, int]:
+    """The run's root span's approval id (a ``FLOWPILOT_RUN_SPAN_PROVIDERS`` provider,
+    ``runs.engine.finish``): the approval it ran under, when there is one."""
+    approval = approval_of(run)
+    return {} if approval is None else {"flowpilot.approval_id": approval.pk}
+
+
+def run_links(*, run: Run) -> list[RunLink]:
+    """The approval a run ran under (``approval_of``) and, for a run that did not prove
+    it, that approval's validation run."""
+    approval = approval_of(run)
     if approval is None:
         return []
     links = [_approval_link(approval)]
+    if approval.validation_run_id == run.pk:
+        return links
     validation = approval.validation_run
     if validation is not None:
         links.append(

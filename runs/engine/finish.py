@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from django.conf import settings
+from django.utils.module_loading import import_string
+
 from runs.engine import checkpoint
 from runs.engine.context import RunContext
 from runs.engine.metrics import metrics_enabled, process_metrics
@@ -162,7 +165,20 @@ def _emit_root(run: Run) -> None:
         approved_at=version.approved_at.isoformat() if version.approved_at else None,
         parent_run_id=run.parent_run_id,
         resumed_at=run.resumed_at,
+        extra=_span_extras(run),
     )
+
+
+def _span_extras(run: Run) -> dict[str, int]:
+    """What upper layers add to the root span (``FLOWPILOT_RUN_SPAN_PROVIDERS``, each
+    called as ``provider(run=run)``: the approval the run ran under). Ids only: a
+    number says nothing secret, so nothing here needs masking."""
+    extras: dict[str, int] = {}
+    for path in getattr(settings, "FLOWPILOT_RUN_SPAN_PROVIDERS", ()):
+        for key, value in import_string(path)(run=run).items():
+            if type(value) is int:
+                extras[key] = value
+    return extras
 
 
 def _counted(run: Run) -> None:

@@ -396,13 +396,15 @@ def emit_run_span(
     approved_at: str | None = None,
     parent_run_id: int | None = None,
     resumed_at: datetime | None = None,
+    extra: Mapping[str, int] | None = None,
 ) -> None:
     """Write the run's root span, once it has finished (see the module doc): built with
     the ids every earlier span named as their parent, from ``started`` to ``finished``.
 
     A resumed run finishes again: that end is a span of its own (``run <workflow>
     (resumed)``, from ``resumed_at``), a child of the root written at the first end, so
-    no span id is written twice."""
+    no span id is written twice. ``extra`` holds what upper layers add (ids: the
+    approval the run ran under, ``flowpilot.approval_id``)."""
     if not tracing_enabled() or not sampled(run_uuid):
         return
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
@@ -426,6 +428,7 @@ def emit_run_span(
         "flowpilot.parent_run_id": parent_run_id,
     }
     attributes.update({key: value for key, value in optional.items() if value is not None})
+    attributes.update(extra or {})
     flags = TraceFlags(TraceFlags.SAMPLED)
     trace_id, root_id = trace_id_of(run_uuid), root_span_id_of(run_uuid)
     name, span_id, parent = f"run {workflow}", root_id, None

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from review.links import run_links
+from review.links import run_links, span_attributes
 from review.models import ApprovalStatus
 from runs.models import RunTrigger
-from tests.factories import ApprovalFactory, RunFactory
+from tests.factories import ApprovalFactory, RunFactory, WorkflowFactory, sales_report_data
 
 pytestmark = pytest.mark.django_db
 
@@ -82,3 +82,29 @@ def test_an_import_activation_says_no_validation_run_happened():
     (link,) = run_links(run=run)
     assert link.text.endswith("(activated by import, no validation run)")
     assert "validation run succeeded" not in link.text
+
+
+def test_the_root_span_names_the_approval_the_run_ran_under(settings):
+    """``span_attributes`` is the finish hook's provider of the root span's approval id:
+    the approval a validation run proved, the passed approval of any other run's
+    definition, none for a run of a definition nobody approved; the finish code keeps
+    only whole numbers from any provider."""
+    from runs.engine.finish import _span_extras
+
+    failed = ApprovalFactory(status=ApprovalStatus.FAILED)
+    passed = ApprovalFactory(workflow=failed.workflow, validation_run=None)
+    run = RunFactory(workflow=failed.workflow, trigger=RunTrigger.API)
+
+    assert span_attributes(run=failed.validation_run) == {"flowpilot.approval_id": failed.pk}
+    assert span_attributes(run=run) == {"flowpilot.approval_id": passed.pk}
+    other = WorkflowFactory(data={**sales_report_data(), "name": "not_approved"})
+    assert span_attributes(run=RunFactory(workflow=other)) == {}
+
+    assert settings.FLOWPILOT_RUN_SPAN_PROVIDERS == ["review.links.span_attributes"]
+    assert _span_extras(run) == {"flowpilot.approval_id": passed.pk}
+    settings.FLOWPILOT_RUN_SPAN_PROVIDERS = [f"{__name__}.wordy_provider"]
+    assert _span_extras(run) == {"n": 3}
+
+
+def wordy_provider(*, run):
+    return {"n": 3, "text": "not an id", "flag": True}

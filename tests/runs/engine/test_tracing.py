@@ -241,6 +241,7 @@ def test_a_resumed_run_ends_in_a_span_of_its_own_under_the_root(collector):
         "run_id": 7, "run_uuid": run_uuid, "workflow": "w", "version": 2,
         "version_hash": "h", "trigger": "manual", "started": moment, "error_summary": "",
         "approved_by": 4, "approved_at": "2026-11-20T09:00:00+00:00",
+        "extra": {"flowpilot.approval_id": 9},
     }  # fmt: skip
     tracing.emit_run_span(**common, status="failed", finished=moment + timedelta(seconds=5))
     tracing.emit_run_span(
@@ -261,3 +262,4 @@ def test_a_resumed_run_ends_in_a_span_of_its_own_under_the_root(collector):
     assert resumed.start_ns == int((moment + timedelta(seconds=50)).timestamp() * 10**9)
     assert root.attributes["flowpilot.approved_by"] == 4
     assert root.attributes["flowpilot.approved_at"] == "2026-11-20T09:00:00+00:00"
+    assert root.attributes["flowpilot.approval_id"] == 9
