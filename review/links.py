@@ -47,9 +47,23 @@ def approval_of(run: Run) -> Approval | None:
 
 def span_attributes(*, run: Run) -> dict[str, int]:
     """The run's root span's approval id (a ``FLOWPILOT_RUN_SPAN_PROVIDERS`` provider,
-    ``runs.engine.finish``): the approval it ran under, when there is one."""
-    approval = approval_of(run)
-    return {} if approval is None else {"flowpilot.approval_id": approval.pk}
+    ``runs.engine.finish``): the approval a validation run proved (whatever became of
+    it), else the passed approval of the run's exact definition given before the run
+    was made; none otherwise (a bare id must not name an approval that failed)."""
+    proved = Approval.objects.filter(validation_run=run).values_list("pk", flat=True).first()
+    if proved is None:
+        proved = (
+            Approval.objects.filter(
+                workflow_id=run.workflow_id,
+                definition_hash=run.definition_hash,
+                created_at__lte=run.created_at,
+                status=ApprovalStatus.PASSED,
+            )
+            .order_by("-created_at", "-id")
+            .values_list("pk", flat=True)
+            .first()
+        )
+    return {} if proved is None else {"flowpilot.approval_id": proved}
 
 
 def run_links(*, run: Run) -> list[RunLink]:

@@ -7,22 +7,33 @@ stored outputs.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 from django.utils.module_loading import import_string
 
 from runs.engine import checkpoint
 from runs.engine.context import RunContext
 from runs.engine.metrics import metrics_enabled, process_metrics
 from runs.engine.resolve import resolve
-from runs.engine.tracing import emit_run_span, lost_span, tracing_enabled
+from runs.engine.tracing import (
+    INT64_MAX,
+    INT64_MIN,
+    emit_run_span,
+    lost_span,
+    sampled,
+    tracing_enabled,
+)
 from runs.models import Run, StepResult
 from runs.state import RowWrite, RunStatus, RunTrigger, StepStatus, run_transition, run_write
 from tools.hooks import hooks_announce
 from workflows.references import parse_value
 from workflows.schema import WorkflowSpec
+
+logger = logging.getLogger("flowpilot.engine")
 
 MAX_SUMMARY_CHARS = 5000
 
@@ -149,6 +160,8 @@ def _root_span(run: Run) -> None:
 
 
 def _emit_root(run: Run) -> None:
+    if not sampled(str(run.uuid)):
+        return  # nothing to write, so nothing to read for it
     version = run.workflow
     emit_run_span(
         run_id=run.pk,
@@ -172,12 +185,21 @@ def _emit_root(run: Run) -> None:
 def _span_extras(run: Run) -> dict[str, int]:
     """What upper layers add to the root span (``FLOWPILOT_RUN_SPAN_PROVIDERS``, each
     called as ``provider(run=run)``: the approval the run ran under). Ids only: a
-    number says nothing secret, so nothing here needs masking."""
+    number says nothing secret, so nothing here needs masking; a key the span already
+    has is never replaced. A provider that fails loses its own attributes, never the
+    span: it runs in a savepoint of its own (a failed query must not leave the caller's
+    transaction aborted), and its error is logged."""
     extras: dict[str, int] = {}
     for path in getattr(settings, "FLOWPILOT_RUN_SPAN_PROVIDERS", ()):
-        for key, value in import_string(path)(run=run).items():
-            if type(value) is int:
-                extras[key] = value
+        try:
+            with transaction.atomic():
+                given = dict(import_string(path)(run=run))
+        except Exception as exc:  # noqa: BLE001 - an attribute is never worth the span
+            logger.warning("tracing: %s gave no attributes (%s: %s)", path, type(exc).__name__, exc)
+            continue
+        for key, value in given.items():
+            if type(key) is str and type(value) is int and INT64_MIN <= value <= INT64_MAX:
+                extras.setdefault(key, value)
     return extras
 
 

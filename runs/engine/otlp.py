@@ -67,14 +67,22 @@ def _any_value(value: Any) -> bytes:
 
 def _attributes(number: int, attributes: Mapping[str, Any]) -> bytes:
     """Repeated ``KeyValue`` (key 1, value 2) as field ``number``."""
-    return b"".join(_pair(number, key, value) for key, value in attributes.items())
+    return b"".join(_pair_of(number, key, value) for key, value in attributes.items())
+
+
+def _pair_of(number: int, key: str, value: Any) -> bytes:
+    """``_pair``, but a float is written each time: ``0.0`` and ``-0.0`` are equal and
+    hash alike, so a cache would write one for the other."""
+    if type(value) is float:
+        return _pair.__wrapped__(number, key, value)
+    return _pair(number, key, value)
 
 
 @functools.lru_cache(maxsize=4096, typed=True)
 def _pair(number: int, key: str, value: Any) -> bytes:
     """One ``KeyValue`` field; the same pairs come again and again (a run's ids, a tool's
     name, a status), so they are written once (``typed``: ``True``, ``1`` and ``1.0``
-    are three values)."""
+    are three values; floats do not come here, ``_pair_of``)."""
     return _field(number, _text(1, key) + _field(2, _any_value(value)))
 
 
@@ -123,7 +131,7 @@ def _span(span: ReadableSpan) -> bytes:
     parts.append(_TIMES.pack(0x39, span.start_time or 0, 0x41, span.end_time or 0))
     attributes = span.attributes
     if attributes:
-        parts.extend(_pair(9, key, value) for key, value in attributes.items())
+        parts.extend(_pair_of(9, key, value) for key, value in attributes.items())
     status = span.status
     parts.append(_status(status.status_code, status.description or ""))
     parts.append(_FLAGS_REMOTE if parent is not None and parent.is_remote else _FLAGS)

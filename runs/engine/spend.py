@@ -53,7 +53,7 @@ from tools.errors import FlowpilotError
 from tools.llm.errors import LLMTimeout
 from tools.llm.prices import pico_of_usd, usd_text
 from tools.shared_cache import shared_cache_retry
-from workflows.schema_llm import LLMBudget, MoneyBudget
+from workflows.schema_llm import DecisionBudget, MoneyBudget
 
 if TYPE_CHECKING:
     from tools.llm import LLMReply, PriceTable
@@ -140,7 +140,7 @@ class Spend:
             run_id = self.run_id
             if run_id is not None and not _released(partial(_run_exists, run_id)):
                 self.run_id = None
-        budget: LLMBudget = step.budget
+        budget: DecisionBudget = step.budget
         limits = self._limits(step.id, budget, self.now())
         price = prices.price_for(model)
         if limits and price is None:
@@ -165,7 +165,7 @@ class Spend:
 
     # --- the budgets -----------------------------------------------------------------
 
-    def _limits(self, step_id: str, own: LLMBudget, moment: datetime) -> list[_Limit]:
+    def _limits(self, step_id: str, own: DecisionBudget, moment: datetime) -> list[_Limit]:
         month = Q(
             workflow_name=self.workflow,
             created_at__gte=moment.replace(day=1, hour=0, minute=0, second=0, microsecond=0),

@@ -66,6 +66,8 @@ if TYPE_CHECKING:
 SCOPE = "flowpilot"
 logger = logging.getLogger("flowpilot.engine")
 MAX_ATTRIBUTE_CHARS = 2000  # an error message quoting a huge value stays a short attribute
+# An attribute's integer is a signed 64-bit number in OTLP; a larger one is sent as text.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def tracing_enabled() -> bool:
@@ -191,8 +193,13 @@ class SpanStart:
         self._token = _CURRENT.set((self.tracer.trace_id, self.span_id))
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
         _CURRENT.reset(self._token)
+        if kind is not None and "flowpilot.ok" not in self.attributes:
+            # Left by an exception nothing recorded (the worker stopped, a soft time
+            # limit): the span says so rather than passing for a success.
+            self.attributes["flowpilot.error.type"] = kind.__name__
+            self.attributes["flowpilot.ok"] = False
         self.tracer._write(self, time.time_ns())
 
 
@@ -338,12 +345,17 @@ class RunTracer:
             kind = type(value)
             if kind is str:
                 clean[key] = scrub(value)[:MAX_ATTRIBUTE_CHARS]
-            elif kind is int or kind is bool or kind is float:
+            elif kind is bool or kind is float or (kind is int and INT64_MIN <= value <= INT64_MAX):
                 clean[key] = value
+            elif kind is int:
+                clean[key] = str(value)
             elif value is None:
                 continue
-            elif isinstance(value, bool | int | float):
-                clean[key] = value
+            elif isinstance(value, bool | float):
+                clean[key] = bool(value) if isinstance(value, bool) else float(value)
+            elif isinstance(value, int):
+                number = int(value)
+                clean[key] = number if INT64_MIN <= number <= INT64_MAX else str(number)
             else:
                 clean[key] = scrub(str(value))[:MAX_ATTRIBUTE_CHARS]
         return clean
@@ -428,7 +440,8 @@ def emit_run_span(
         "flowpilot.parent_run_id": parent_run_id,
     }
     attributes.update({key: value for key, value in optional.items() if value is not None})
-    attributes.update(extra or {})
+    for key, value in (extra or {}).items():
+        attributes.setdefault(key, value)  # never in place of the run's own
     flags = TraceFlags(TraceFlags.SAMPLED)
     trace_id, root_id = trace_id_of(run_uuid), root_span_id_of(run_uuid)
     name, span_id, parent = f"run {workflow}", root_id, None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from review.links import run_links, span_attributes
-from review.models import ApprovalStatus
+from review.models import Approval, ApprovalStatus
 from runs.models import RunTrigger
 from tests.factories import ApprovalFactory, RunFactory, WorkflowFactory, sales_report_data
 
@@ -97,14 +97,27 @@ def test_the_root_span_names_the_approval_the_run_ran_under(settings):
 
     assert span_attributes(run=failed.validation_run) == {"flowpilot.approval_id": failed.pk}
     assert span_attributes(run=run) == {"flowpilot.approval_id": passed.pk}
+    refused = WorkflowFactory(data={**sales_report_data(), "name": "refused"}, status="active")
+    ApprovalFactory(workflow=refused, status=ApprovalStatus.FAILED)
+    run_of_refused = RunFactory(workflow=refused, trigger=RunTrigger.API)
+    assert span_attributes(run=run_of_refused) == {}  # the page links it, with its status
     other = WorkflowFactory(data={**sales_report_data(), "name": "not_approved"})
     assert span_attributes(run=RunFactory(workflow=other)) == {}
 
     assert settings.FLOWPILOT_RUN_SPAN_PROVIDERS == ["review.links.span_attributes"]
     assert _span_extras(run) == {"flowpilot.approval_id": passed.pk}
-    settings.FLOWPILOT_RUN_SPAN_PROVIDERS = [f"{__name__}.wordy_provider"]
-    assert _span_extras(run) == {"n": 3}
+    settings.FLOWPILOT_RUN_SPAN_PROVIDERS = [
+        f"{__name__}.failing_provider",
+        f"{__name__}.wordy_provider",
+        "review.links.span_attributes",
+    ]
+    assert _span_extras(run) == {"n": 3, "flowpilot.approval_id": passed.pk}
+
+
+def failing_provider(*, run):
+    list(Approval.objects.raw("SELECT * FROM no_such_table"))  # a failed query
+    raise AssertionError("not reached")
 
 
 def wordy_provider(*, run):
-    return {"n": 3, "text": "not an id", "flag": True}
+    return {"n": 3, "text": "not an id", "flag": True, "huge": 2**70, 4: 4}

@@ -69,6 +69,8 @@ SHAPES = [
     # Equal values of three types, each written as its own type (the pairs' cache).
     [span(attributes={"v": 1}), span(attributes={"v": True}), span(attributes={"v": 1.0})],
     [span(attributes={"v": 0}), span(attributes={"v": False}), span(attributes={"v": 0.0})],
+    # Equal floats of two signs: each its own (a cache keyed by value would mix them).
+    [span(attributes={"v": -0.0}), span(attributes={"v": 0.0}), span(attributes={"v": -0.0})],
 ]
 
 

@@ -263,3 +263,92 @@ def test_a_resumed_run_ends_in_a_span_of_its_own_under_the_root(collector):
     assert root.attributes["flowpilot.approved_by"] == 4
     assert root.attributes["flowpilot.approved_at"] == "2026-11-20T09:00:00+00:00"
     assert root.attributes["flowpilot.approval_id"] == 9
+
+
+class _Kept:
+    """A span processor that keeps what it is handed."""
+
+    def __init__(self) -> None:
+        self.spans: list = []
+
+    def on_end(self, span) -> None:
+        self.spans.append(span)
+
+
+def _tracer(settings) -> tuple[tracing.RunTracer, _Kept]:
+    from tools.redaction import Redactor
+
+    settings.FLOWPILOT_TRACING = True
+    kept = _Kept()
+    process = tracing._Process.__new__(tracing._Process)
+    process.provider = type("P", (), {"resource": None})()
+    process.processors = [kept]
+    tracer = tracing.RunTracer(
+        run_id=1, run_uuid=str(uuid.uuid4()), workflow="w", version_hash="h",
+        redactor=Redactor(["sk-never-in-a-span-0001"]), process=process,
+    )  # fmt: skip
+    return tracer, kept
+
+
+def test_a_block_left_by_an_exception_nothing_recorded_is_an_error_span(settings):
+    tracer, kept = _tracer(settings)
+    with pytest.raises(KeyboardInterrupt), tracer.step_try("s", 1):
+        raise KeyboardInterrupt
+    with tracer.step_try("t", 1) as span:
+        tracer.try_ended(span, "succeeded", None)
+
+    def recorded_then_raised() -> None:
+        with tracer.call("tool x", {}) as call:
+            tracer.call_ended(call, error={"type": "http_error", "message": "503"})
+            raise RuntimeError("after the record")
+
+    with pytest.raises(RuntimeError):
+        recorded_then_raised()
+
+    interrupted, fine, recorded = kept.spans
+    assert interrupted.status.status_code.name == "ERROR"
+    assert interrupted.attributes["flowpilot.error.type"] == "KeyboardInterrupt"
+    assert fine.status.status_code.name == "OK"
+    assert recorded.attributes["flowpilot.error.type"] == "http_error"  # its record's
+    assert tracing._CURRENT.get() is None  # every block gave the context back
+
+
+def test_attributes_are_masked_and_a_number_past_64_bits_is_sent_as_text(settings):
+    tracer, kept = _tracer(settings)
+    with tracer.call("tool x", {"a": "key sk-never-in-a-span-0001", "n": 2**64 + 5, "m": -7}):
+        pass
+    (span,) = kept.spans
+    assert span.attributes["a"] == "key ***"
+    assert span.attributes["n"] == str(2**64 + 5)
+    assert span.attributes["m"] == -7
+
+
+def test_the_root_span_keeps_its_own_attributes_and_skips_unsampled_runs(
+    settings, django_assert_num_queries
+):
+    from runs.engine import finish
+    from tests.factories import RunFactory
+
+    settings.FLOWPILOT_TRACING = True
+    kept = _Kept()
+    process = tracing.process_tracing()
+    sending, process.processors = process.processors, [kept]
+    try:
+        settings.FLOWPILOT_RUN_SPAN_PROVIDERS = [f"{__name__}.overriding_provider"]
+        run = RunFactory()
+        finish._root_span(run)
+        (root,) = kept.spans
+        assert root.attributes["flowpilot.run_id"] == run.pk  # not the provider's 1
+        assert root.attributes["flowpilot.extra_id"] == 5
+
+        settings.FLOWPILOT_TRACE_RATIO = 0.0
+        kept.spans.clear()
+        with django_assert_num_queries(0):  # the provider is not asked for a span not made
+            finish._root_span(run)
+        assert kept.spans == []
+    finally:
+        process.processors = sending
+
+
+def overriding_provider(*, run):
+    return {"flowpilot.run_id": 1, "flowpilot.extra_id": 5}
