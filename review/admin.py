@@ -309,6 +309,7 @@ class PlanAttemptAdmin(admin.ModelAdmin):
         "status",
         "error",
         "model",
+        "offered_tools",
         "templates",
         "pretty_questions",
         "pretty_clarifications",

@@ -114,6 +114,10 @@ class Review:
     # reused}), and the clarifying questions it asked with their answers.
     templates: tuple[dict[str, Any], ...] = ()
     clarifications: tuple[dict[str, Any], ...] = ()
+    # The tools it was shown, best first ({name, why, score, used}: ``used`` when the
+    # version calls it), and whether the catalog was ranked (else shown whole).
+    offered_tools: tuple[dict[str, Any], ...] = ()
+    catalog_ranked: bool = False
     # What max_parallel and the queues imply (``review.routing``), before approval.
     routing: tuple[RoutingNote, ...] = ()
     # What the version's concurrency limit implies, in one sentence ("" when the
@@ -333,7 +337,7 @@ def workflow_review(*, workflow: Workflow, registry: ToolRegistry | None = None)
         tools=tool_rows(report.spec, registry),
         limits=limit_rows(report.spec),
         costs=version_costs(workflow=workflow, spec=report.spec, history=list(history)),
-        **_planner_sources(workflow),
+        **_planner_sources(workflow, report.spec),
     )
 
 
@@ -365,8 +369,9 @@ def _rate_limits(
     return rate_limit_notes(spec=spec, registry=registry, inputs=inputs)
 
 
-def _planner_sources(workflow: Workflow) -> dict[str, Any]:
-    """The templates and the answered questions of the attempt that produced ``workflow``."""
+def _planner_sources(workflow: Workflow, spec: WorkflowSpec | None) -> dict[str, Any]:
+    """The templates, the answered questions and the tools offered of the attempt that
+    produced ``workflow``."""
     produced = plan_attempts_for_version(workflow=workflow).last()
     if produced is None:
         return {}
@@ -375,7 +380,22 @@ def _planner_sources(workflow: Workflow) -> dict[str, Any]:
         for r in produced.clarifications or []
         for q in r.get("questions") or []
     ]
-    return {"templates": tuple(produced.templates or []), "clarifications": tuple(answered)}
+    called = (
+        {t for step in spec.steps for t in (*step.direct_tools(), *step.model_tools())}
+        if spec is not None
+        else set()
+    )
+    offered = [
+        {**tool, "used": tool.get("name") in called}
+        for tool in produced.offered_tools or []
+        if isinstance(tool, dict)
+    ]
+    return {
+        "templates": tuple(produced.templates or []),
+        "clarifications": tuple(answered),
+        "offered_tools": tuple(offered),
+        "catalog_ranked": any(tool.get("score") is not None for tool in offered),
+    }
 
 
 def declared_inputs(workflow: Workflow) -> dict[str, InputSpec]:

@@ -256,6 +256,12 @@ class PlanAttempt(models.Model):
         blank=True,
         help_text="Approved workflows shown as templates: [{name, version, score}], best first.",
     )
+    offered_tools = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The tools the planner was shown, best first: [{name, why, score}] (why: "
+        "all, pinned, named or matched; score: BM25, empty when the catalog was shown whole).",
+    )
     questions = models.JSONField(
         default=list,
         blank=True,

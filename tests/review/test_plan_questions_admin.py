@@ -3,13 +3,15 @@ template curation actions and their permission (the browser test drives the happ
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.contrib.auth.models import Permission
 
 from tests.factories import DIGEST_GOAL, UserFactory, digest_plan
 from tests.review.test_admin import fresh, login, texts, url
 from workflows.models import PlanAttempt, TemplateUse, Workflow, WorkflowStatus
-from workflows.services import workflow_import
+from workflows.services import workflow_import, workflow_spec
 
 pytestmark = pytest.mark.django_db
 
@@ -55,6 +57,16 @@ def test_a_second_question_round_is_shown_and_then_the_plan(planner_llm, reviewe
     assert workflow.owner == reviewer
     page = client.get(url("change", workflow)).content.decode()
     assert "How large is large? — <em>500</em>" in page
+    # The tools the planner was shown: here the whole catalog, the ones it called marked.
+    assert "The tool catalog was small enough to be shown whole" in page
+    offered = re.findall(
+        r'<tr class="fp-offered-tool( fp-offered-used)?"><td>([^<]+)</td><td>all</td>', page
+    )
+    assert {name for _, name in offered} == {t["name"] for t in final.offered_tools}
+    assert {"csv_read", "aggregate"} <= {name for used, name in offered if used}
+    assert all(
+        not used for used, name in offered if name not in workflow_spec(workflow).allowlist()
+    )
 
 
 def test_an_unknown_attempt_is_404_and_a_failing_plan_is_shown(planner_llm, reviewer):
@@ -105,3 +117,38 @@ def test_without_an_llm_the_new_plan_page_says_what_to_set_and_sends_nothing(no_
         assert response.status_code == 200
         assert "set OPENAI_API_KEY" in response.content.decode()
     assert not PlanAttempt.objects.exists()
+
+
+def test_a_ranked_catalog_shows_why_each_tool_was_offered_and_its_score(reviewer):
+    from tests.factories import pending_version
+
+    workflow = pending_version()
+    PlanAttempt.objects.create(
+        goal="digest the sales",
+        workflow=workflow,
+        model="m",
+        status="valid",
+        offered_tools=[
+            {"name": "csv_read", "why": "matched", "score": 7.25},
+            {"name": "sales_report", "why": "pinned", "score": 0.0},
+            {"name": "weather_now", "why": "matched", "score": 1.5},
+        ],
+    )
+    called = set(workflow_spec(workflow).allowlist())
+
+    page = login(reviewer).get(url("change", workflow)).content.decode()
+
+    assert "Tools shown to the planner, best match first" in page
+    rows = re.findall(
+        r'<tr class="fp-offered-tool( fp-offered-used)?"><td>([^<]+)</td><td>(\w+)</td>'
+        r"<td>([^<]+)</td>",
+        page,
+    )
+    assert [(name, why, score) for _, name, why, score in rows] == [
+        ("csv_read", "matched", "7.25"),
+        ("sales_report", "pinned", "0.0"),
+        ("weather_now", "matched", "1.5"),
+    ]
+    assert "csv_read" in called  # the offline example reads its CSV
+    assert "weather_now" not in called
+    assert {name for used, name, _, _ in rows if used} == {"csv_read"}

@@ -62,6 +62,12 @@ def test_evalplanner_measures_every_goal_and_stores_nothing(planner, cli):
     assert totals["repair_rounds"] == len(repaired)
     assert totals["questions"] == sum(len(c.answers) for c in CASES)
     assert totals["total_tokens"] == sum(g["total_tokens"] for g in goals)
+    # The catalog here is small enough to be shown whole: every expected tool offered.
+    assert all(g["tools_missed"] == [] for g in goals)
+    assert all(g["retrieval_recall"] == 1.0 for g in goals if g["tools_expected"])
+    assert all(set(g["tools_expected"]) <= set(g["tools_offered"]) for g in goals)
+    assert totals["retrieval_recall"] == 1.0
+    assert totals["retrieval_goals"] == sum(bool(c.tools) for c in CASES)
     assert not Workflow.objects.exists()
     assert not PlanAttempt.objects.exists()
     # The answers in the goals file reached the planner.
@@ -80,7 +86,12 @@ def test_evalplanner_prints_a_line_per_goal_and_the_totals(planner, cli):
     assert lines[1].startswith("valid   repairs 0  questions 0  tokens")
     assert lines[1].endswith("Current weather in a city")
     assert "repairs 1" in lines[4]
-    assert lines[-2].startswith("total: 4/4 valid (100%), 1 repair round(s), 0 question(s)")
+    assert lines[-3].startswith("total: 4/4 valid (100%), 1 repair round(s), 0 question(s)")
+    expected = sum(len(set(c.tools)) for c in CASES[:4])
+    assert lines[-2] == (
+        f"retrieval: 100% of the {expected} expected tool(s) of 4 goal(s) were offered to "
+        "the planner"
+    )
     assert lines[-1] == "nothing was stored (--store keeps the plans)"
 
 
@@ -140,3 +151,30 @@ def test_evalplanner_refuses_bad_options(cli, tmp_path):
     assert "--min-valid is a share" in cli("evalplanner", "--min-valid", "2").err
     assert "cannot read goals" in cli("evalplanner", str(tmp_path / "none.yaml")).err
     assert "`far` is not configured" in cli("evalplanner", "--endpoint", "far").err
+
+
+def test_an_expected_tool_the_planner_was_not_shown_lowers_retrieval_recall(planner, cli, tmp_path):
+    """Retrieval is measured whatever the plan: a goal whose tools were not all in the
+    catalog it was shown says which were missing, and the total counts them."""
+    goals = tmp_path / "mine.json"
+    goals.write_text(
+        json.dumps(
+            [
+                {"goal": "Coordinates of a city", "tools": ["geocode_city"]},
+                {"goal": "Coordinates of a city", "tools": ["geocode_city", "no_such_tool"]},
+            ]
+        )
+    )
+
+    result = cli("evalplanner", str(goals), "--json")
+
+    report = json.loads(result.out)
+    first, second = report["goals"]
+    assert (first["tools_missed"], first["retrieval_recall"]) == ([], 1.0)
+    assert (second["tools_missed"], second["retrieval_recall"]) == (["no_such_tool"], 0.5)
+    assert "no_such_tool" not in second["tools_offered"]
+    assert report["totals"]["retrieval_recall"] == round(2 / 3, 3)
+
+    text = cli("evalplanner", str(goals)).out
+    assert "not offered to the planner: no_such_tool (retrieval recall 50%)" in text
+    assert "retrieval: 67% of the 3 expected tool(s) of 2 goal(s) were offered" in text

@@ -10,6 +10,7 @@ import copy
 import json
 import logging
 import random
+import re
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -21,7 +22,7 @@ from tools.registry import ToolRegistry
 from tools.spec import ToolSpec
 from workflows.models import PlanAttempt, Workflow
 from workflows.planner import PlanError, PlanFailed, PlanNotRevisable, PlanRoundsExhausted
-from workflows.planner.catalog import catalog_entries, select_tools, tokenize
+from workflows.planner.catalog import catalog_entries, rank_tools, select_tools, tokenize
 from workflows.planner.selectors import plan_attempts_for_lineage, plan_attempts_for_version
 from workflows.planner.services import MAX_REVISION_ROUNDS, plan_create, plan_revise
 from workflows.services import workflow_import, workflow_spec, workflow_transition
@@ -593,6 +594,53 @@ def test_bm25_ranks_by_name_description_and_parameter_names():
     pinned = select_tools(registry, "weather", pinned=["payroll_audit_109"])
     assert "payroll_audit_109" in pinned
     assert tokenize("getWeatherForecasts for_cities") == ["weather", "forecast", "citie"]
+
+
+def test_the_offered_tools_say_why_each_was_shown_and_its_score_best_first():
+    small = make_registry(generated_specs(40))
+    assert {t.why for t in rank_tools(small, "weather")} == {"all"}
+    assert {t.score for t in rank_tools(small, "weather")} == {None}
+
+    registry = make_registry(generated_specs(300))
+    offered = rank_tools(
+        registry,
+        "repository issues on GitHub, then run invoice_list_0",
+        pinned=["payroll_audit_109"],
+        limit=2,
+    )
+    why = {t.name: t.why for t in offered}
+    assert why["github_issues"] == "matched"
+    assert why["invoice_list_0"] == "named"
+    assert why["payroll_audit_109"] == "pinned"
+    scores = [t.score for t in offered]
+    assert scores == sorted(scores, reverse=True)  # best first
+    assert offered[0].name == "github_issues"
+    assert offered[0].score > 0
+    assert sorted(t.name for t in offered) == select_tools(
+        registry,
+        "repository issues on GitHub, then run invoice_list_0",
+        pinned=["payroll_audit_109"],
+        limit=2,
+    )
+    assert offered[0].as_dict() == {
+        "name": "github_issues",
+        "why": "matched",
+        "score": round(offered[0].score, 4),
+    }
+
+
+def test_the_plan_attempt_records_the_tools_offered(llm, client):
+    registry = make_registry(generated_specs(300))
+    llm.reply_json(VALID_PLAN)
+
+    plan_create(goal=GOAL, sample_inputs={"city": "Oslo"}, registry=registry, client=client)
+
+    attempt = PlanAttempt.objects.get()
+    offered = {t["name"]: t for t in attempt.offered_tools}
+    assert offered["weather_forecast"]["why"] == "matched"
+    assert offered["weather_forecast"]["score"] > 0
+    catalog = llm.requests[0].messages[1]["content"]
+    assert sorted(offered) == sorted(re.findall(r'"name":"([^"]+)"', catalog))
 
 
 # --- secrets -----------------------------------------------------------------------------

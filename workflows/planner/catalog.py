@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from tools.registry import ToolRegistry
@@ -57,6 +58,23 @@ def _tool_text(description: Mapping[str, Any]) -> list[str]:
     return tokenize(" ".join([name, name, description.get("description", ""), *params]))
 
 
+@dataclass(frozen=True)
+class OfferedTool:
+    """One tool the planner was shown, and why: ``all`` (the registry is small enough to
+    be shown whole), ``pinned`` (by the caller: a template's or the revised version's
+    tool), ``named`` (its exact name is in the query) or ``matched`` (among the best
+    BM25 matches); ``score`` is its BM25 score when the catalog was ranked (0 for a
+    pinned or named tool the ranking found nothing in), None when it was not."""
+
+    name: str
+    why: str
+    score: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        score = None if self.score is None else round(self.score, 4)
+        return {"name": self.name, "why": self.why, "score": score}
+
+
 def select_tools(
     registry: ToolRegistry,
     query: str,
@@ -65,7 +83,20 @@ def select_tools(
     limit: int = CATALOG_TOP_K,
     all_up_to: int = CATALOG_ALL_UP_TO,
 ) -> list[str]:
-    """The tool names the planner sees for ``query``, sorted by name.
+    """The tool names the planner sees for ``query``, sorted by name (``rank_tools``)."""
+    offered = rank_tools(registry, query, pinned=pinned, limit=limit, all_up_to=all_up_to)
+    return sorted(tool.name for tool in offered)
+
+
+def rank_tools(
+    registry: ToolRegistry,
+    query: str,
+    *,
+    pinned: Iterable[str] = (),
+    limit: int = CATALOG_TOP_K,
+    all_up_to: int = CATALOG_ALL_UP_TO,
+) -> list[OfferedTool]:
+    """The tools the planner sees for ``query``, each with why and its score, best first.
 
     Every tool when there are at most ``all_up_to``; otherwise the ``limit`` best
     BM25 matches (ties by name), plus ``pinned`` tools and tools whose exact
@@ -75,22 +106,26 @@ def select_tools(
     names = offered_tools(registry)
     pinned = [_successor(registry, n) for n in pinned]
     if len(names) <= all_up_to:
-        return names
+        return [OfferedTool(name, "all") for name in names]
     described = registry.describe(names)
-    wanted = [n for n in pinned if n in names][:MAX_PINNED]
+    why: dict[str, str] = {}
+    for name in [n for n in pinned if n in names][:MAX_PINNED]:
+        why.setdefault(name, "pinned")
     words = {_successor(registry, w) for w in re.findall(r"[A-Za-z0-9_-]+", query)}
-    wanted += [n for n in names if n in words][:MAX_PINNED]
+    for name in [n for n in names if n in words][:MAX_PINNED]:
+        why.setdefault(name, "named")
+    scores: dict[str, float] = {}
     terms = tokenize(query)
     if terms:
         from rank_bm25 import BM25Okapi  # numpy with it: loaded by the planner only
 
-        scores = BM25Okapi([_tool_text(d) for d in described]).get_scores(terms)
-        ranked = sorted(
-            ((score, d["name"]) for score, d in zip(scores, described, strict=True)),
-            key=lambda pair: (-pair[0], pair[1]),
-        )
-        wanted += [name for score, name in ranked if score > 0][:limit]
-    return sorted(set(wanted))
+        ranked = BM25Okapi([_tool_text(d) for d in described]).get_scores(terms)
+        scores = {d["name"]: float(score) for score, d in zip(ranked, described, strict=True)}
+        best = sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
+        for name, _ in [pair for pair in best if pair[1] > 0][:limit]:
+            why.setdefault(name, "matched")
+    offered = [OfferedTool(name, reason, scores.get(name, 0.0)) for name, reason in why.items()]
+    return sorted(offered, key=lambda tool: (-(tool.score or 0.0), tool.name))
 
 
 def offered_tools(registry: ToolRegistry) -> list[str]:

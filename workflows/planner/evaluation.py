@@ -10,9 +10,15 @@ fatal.
 
 Per goal: whether a valid plan came out, the repair rounds it took, the questions
 asked (and their rounds), tokens (prompt + completion, every attempt of every round)
-and wall time. Nothing is stored unless ``store`` is set: each goal is planned in a
-transaction rolled back at its end (its ``PlanAttempt`` rows included), so an
-evaluation leaves no plan pending review and no template influences the next goal.
+and wall time; and retrieval: the tools the planner was shown (its last attempt's
+catalog) and, for a goal that lists ``tools``, how many of them were among those
+shown (``retrieval_recall``; in total, the expected tools shown over all expected).
+Retrieval is measured whatever the model made of the catalog: a goal whose plan
+failed still says whether its tools were offered.
+
+Nothing is stored unless ``store`` is set: each goal is planned in a transaction
+rolled back at its end (its ``PlanAttempt`` rows included), so an evaluation leaves no
+plan pending review and no template influences the next goal.
 With ``store`` the plans are stored pending review like any other.
 """
 
@@ -56,6 +62,11 @@ class GoalResult:
     workflow: str = ""
     tools_expected: list[str] = field(default_factory=list)
     tools_used: list[str] = field(default_factory=list)
+    # The catalog the planner was shown (its last attempt's), and how many of the
+    # expected tools were in it: retrieval, measured whatever the model made of it.
+    tools_offered: list[str] = field(default_factory=list)
+    tools_missed: list[str] = field(default_factory=list)  # expected, never shown
+    retrieval_recall: float | None = None  # None: the goal expects no tools
     attempts: int = 0
     repair_rounds: int = 0
     question_rounds: int = 0
@@ -88,12 +99,19 @@ class EvaluationReport:
                 "total_tokens",
             )
         }
+        expecting = [r for r in self.results if r.tools_expected]
+        expected = sum(len(set(r.tools_expected)) for r in expecting)
+        missed = sum(len(r.tools_missed) for r in expecting)
         return {
             "goals": count,
             "valid": valid,
             "valid_rate": round(valid / count, 3) if count else 0.0,
             **sums,
             "seconds": round(sum(r.seconds for r in self.results), 3),
+            # Expected tools the catalog showed, over every goal that names some.
+            "retrieval_goals": len(expecting),
+            "retrieval_expected": expected,
+            "retrieval_recall": round((expected - missed) / expected, 3) if expected else None,
         }
 
     def as_dict(self) -> dict[str, Any]:
@@ -217,5 +235,12 @@ def _measure(result: GoalResult, attempts: list[PlanAttempt]) -> None:
     result.question_rounds = len(asked)
     result.questions = sum(len(a.questions) for a in asked)
     result.repair_rounds = sum(1 for a in attempts if a.repair_round > 0)
+    if attempts:
+        offered = attempts[-1].offered_tools or []
+        result.tools_offered = sorted(t["name"] for t in offered if isinstance(t, dict))
+    if result.tools_expected:
+        expected = set(result.tools_expected)
+        result.tools_missed = sorted(expected - set(result.tools_offered))
+        result.retrieval_recall = round(1 - len(result.tools_missed) / len(expected), 3)
     for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
         setattr(result, key, sum(int(a.usage.get(key) or 0) for a in attempts))

@@ -30,7 +30,7 @@ from tools.registry import ToolRegistry
 from tools.secrets import free_text_redactor
 from workflows.errors import WorkflowError
 from workflows.models import PlanAttempt, PlanAttemptStatus, Workflow, WorkflowStatus
-from workflows.planner.catalog import catalog_entries, catalog_text, select_tools
+from workflows.planner.catalog import catalog_entries, catalog_text, rank_tools
 from workflows.planner.errors import PlanError, PlanNotRevisable, PlanRoundsExhausted
 from workflows.planner.prompts import create_messages, revise_messages
 from workflows.planner.questions import clarifications_text, question_rounds, resolve_answers
@@ -104,7 +104,8 @@ def plan_create(
     clarifications = redactor.scrub(list(clarifications or []))
     query = " ".join([goal, *map(str, sample_inputs or {})])
     templates = select_templates(query=goal)
-    names = select_tools(registry, query, pinned=template_tools(templates))
+    offered = rank_tools(registry, query, pinned=template_tools(templates))
+    names = sorted(tool.name for tool in offered)
     ask = allow_questions and len(clarifications) < question_rounds()
     messages = create_messages(
         goal=goal,
@@ -124,6 +125,7 @@ def plan_create(
             observer=observer,
             sample_inputs=dict(sample_inputs or {}),
             templates=[t.as_record() for t in templates],
+            offered_tools=[tool.as_dict() for tool in offered],
             clarifications=clarifications,
             ask=ask,
         )
@@ -195,7 +197,8 @@ def plan_revise(
     previous = WorkflowSpec.model_validate(workflow.definition)
     pinned = set(previous.allowed_tools())
     pinned |= {t for s in previous.steps for t in s.model_tools()}
-    names = select_tools(registry, f"{goal} {feedback}", pinned=sorted(pinned))
+    offered = rank_tools(registry, f"{goal} {feedback}", pinned=sorted(pinned))
+    names = sorted(tool.name for tool in offered)
     messages = revise_messages(
         goal=goal,
         catalog=catalog_text(catalog_entries(registry, names)),
@@ -215,6 +218,7 @@ def plan_revise(
             feedback=feedback,
             based_on=workflow,
             observer=observer,
+            offered_tools=[tool.as_dict() for tool in offered],
         )
         spec, attempt = run_session(session, messages)
     return _store_revision(

@@ -57,6 +57,7 @@ class _Session:
     observer: AttemptObserver | None = None
     sample_inputs: dict[str, Any] = field(default_factory=dict)
     templates: list[dict[str, Any]] = field(default_factory=list)  # shown: {name, version, score}
+    offered_tools: list[dict[str, Any]] = field(default_factory=list)  # {name, why, score}
     clarifications: list[dict[str, Any]] = field(default_factory=list)  # earlier Q&A rounds
     ask: bool = False  # the model may answer with questions
 
@@ -241,6 +242,7 @@ def _record(
         validator_report=store_escape([i.as_dict() for i in issues]),
         sample_inputs=store_escape(session.sample_inputs),
         templates=templates,
+        offered_tools=session.offered_tools,
         questions=store_escape(checked.questions if checked else []),
         clarifications=store_escape(session.clarifications),
         status=status,

@@ -105,6 +105,11 @@ class Command(FlowpilotCommand):
                 f"        tools {', '.join(result.tools_used)} "
                 f"(expected {', '.join(sorted(result.tools_expected))})"
             )
+        if result.tools_missed:
+            self.stdout.write(
+                f"        not offered to the planner: {', '.join(result.tools_missed)} "
+                f"(retrieval recall {result.retrieval_recall:.0%})"
+            )
         if result.error:
             self.stdout.write(f"        {result.error[:300]}")
 
@@ -116,6 +121,12 @@ class Command(FlowpilotCommand):
             f"({totals['prompt_tokens']} prompt, {totals['completion_tokens']} completion), "
             f"{totals['seconds']:.2f}s"
         )
+        if totals["retrieval_recall"] is not None:
+            self.stdout.write(
+                f"retrieval: {totals['retrieval_recall']:.0%} of the "
+                f"{totals['retrieval_expected']} expected tool(s) of "
+                f"{totals['retrieval_goals']} goal(s) were offered to the planner"
+            )
         self.stdout.write(
             "the plans are stored pending review"
             if stored
