@@ -5,6 +5,7 @@ budgets in money kept before the call that would pass them."""
 from __future__ import annotations
 
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -12,6 +13,7 @@ import pytest
 from django.db import connection
 
 from runs.costs import run_cost, step_costs, workflow_month_cost
+from runs.engine import spend as spend_module
 from runs.engine.build import build_run_context
 from runs.engine.spend import MoneyBudgetExceeded, Spend, estimate_prompt_tokens
 from runs.models import LLMCall
@@ -208,15 +210,27 @@ def test_the_estimate_grows_with_the_prompt():
     assert large - small >= 999
 
 
-def test_two_runs_racing_for_the_last_dollar_of_a_month_only_one_reserves(priced):
+def test_two_runs_racing_for_the_last_dollar_of_a_month_only_one_reserves(priced, monkeypatch):
     """Reservations of one workflow are serialized: of two calls that each fit the
-    month alone but not together, exactly one is reserved."""
+    month alone but not together, exactly one is reserved. The reserved call is held
+    open (its body waits) until the other has tried: a call that ends without an answer
+    gives its reservation back, and a fast first call ending before the second even
+    asked would let both reserve one after the other, rightly."""
     if connection.vendor != "postgresql":
         pytest.skip("two connections reserving at once need PostgreSQL")
     step = LLMStep(id="ask", prompt="x", max_output_tokens=1000)
     prices = price_table({"m": Price.per_million("0", "1")})  # a call's estimate: $0.001
     outcomes: list[str] = []
     start = threading.Barrier(2)
+    tried = threading.Barrier(2, timeout=60)  # both have asked; the reserved one still holds
+    totals = spend_module._spent
+
+    def slow_totals(rows):
+        spent = totals(rows)
+        time.sleep(0.3)  # between reading the totals and committing: where a race would be
+        return spent
+
+    monkeypatch.setattr(spend_module, "_spent", slow_totals)
 
     def reserve() -> None:
         spend = Spend(
@@ -230,8 +244,10 @@ def test_two_runs_racing_for_the_last_dollar_of_a_month_only_one_reserves(priced
         try:
             with spend.call(step, endpoint="default", model="m", prices=prices, messages=[]):
                 outcomes.append("reserved")
+                tried.wait()
         except MoneyBudgetExceeded:
             outcomes.append("refused")
+            tried.wait()
         finally:
             connection.close()
 
