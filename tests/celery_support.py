@@ -534,6 +534,17 @@ class CeleryCluster:
     def logs(self) -> str:
         return "\n".join(f"--- {p.name} ---\n{p.output()[-4000:]}" for p in self.processes.values())
 
+    def warnings(self) -> str:
+        """Every process's WARNING and ERROR lines, whole (what a failed assertion about
+        a fault should show: the sweeper's, the heartbeat's and the retries' lines)."""
+        return "\n".join(
+            f"--- {p.name} ---\n"
+            + "\n".join(
+                line for line in p.output().splitlines() if " WARNING " in line or " ERROR " in line
+            )
+            for p in self.processes.values()
+        )
+
 
 def purge_queue(url: str, queue: str) -> None:
     """Remove this session's queue from Redis, and unacknowledged messages bound for it."""

@@ -15,6 +15,7 @@ the step is conditional on that token.
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -37,6 +38,10 @@ class Claim:
     token: str
     result: StepResult  # pk, run, step id, attempts, attempt limit and log, as claimed
     run_status: str
+    # ``time.monotonic()`` just before the claim's statement was sent: the step lease it
+    # wrote counts from then, so the heartbeat's first renewal is due a third of the
+    # lease after it, however long resolving the inputs took (``heartbeat``).
+    leased_at: float
 
 
 @dataclass(frozen=True)
@@ -78,7 +83,7 @@ def claim(
     counters and its run's status with it. ``inputs`` is the resolved-inputs record as
     stored (``checkpoint.stored_inputs``).
     """
-    token = uuid.uuid4().hex
+    token, leased_at = uuid.uuid4().hex, time.monotonic()
     row = step_transition_returning(
         StepResult,
         step_result_id,
@@ -96,7 +101,7 @@ def claim(
         pk=step_result_id, run_id=run_id, step_id=step_id, status=StepStatus.RUNNING,
         attempts=attempts, attempt_limit=limit, attempt_log=log, claim_token=token,
     )  # fmt: skip
-    return Claim(token, result, run_status)
+    return Claim(token, result, run_status, leased_at)
 
 
 def claim_step(
@@ -134,7 +139,7 @@ def claim_ready(
     step of the run has failed (the only other thing a lone child's readiness depends
     on). None when the step is not pending (or a step failed).
     """
-    token = uuid.uuid4().hex
+    token, leased_at = uuid.uuid4().hex, time.monotonic()
     fields = _claim_fields(token, worker, inputs, inputs_truncated, now())
     row = step_update_returning(
         StepResult,
@@ -153,7 +158,7 @@ def claim_ready(
         pk=pk, run_id=run_id, step_id=step_id, status=StepStatus.RUNNING,
         attempts=attempts, attempt_limit=limit, attempt_log=log, claim_token=token,
     )  # fmt: skip
-    return Claim(token, result, RunStatus.RUNNING)
+    return Claim(token, result, RunStatus.RUNNING, leased_at)
 
 
 # Table names come from the models' metadata (no input); every value is a parameter.

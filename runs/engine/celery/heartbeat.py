@@ -2,17 +2,20 @@
 
 A step task registers its claim while its attempt runs (``heartbeat``). Most attempts
 finish well within a second, so nothing is renewed for them: the claim's first renewal
-is due ``FIRST_BEAT`` seconds (or a third of the lease, if shorter) after the attempt
-started, the next ones every third of the lease. The renewing thread is started on
-the first registration in a process and then kept (a prefork child runs one task at a
-time, so it renews at most one claim there); it opens its own database connection only
-when something is due, and closes it when no claim is left, so an idle worker holds
-none for it.
+is due ``FIRST_BEAT`` seconds after the attempt started, or a third of the lease after
+the claim wrote it if that comes first (resolving a step's inputs, or a busy machine,
+can take a good part of the lease before the attempt starts), the next ones every third
+of the lease. The renewing thread is started on the first registration in a process
+and then kept (a prefork child runs one task at a time, so it renews at most one claim
+there); it opens its own database connection only when something is due, and closes it
+when no claim is left, so an idle worker holds none for it.
 
 The renewal is conditional on the claim (``claim_token`` and ``running``), so a step
-the sweeper took back is left alone. A failed renewal is logged and tried again on a
-new connection at the next beat; the lease (``FLOWPILOT_STEP_LEASE``) is three beats
-long, so one lost beat never lets the sweeper take a live step back.
+the sweeper took back is left alone. A failed renewal (the connection was cut: a
+database restart, ``pg_terminate_backend``) is logged and tried again on a new
+connection ``RETRY_BEAT`` seconds later, not a whole beat later (the next failures in a
+row wait for the beats); the lease (``FLOWPILOT_STEP_LEASE``) is three beats long, so
+one lost beat never lets the sweeper take a live step back.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from runs.state import StepStatus
 logger = logging.getLogger("flowpilot.engine")
 
 FIRST_BEAT = 1.0  # seconds: attempts shorter than this never renew their lease
+RETRY_BEAT = 0.2  # seconds: a failed renewal is tried again this soon (at most a beat)
 
 
 @dataclass
@@ -45,6 +49,7 @@ class _Claim:
     lease: float
     now: Clock
     due: float  # time.monotonic() of the next renewal
+    failed: int = 0  # renewals failed in a row
 
 
 class Heartbeats:
@@ -57,12 +62,30 @@ class Heartbeats:
         self._pid = 0
         self.renewals = 0  # how many UPDATEs were sent (tests read it)
 
-    def add(self, step_result_id: int, token: str, *, lease: float, now: Clock) -> None:
-        first = min(FIRST_BEAT, lease / 3)
+    def add(
+        self,
+        step_result_id: int,
+        token: str,
+        *,
+        lease: float,
+        now: Clock,
+        leased_at: float | None = None,
+    ) -> bool:
+        """Renew the claim's lease from now on; ``leased_at`` (``time.monotonic()``) is
+        when the lease the claim wrote began, if earlier than now. False (nothing done)
+        when this claim is renewed already."""
+        at = time.monotonic()
+        due = at + min(FIRST_BEAT, lease / 3)
+        if leased_at is not None:
+            due = min(due, leased_at + lease / 3)
         with self._wake:
-            self._claims[step_result_id] = _Claim(token, lease, now, time.monotonic() + first)
+            held = self._claims.get(step_result_id)
+            if held is not None and held.token == token:
+                return False
+            self._claims[step_result_id] = _Claim(token, lease, now, due)
             self._ensure_thread()
             self._wake.notify()
+        return True
 
     def remove(self, step_result_id: int) -> None:
         with self._wake:
@@ -112,12 +135,23 @@ class Heartbeats:
                 pk=step_result_id, claim_token=claim.token, status=StepStatus.RUNNING
             ).update(lease_expires_at=claim.now() + timedelta(seconds=claim.lease))
             self.renewals += 1
+            claim.failed = 0
         except DatabaseError:
             logger.warning("heartbeat of step result %s failed", step_result_id)
-            reconnect()  # the next beat opens a new connection
+            self._failed(claim)
         except Exception:  # never let the thread die: every claim of the process needs it
             logger.exception("heartbeat of step result %s failed", step_result_id)
-            reconnect()
+            self._failed(claim)
+
+    def _failed(self, claim: _Claim) -> None:
+        """Drop the broken connection. The first failure in a row is tried again soon on
+        a new one (a cut connection fails the one renewal that finds it cut), not a whole
+        beat later; while the database stays away, the beats go on as usual."""
+        reconnect()
+        with self._wake:
+            claim.failed += 1
+            if claim.failed == 1:
+                claim.due = min(claim.due, time.monotonic() + min(RETRY_BEAT, claim.lease / 3))
 
 
 HEARTBEATS = Heartbeats()
@@ -125,11 +159,22 @@ HEARTBEATS = Heartbeats()
 
 @contextmanager
 def heartbeat(
-    step_result_id: int, token: str, *, lease: float | None = None, now: Clock = DEFAULT_CLOCK
+    step_result_id: int,
+    token: str,
+    *,
+    lease: float | None = None,
+    now: Clock = DEFAULT_CLOCK,
+    leased_at: float | None = None,
 ) -> Iterator[None]:
-    """Renew the step's lease while the body runs, once it has run ``FIRST_BEAT`` s."""
-    HEARTBEATS.add(step_result_id, token, lease=lease or settings.FLOWPILOT_STEP_LEASE, now=now)
+    """Renew the step's lease while the body runs, once it has run ``FIRST_BEAT`` s or a
+    third of the lease has passed since ``leased_at`` (the claim's ``time.monotonic()``).
+    Nested in a ``heartbeat`` of the same claim, it leaves the renewal to that one."""
+    added = HEARTBEATS.add(
+        step_result_id, token, lease=lease or settings.FLOWPILOT_STEP_LEASE, now=now,
+        leased_at=leased_at,
+    )  # fmt: skip
     try:
         yield
     finally:
-        HEARTBEATS.remove(step_result_id)
+        if added:
+            HEARTBEATS.remove(step_result_id)

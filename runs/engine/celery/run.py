@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -147,7 +148,7 @@ def claim_read(
         result, tools = read_step(step_result_id)
         won.result.run = result.run
         return won, tools
-    token = uuid.uuid4().hex
+    token, leased_at = uuid.uuid4().hex, time.monotonic()
     at = now()
     sql, field_of, run_fields, converters = _claim_read_for(connection.vendor)
     written = {
@@ -172,7 +173,8 @@ def claim_read(
     run = Run.from_db(db, [f.attname for f in run_fields], values[start:end])
     result.run = run
     updated, count, enabled = values[end:]
-    return Claim(token, result, run.status), caches.state_key(updated, count, enabled or 0)
+    tools = caches.state_key(updated, count, enabled or 0)
+    return Claim(token, result, run.status, leased_at), tools
 
 
 # In the model's order (``from_db``): what the claim reads back of the step.

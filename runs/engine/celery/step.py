@@ -135,26 +135,32 @@ def _claimed_execute(
     settle, and go on with the chain."""
     result = won.result
     run = result.run
+    # The lease runs from the claim: renewed while the context is built and the inputs
+    # resolved too (slow on a busy machine), not only once the try starts.
+    beating = partial(heartbeat, result.pk, won.token, now=now, leased_at=won.leased_at)
     try:
-        context = run_context(run, tools_key=tools, taps_for=taps_for)
+        with beating():
+            context = run_context(run, tools_key=tools, taps_for=taps_for)
     except FlowpilotError as exc:
         return _fail_unstartable(result, run, exc, token=won.token, now=now)
     except Exception:
         _release(won, now=now)
         raise
     with context as ctx:
-        try:
-            if won.run_status == RunStatus.RUNNING:
-                args, record, failure = _resolved(ctx, run, ctx.spec.step(result.step_id), {})
-            else:  # cancelled meanwhile: the step never starts, nothing to resolve
-                args, record, failure = {}, None, None
-        except Exception:
-            _release(won, now=now)
-            raise
-        verdict = _run_claimed(
-            ctx, run, won, args, failure, worker=worker, publish=publish,
-            inputs=checkpoint.stored_inputs(ctx, record),
-        )  # fmt: skip
+        with beating():
+            try:
+                if won.run_status == RunStatus.RUNNING:
+                    step = ctx.spec.step(result.step_id)
+                    args, record, failure = _resolved(ctx, run, step, {})
+                else:  # cancelled meanwhile: the step never starts, nothing to resolve
+                    args, record, failure = {}, None, None
+            except Exception:
+                _release(won, now=now)
+                raise
+            verdict = _run_claimed(
+                ctx, run, won, args, failure, worker=worker, publish=publish,
+                inputs=checkpoint.stored_inputs(ctx, record),
+            )  # fmt: skip
         if verdict.follow is None:
             return verdict
         more = continue_chain(ctx, run, result.step_id, verdict, worker=worker, publish=publish)
@@ -272,7 +278,7 @@ def _run_claimed(
     step = ctx.spec.step(result.step_id)
     # A child may share this task only if neither has a Celery time limit (the task's).
     take = partial(_take, ctx, run, step.id, worker) if time_limit_of(step) is None else None
-    with heartbeat(result.pk, token, now=ctx.now):
+    with heartbeat(result.pk, token, now=ctx.now, leased_at=won.leased_at):
         number, on_step = result.attempts + 1, {"step_id": step.id}
         logger.debug("run %s: step %s started (try %s)", run.pk, step.id, number, extra=on_step)
         tried = _try(ctx, step, args, number=number, worker=worker)

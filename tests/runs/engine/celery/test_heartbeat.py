@@ -110,3 +110,62 @@ def test_a_try_outliving_a_second_renews_its_lease_once_from_the_tasks_clock(ech
     assert heartbeat.FIRST_BEAT <= beat_after < 5
     assert heartbeat.HEARTBEATS.renewals - renewals == 1
     assert StepResult.objects.get(pk=pk).lease_expires_at == at + timedelta(seconds=30)
+
+
+class _NoThread(heartbeat.Heartbeats):
+    """The registry without its renewing thread: when a claim's first beat is due."""
+
+    def _ensure_thread(self) -> None:
+        pass
+
+
+def test_the_first_beat_is_due_a_third_of_the_lease_after_the_claim_if_that_comes_first():
+    beats = _NoThread()
+    at = time.monotonic()
+
+    beats.add(1, "fresh", lease=30, now=timezone.now, leased_at=at)  # just claimed
+    beats.add(2, "late", lease=30, now=timezone.now, leased_at=at - 9.5)  # claimed long ago
+    beats.add(3, "short", lease=0.6, now=timezone.now, leased_at=at - 0.1)
+
+    due = {pk: claim.due - at for pk, claim in beats._claims.items()}
+    assert heartbeat.FIRST_BEAT <= due[1] < heartbeat.FIRST_BEAT + 1  # the try's first second
+    assert due[2] <= 0.5  # the lease it wrote 9.5 s ago is renewed at 10 s, not 10.5 s
+    assert due[3] <= 0.1 + 1e-6
+
+
+def test_a_heartbeat_nested_in_one_of_the_same_claim_leaves_it_registered(echo_api):
+    pk, token = claimed_step(echo_api)
+
+    with heartbeat.heartbeat(pk, token, lease=30):
+        first = heartbeat.HEARTBEATS._claims[pk]
+        with heartbeat.heartbeat(pk, token, lease=30):
+            assert heartbeat.HEARTBEATS._claims[pk] is first  # not replaced
+        assert heartbeat.HEARTBEATS._claims.get(pk) is first  # still renewed
+    assert pk not in heartbeat.HEARTBEATS._claims
+
+
+def test_a_failed_renewal_is_tried_again_at_once_not_a_beat_later(echo_api, monkeypatch):
+    pk, token = claimed_step(echo_api)
+    real_filter = StepResult.objects.filter
+    failures = []
+
+    def cut_once(*args, **kwargs):
+        if not failures:
+            failures.append(1)
+            raise DatabaseError("terminating connection due to administrator command")
+        return real_filter(*args, **kwargs)
+
+    monkeypatch.setattr(StepResult.objects, "filter", cut_once)
+    renewals = heartbeat.HEARTBEATS.renewals
+    at = timezone.now()
+
+    # A 30 s lease written 10 s ago: renewed at once, then every 10 s. The renewal that
+    # finds the connection cut is tried again RETRY_BEAT later, long before the next beat.
+    with heartbeat.heartbeat(pk, token, lease=30, leased_at=time.monotonic() - 10, now=lambda: at):
+        deadline = time.monotonic() + 8
+        while heartbeat.HEARTBEATS.renewals == renewals and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    assert failures == [1]
+    assert heartbeat.HEARTBEATS.renewals - renewals == 1
+    assert StepResult.objects.get(pk=pk).lease_expires_at == at + timedelta(seconds=30)

@@ -9,10 +9,13 @@ import io
 import json
 import logging
 import sys
+import time
 
 import pytest
 
 from runs.engine import caches
+from runs.engine.celery import step as step_module
+from runs.engine.celery import sweep
 from tests.celery_support import fan_out_flow
 from tests.runs.engine.celery.conftest import WORKER, results, started
 from tools.logformat import JsonFormatter
@@ -113,3 +116,30 @@ def test_a_worker_task_recycles_old_connections_and_an_eager_one_leaves_them(mon
     assert calls == []  # eager: the caller's own connection and transaction
     celery_app._recycle_old_connections(sender=_Task(eager=False))
     assert calls == ["closed"]
+
+
+def test_a_step_slow_to_resolve_keeps_its_lease_and_calls_its_tool_once(
+    echo_api, settings, monkeypatch
+):
+    """The lease runs from the claim: resolving the inputs (slow on a busy machine) is
+    covered by the heartbeat, so the sweeper never takes the step back meanwhile and a
+    second worker never calls the tool again."""
+    settings.FLOWPILOT_STEP_LEASE = 0.6  # beats every 0.2 s
+    run, bus = started(fan_out_flow("slow_resolve", 1))
+    real_resolved = step_module._resolved
+    swept = []
+
+    def slow_resolved(ctx, run, step, known):
+        if step.id == "s01":
+            time.sleep(1.2)  # twice the lease the claim wrote
+            swept.append(sweep.steps_sweep(publish=bus, broker_lost=lambda: False))
+        return real_resolved(ctx, run, step, known)
+
+    monkeypatch.setattr(step_module, "_resolved", slow_resolved)
+
+    bus.drain(worker=WORKER)
+
+    assert [counts["requeued"] for counts in swept] == [0], swept
+    rows = results(run)
+    assert [e["status"] for e in rows["s01"].attempt_log] == ["succeeded"]
+    assert [r.segments[2] for r in echo_api.requests("echo")] == ["n01"]
