@@ -433,6 +433,10 @@ FLOWPILOT_LLM_CONTEXT_BUDGET_CHARS = env.int("FLOWPILOT_LLM_CONTEXT_BUDGET_CHARS
 FLOWPILOT_PLANNER_QUESTION_ROUNDS = env.int("FLOWPILOT_PLANNER_QUESTION_ROUNDS", default=2)
 # Approved workflows shown to the planner as templates (0: none).
 FLOWPILOT_PLANNER_TEMPLATES = env.int("FLOWPILOT_PLANNER_TEMPLATES", default=3)
+# Earlier plans for similar goals that were rejected or failed validation, shown to the
+# planner as warnings (0: none); where the failed validations come from (an upper layer).
+FLOWPILOT_PLANNER_LESSONS = env.int("FLOWPILOT_PLANNER_LESSONS", default=3)
+FLOWPILOT_PLANNER_LESSON_PROVIDERS = ["review.lessons.failed_validations"]
 
 # Traces (docs/observability.md): on when the standard OpenTelemetry variables ask for
 # an exporter (OTEL_TRACES_EXPORTER=otlp|console, or an OTLP endpoint), off by default;

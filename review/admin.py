@@ -310,6 +310,7 @@ class PlanAttemptAdmin(admin.ModelAdmin):
         "error",
         "model",
         "offered_tools",
+        "lessons",
         "templates",
         "pretty_questions",
         "pretty_clarifications",

@@ -21,6 +21,7 @@ from review.limits import LimitNote, rate_limit_notes
 from review.models import Approval
 from review.policy import Tally, approval_tally
 from review.routing import RoutingNote, routing_notes
+from tools.jsondata import store_unescape
 from tools.registry import ToolRegistry
 from workflows.diff import WorkflowDiff, field_text
 from workflows.errors import WorkflowError
@@ -118,6 +119,9 @@ class Review:
     # version calls it), and whether the catalog was ranked (else shown whole).
     offered_tools: tuple[dict[str, Any], ...] = ()
     catalog_ranked: bool = False
+    # Earlier plans for similar goals that went wrong, shown to it as warnings
+    # ({kind, workflow, version, text, score}).
+    lessons: tuple[dict[str, Any], ...] = ()
     # What max_parallel and the queues imply (``review.routing``), before approval.
     routing: tuple[RoutingNote, ...] = ()
     # What the version's concurrency limit implies, in one sentence ("" when the
@@ -370,8 +374,8 @@ def _rate_limits(
 
 
 def _planner_sources(workflow: Workflow, spec: WorkflowSpec | None) -> dict[str, Any]:
-    """The templates, the answered questions and the tools offered of the attempt that
-    produced ``workflow``."""
+    """The templates, the answered questions, the tools offered and the lessons shown of
+    the attempt that produced ``workflow``."""
     produced = plan_attempts_for_version(workflow=workflow).last()
     if produced is None:
         return {}
@@ -395,6 +399,9 @@ def _planner_sources(workflow: Workflow, spec: WorkflowSpec | None) -> dict[str,
         "clarifications": tuple(answered),
         "offered_tools": tuple(offered),
         "catalog_ranked": any(tool.get("score") is not None for tool in offered),
+        "lessons": tuple(
+            lesson for lesson in store_unescape(produced.lessons or []) if isinstance(lesson, dict)
+        ),
     }
 
 

@@ -262,6 +262,13 @@ class PlanAttempt(models.Model):
         help_text="The tools the planner was shown, best first: [{name, why, score}] (why: "
         "all, pinned, named or matched; score: BM25, empty when the catalog was shown whole).",
     )
+    lessons = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Earlier plans for similar goals that went wrong, shown as warnings, most "
+        "similar first: [{kind, workflow, version, text, score}] (kind: rejected or "
+        "validation_failed; text: the reviewer's feedback or the run's error).",
+    )
     questions = models.JSONField(
         default=list,
         blank=True,

@@ -132,6 +132,16 @@ def _templates(templates: str) -> str:
     )
 
 
+LESSONS_HEAD = (
+    "Warnings: earlier plans for similar goals that went wrong (a reviewer's rejection, "
+    "or a failed validation run), most similar first. Do not repeat these mistakes:"
+)
+
+
+def _lessons(lessons: str) -> str:
+    return f"{LESSONS_HEAD}\n{lessons}\n\n" if lessons else ""
+
+
 def _clarifications(clarifications: str, *, ask: bool) -> str:
     parts = []
     if clarifications:
@@ -151,13 +161,16 @@ def create_messages(
     templates: str = "",
     clarifications: str = "",
     ask: bool = False,
+    lessons: str = "",
 ) -> list[dict[str, Any]]:
-    """A first plan: the goal, its sample inputs, the catalog, the templates, earlier
-    questions and answers, and (``ask``) the offer to ask questions instead."""
+    """A first plan: the goal, its sample inputs, the catalog, the templates, the lessons
+    of similar plans that went wrong, earlier questions and answers, and (``ask``) the
+    offer to ask questions instead."""
     user = (
         f"Goal: {goal}{_sample_inputs(sample_inputs)}\n\n"
         f"Tool catalog (one JSON object per tool):\n{catalog}\n\n"
         f"{_templates(templates)}"
+        f"{_lessons(lessons)}"
         f"{_clarifications(clarifications, ask=ask)}"
         "Return the workflow as one JSON object."
     )
@@ -165,7 +178,13 @@ def create_messages(
 
 
 def revise_messages(
-    *, goal: str, catalog: str, previous: Mapping[str, Any], version: int, feedback: str
+    *,
+    goal: str,
+    catalog: str,
+    previous: Mapping[str, Any],
+    version: int,
+    feedback: str,
+    lessons: str = "",
 ) -> list[dict[str, Any]]:
     name = previous.get("name", "")
     plan = json.dumps(previous, ensure_ascii=False, indent=1)
@@ -174,6 +193,7 @@ def revise_messages(
         f"Tool catalog (one JSON object per tool):\n{catalog}\n\n"
         f"The current plan (`{name}` version {version}), which a reviewer sent back:\n{plan}\n\n"
         f"Reviewer feedback:\n{feedback}\n\n"
+        f"{_lessons(lessons)}"
         f'Revise the plan to answer the feedback. Keep "name": "{name}". '
         "Return the whole revised workflow as one JSON object."
     )

@@ -2,8 +2,9 @@
 
 A session (``workflows.planner.session``) is up to ``1 + MAX_REPAIR_ROUNDS`` LLM
 calls, each stored as a ``PlanAttempt``. A first plan sees the tool catalog, the
-approved workflows most similar to the goal (``templates``) and the questions
-answered so far; it may ask clarifying questions instead (``PlanQuestions``,
+approved workflows most similar to the goal (``templates``), earlier plans for
+similar goals that were rejected or failed their validation run (``lessons``) and
+the questions answered so far; it may ask clarifying questions instead (``PlanQuestions``,
 answered with ``plan_answer``). A valid plan is stored with
 ``workflow_import(status="pending_review")``.
 
@@ -32,6 +33,7 @@ from workflows.errors import WorkflowError
 from workflows.models import PlanAttempt, PlanAttemptStatus, Workflow, WorkflowStatus
 from workflows.planner.catalog import catalog_entries, catalog_text, rank_tools
 from workflows.planner.errors import PlanError, PlanNotRevisable, PlanRoundsExhausted
+from workflows.planner.lessons import lessons_text, select_lessons
 from workflows.planner.prompts import create_messages, revise_messages
 from workflows.planner.questions import clarifications_text, question_rounds, resolve_answers
 from workflows.planner.session import (
@@ -104,6 +106,7 @@ def plan_create(
     clarifications = redactor.scrub(list(clarifications or []))
     query = " ".join([goal, *map(str, sample_inputs or {})])
     templates = select_templates(query=goal)
+    lessons = select_lessons(query=goal)
     offered = rank_tools(registry, query, pinned=template_tools(templates))
     names = sorted(tool.name for tool in offered)
     ask = allow_questions and len(clarifications) < question_rounds()
@@ -114,6 +117,7 @@ def plan_create(
         templates=templates_text(templates),
         clarifications=clarifications_text(clarifications),
         ask=ask,
+        lessons=lessons_text(lessons),
     )
     with _llm(client) as llm:
         session = _Session(
@@ -126,6 +130,7 @@ def plan_create(
             sample_inputs=dict(sample_inputs or {}),
             templates=[t.as_record() for t in templates],
             offered_tools=[tool.as_dict() for tool in offered],
+            lessons=[lesson.as_record() for lesson in lessons],
             clarifications=clarifications,
             ask=ask,
         )
@@ -199,12 +204,15 @@ def plan_revise(
     pinned |= {t for s in previous.steps for t in s.model_tools()}
     offered = rank_tools(registry, f"{goal} {feedback}", pinned=sorted(pinned))
     names = sorted(tool.name for tool in offered)
+    # Other plans' failures: this lineage's own feedback is in the prompt already.
+    lessons = select_lessons(query=goal, exclude_name=workflow.name)
     messages = revise_messages(
         goal=goal,
         catalog=catalog_text(catalog_entries(registry, names)),
         previous=previous.to_data(),  # field order, whatever the JSON column did
         version=workflow.version,
         feedback=feedback,
+        lessons=lessons_text(lessons),
     )
     with _llm(client) as llm:
         session = _Session(
@@ -219,6 +227,7 @@ def plan_revise(
             based_on=workflow,
             observer=observer,
             offered_tools=[tool.as_dict() for tool in offered],
+            lessons=[lesson.as_record() for lesson in lessons],
         )
         spec, attempt = run_session(session, messages)
     return _store_revision(

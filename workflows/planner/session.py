@@ -58,6 +58,7 @@ class _Session:
     sample_inputs: dict[str, Any] = field(default_factory=dict)
     templates: list[dict[str, Any]] = field(default_factory=list)  # shown: {name, version, score}
     offered_tools: list[dict[str, Any]] = field(default_factory=list)  # {name, why, score}
+    lessons: list[dict[str, Any]] = field(default_factory=list)  # warnings: Lesson.as_record
     clarifications: list[dict[str, Any]] = field(default_factory=list)  # earlier Q&A rounds
     ask: bool = False  # the model may answer with questions
 
@@ -243,6 +244,7 @@ def _record(
         sample_inputs=store_escape(session.sample_inputs),
         templates=templates,
         offered_tools=session.offered_tools,
+        lessons=store_escape(session.lessons),
         questions=store_escape(checked.questions if checked else []),
         clarifications=store_escape(session.clarifications),
         status=status,

@@ -66,8 +66,7 @@ def _document(workflow: Workflow) -> list[str]:
 def select_templates(*, query: str, limit: int | None = None) -> list[TemplateMatch]:
     """The approved workflows most similar to ``query``, best first (ties by name)."""
     limit = template_limit() if limit is None else limit
-    terms = sorted(set(tokenize(query)))
-    if limit <= 0 or not terms:
+    if limit <= 0 or not tokenize(query):
         return []
     candidates = list(
         Workflow.objects.filter(status=WorkflowStatus.ACTIVE)
@@ -76,19 +75,31 @@ def select_templates(*, query: str, limit: int | None = None) -> list[TemplateMa
     )
     if not candidates:
         return []
-    documents = [_document(w) for w in candidates]
-    from rank_bm25 import BM25Plus  # numpy with it: loaded by the planner only
-
-    scores = BM25Plus(documents).get_scores(terms)
-    needed = min(2, len(terms))
     matches = []
-    for workflow, words, score in zip(candidates, documents, scores, strict=True):
-        if len(set(terms) & set(words)) < needed:
-            continue
+    for index, score in rank_similar(query, [_document(w) for w in candidates]):
+        workflow = candidates[index]
         boost = PREFERRED_BOOST if workflow.template_use == TemplateUse.PREFERRED else 1.0
-        matches.append(TemplateMatch(workflow, float(score) * boost))
+        matches.append(TemplateMatch(workflow, score * boost))
     matches.sort(key=lambda m: (-m.score, m.workflow.name, -m.workflow.version))
     return matches[:limit]
+
+
+def rank_similar(query: str, documents: list[str] | list[list[str]]) -> list[tuple[int, float]]:
+    """``(index, BM25Plus score)`` of the documents (texts, or their tokens) that share at
+    least two words with ``query`` (one, when it has a single word), in their order."""
+    terms = sorted(set(tokenize(query)))
+    if not terms or not documents:
+        return []
+    tokens = [d if isinstance(d, list) else tokenize(d) for d in documents]
+    from rank_bm25 import BM25Plus  # numpy with it: loaded by the planner only
+
+    scores = BM25Plus(tokens).get_scores(terms)
+    needed = min(2, len(terms))
+    return [
+        (index, float(score))
+        for index, (words, score) in enumerate(zip(tokens, scores, strict=True))
+        if len(set(terms) & set(words)) >= needed
+    ]
 
 
 # What the model sees of a template's step (a `loop` step's bound and condition too).
