@@ -130,14 +130,39 @@ class ToolRevision(models.Model):
     hash = models.CharField(max_length=64, help_text="sha256 of the canonical stored spec.")
     spec = models.JSONField(help_text="The definition (templates only, no secrets).")
     source = models.CharField(max_length=500, blank=True)
+    number = models.PositiveIntegerField(
+        default=1, help_text="1 for the tool's first definition, then one more per change."
+    )
+    version = models.CharField(
+        max_length=32,
+        default="1.0.0",
+        help_text="Semantic version, computed from what changed (tools/versions.py): major "
+        "for a breaking change, minor for a compatible one, patch for the rest.",
+    )
+    bump = models.CharField(
+        max_length=8,
+        blank=True,
+        help_text="major, minor or patch: the biggest change since the version before "
+        "(empty for the first).",
+    )
+    changes = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="What changed since the version before: [{path, what, level}].",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["tool_name", "-created_at", "-id"]
         indexes = [models.Index(fields=["tool_name", "hash"], name="toolrevision_name_hash")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tool_name", "number"], name="toolrevision_name_number_unique"
+            )
+        ]
 
     def __str__(self) -> str:
-        return f"{self.tool_name}@{self.hash[:12]}"
+        return f"{self.tool_name} {self.version}"
 
 
 class CredentialType(models.TextChoices):

@@ -1,10 +1,12 @@
-"""Tool pins: the hash of a tool definition, its history, and what changed.
+"""Tool pins: the hash of a tool definition, its history and versions, and what changed.
 
 A workflow version records, when it is approved, the hash of every tool it uses
 (``tool_pins_for``). Before a run, ``tool_pin_changes`` compares those hashes with
 the tools as they are now and says, per tool, what changed — parameters, URL, auth,
 outputs — reading the approved definition from the tool's history
-(:class:`~tools.models.ToolRevision`, a row per change).
+(:class:`~tools.models.ToolRevision`, a row per change). Each row is a numbered,
+semantic version of the tool (``tools.versions`` computes the bump); ``tool_versions``,
+``tool_version_get`` and ``tool_versions_diff`` read them.
 """
 
 from __future__ import annotations
@@ -12,11 +14,22 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
+
+from django.db import IntegrityError, transaction
 
 from tools.models import ToolRevision
 from tools.registry import ToolRegistry
 from tools.spec import ToolSpec
+from tools.versions import (
+    FIRST_VERSION,
+    Change,
+    bump_of,
+    changes_between,
+    definition_diff,
+    next_version,
+)
 
 # What a person reads for each part of a definition (first match wins).
 _ASPECTS: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
@@ -63,14 +76,51 @@ def _without_lifecycle(stored: dict[str, Any]) -> dict[str, Any]:
 
 
 def tool_revision_record(*, spec: ToolSpec, source: str = "") -> str:
-    """Add a history row when ``spec`` differs from the tool's latest one; its hash."""
+    """Add a history row when ``spec`` differs from the tool's latest one; its hash.
+
+    The row is the tool's next version (``tools.versions``): numbered, with a semantic
+    version bumped by what changed since the latest. Two processes recording the same
+    tool at once cannot both take a number (a unique constraint): the loser reads the
+    winner's row and records after it, if still different.
+    """
     digest = tool_definition_hash(spec)
-    latest = ToolRevision.objects.filter(tool_name=spec.name).order_by("-created_at", "-id")
-    if latest.values_list("hash", flat=True).first() != digest:
-        ToolRevision.objects.create(
-            tool_name=spec.name, kind=spec.kind, hash=digest, spec=spec.stored(), source=source
+    stored = spec.stored()
+    for _ in range(_RECORD_TRIES):
+        latest = (
+            ToolRevision.objects.filter(tool_name=spec.name)
+            .order_by("-number", "-id")
+            .only("hash", "number", "version", "spec")
+            .first()
         )
-    return digest
+        if latest is not None and latest.hash == digest:
+            return digest
+        fields = _version_fields(latest, stored)
+        try:
+            with transaction.atomic():
+                ToolRevision.objects.create(
+                    tool_name=spec.name, kind=spec.kind, hash=digest, spec=stored, source=source,
+                    **fields,
+                )  # fmt: skip
+            return digest
+        except IntegrityError:
+            continue  # another process took the number: compare with its row
+    raise IntegrityError(f"tool `{spec.name}`: no free version number after {_RECORD_TRIES} tries")
+
+
+_RECORD_TRIES = 5
+
+
+def _version_fields(latest: ToolRevision | None, stored: dict[str, Any]) -> dict[str, Any]:
+    if latest is None:
+        return {"number": 1, "version": FIRST_VERSION, "bump": "", "changes": []}
+    changes = changes_between(latest.spec, stored)
+    bump = bump_of(changes)
+    return {
+        "number": latest.number + 1,
+        "version": next_version(latest.version, bump),
+        "bump": bump,
+        "changes": [change.as_dict() for change in changes],
+    }
 
 
 def tool_pins_for(*, names: Iterable[str], registry: ToolRegistry) -> dict[str, str]:
@@ -123,3 +173,79 @@ def _at(data: Any, path: tuple[str, ...]) -> Any:
             return None
         data = data.get(key)
     return data
+
+
+# --- versions of a tool ------------------------------------------------------------------
+
+
+class VersionNotFound(LookupError):
+    """A tool or version that the history does not have."""
+
+
+@dataclass(frozen=True)
+class VersionDiff:
+    """Two versions of a tool compared: what changed from ``old`` to ``new`` and how much."""
+
+    tool: str
+    old: ToolRevision
+    new: ToolRevision
+    changes: list[Change]
+    bump: str  # the biggest change: major, minor, patch ("" for the same definition)
+    text: str  # the two definitions as a unified diff of their JSON
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "tool": self.tool,
+            "from": {"number": self.old.number, "version": self.old.version},
+            "to": {"number": self.new.number, "version": self.new.version},
+            "bump": self.bump,
+            "changes": [change.as_dict() for change in self.changes],
+            "diff": self.text,
+        }
+
+
+def tool_versions(*, name: str) -> list[ToolRevision]:
+    """Every version of the tool ``name``, the newest first."""
+    return list(ToolRevision.objects.filter(tool_name=name).order_by("-number", "-id"))
+
+
+def tool_version_get(*, name: str, ref: str | int) -> ToolRevision:
+    """One version of a tool, by number (``3``) or semantic version (``1.2.0``)."""
+    rows = ToolRevision.objects.filter(tool_name=name)
+    text = str(ref).strip()
+    row = (
+        rows.filter(number=int(text)).first()
+        if text.isdigit()
+        else rows.filter(version=text.removeprefix("v")).order_by("-number").first()
+    )
+    if row is None:
+        known = ", ".join(f"{r.number} ({r.version})" for r in tool_versions(name=name)[:10])
+        if not known:
+            raise VersionNotFound(f"tool `{name}` has no recorded versions")
+        raise VersionNotFound(f"tool `{name}` has no version {text!r}; it has {known}")
+    return row
+
+
+def tool_versions_diff(*, name: str, old: str | int, new: str | int) -> VersionDiff:
+    """What changed in the tool ``name`` from version ``old`` to ``new`` (numbers or
+    semantic versions; either order: an older ``new`` shows the changes backwards)."""
+    a, b = tool_version_get(name=name, ref=old), tool_version_get(name=name, ref=new)
+    changes = changes_between(a.spec, b.spec)
+    text = definition_diff(a.spec, b.spec, a=f"{name} {a.version}", b=f"{name} {b.version}")
+    return VersionDiff(name, a, b, changes, bump_of(changes) if changes else "", text)
+
+
+def tool_current_versions() -> dict[str, ToolRevision]:
+    """Each tool's version whose definition it has now (by hash), by tool name: the
+    newest revision of each (a definition that came back keeps its newest number)."""
+    current: dict[str, ToolRevision] = {}
+    for row in ToolRevision.objects.order_by("tool_name", "-number").only(
+        "tool_name", "hash", "number", "version"
+    ):
+        current.setdefault(f"{row.tool_name}\0{row.hash}", row)
+    return current
+
+
+def version_of(current: Mapping[str, ToolRevision], spec: ToolSpec) -> ToolRevision | None:
+    """The revision of ``spec``'s definition in ``tool_current_versions()``' answer."""
+    return current.get(f"{spec.name}\0{tool_definition_hash(spec)}")

@@ -26,7 +26,7 @@ from tools.mcp.config import McpServer
 from tools.mcp.discovery import mcp_server_specs
 from tools.models import Tool
 from tools.permissions import permission_require
-from tools.pins import tool_revision_record
+from tools.pins import tool_current_versions, tool_revision_record, version_of
 from tools.spec import ToolSpec
 
 logger = logging.getLogger("flowpilot.tools")
@@ -250,6 +250,7 @@ class ToolEntry:
     replacement: str = ""
     origin: str = ""  # the file, MCP server or built-in provider it came from
     refreshed_at: datetime | None = None  # when it was last loaded (None: never stored)
+    version: str = ""  # its definition's version (tools.versions); "" when never recorded
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -263,6 +264,7 @@ class ToolEntry:
             "replacement": self.replacement or None,
             "origin": self.origin,
             "refreshed_at": self.refreshed_at.isoformat() if self.refreshed_at else None,
+            "version": self.version or None,
         }
 
 
@@ -289,13 +291,16 @@ def _entry(spec: ToolSpec, enabled: bool, row: Tool | None = None) -> ToolEntry:
 def tool_entries(*, providers: Iterable[BuiltinProvider] | None = None) -> list[ToolEntry]:
     """Every stored tool (enabled or not) plus built-in tools not stored yet, by name."""
     entries: dict[str, ToolEntry] = {}
+    current = tool_current_versions()
     for row in Tool.objects.order_by("name"):
         try:
             spec = ToolSpec.model_validate(row.spec)
         except ValueError as exc:
             logger.warning("tool %s has an invalid stored spec: %s", row.name, exc)
             continue
-        entries[row.name] = _entry(spec, row.enabled, row)
+        revision = version_of(current, spec)
+        entry = _entry(spec, row.enabled, row)
+        entries[row.name] = replace(entry, version=revision.version if revision else "")
     for provider in load_providers() if providers is None else providers:
         for spec in provider.specs():
             entry = _entry(spec, True)

@@ -61,3 +61,73 @@ def test_a_change_from_a_definition_the_history_lacks_is_still_reported():
     registry = ToolRegistry([make_spec("/a", name="geo")])
     changes = tool_pin_changes(pins={"geo": "f" * 64}, registry=registry)
     assert changes == [("geo", "its definition changed")]
+
+
+def test_each_revision_is_the_next_version_bumped_by_what_changed():
+    tool_revision_record(spec=make_spec("/a", name="geo"))
+    tool_revision_record(spec=make_spec("/a", name="geo", idempotent=False))  # compatible
+    tool_revision_record(spec=make_spec("/b", name="geo", idempotent=False))  # another path
+    tool_revision_record(spec=make_spec("/b", name="geo", idempotent=False, method="GET"))
+
+    rows = list(ToolRevision.objects.filter(tool_name="geo").order_by("number"))
+    assert [(r.number, r.version, r.bump) for r in rows] == [
+        (1, "1.0.0", ""),
+        (2, "1.1.0", "minor"),
+        (3, "2.0.0", "major"),
+    ]
+    assert rows[0].changes == []
+    assert rows[2].changes == [
+        {"path": "http.request.url", "what": "what is called: /a → /b", "level": "major"}
+    ]
+    assert str(rows[2]) == "geo 2.0.0"
+
+
+def test_a_number_another_process_took_meanwhile_is_not_taken_twice(monkeypatch):
+    from tools import pins
+
+    tool_revision_record(spec=make_spec("/a", name="geo"))
+    real_fields = pins._version_fields
+    raced = []
+
+    def a_rival_records_first(latest, stored):
+        fields = real_fields(latest, stored)
+        if not raced:  # between this process's read and its insert, under the same number
+            raced.append(1)
+            rival = {**stored, "description": "the rival's change"}
+            ToolRevision.objects.create(
+                tool_name="geo", kind="http", hash="f" * 64, spec=rival, **fields
+            )
+        return fields
+
+    monkeypatch.setattr(pins, "_version_fields", a_rival_records_first)
+
+    tool_revision_record(spec=make_spec("/b", name="geo"))
+
+    rows = list(ToolRevision.objects.filter(tool_name="geo").order_by("number"))
+    assert [r.number for r in rows] == [1, 2, 3]
+    assert rows[2].hash == tool_definition_hash(make_spec("/b", name="geo"))
+    assert [c["path"] for c in rows[2].changes] == ["description"]  # since the rival's
+
+
+def test_the_migration_numbers_the_revisions_recorded_before_versions():
+    from importlib import import_module
+
+    from django.apps import apps
+    from django.db.models import F
+
+    migration = import_module("tools.migrations.0009_tool_versions")
+    for url in ("/a", "/a2", "/b"):
+        tool_revision_record(spec=make_spec(url, name="geo"))
+    tool_revision_record(spec=make_spec(name="mail"))
+    # As the rows were before: no versions (numbers kept distinct for the constraint).
+    ToolRevision.objects.update(number=F("id") + 1000, version="", bump="", changes=[])
+
+    migration.number_revisions(apps, None)
+
+    rows = ToolRevision.objects.order_by("tool_name", "number")
+    assert [(r.tool_name, r.number, r.version) for r in rows] == [
+        ("geo", 1, "1.0.0"),
+        ("geo", 2, "2.0.0"),
+        ("geo", 3, "3.0.0"),
+        ("mail", 1, "1.0.0"),
+    ]

@@ -163,7 +163,7 @@ def test_listtools_table_and_json(tool_dir):
     out, _, _ = _run("listtools")
     lines = out.splitlines()
     assert lines[0].split() == [
-        "NAME", "KIND", "INPUTS", "OUTPUTS", "ORIGIN", "REFRESHED", "DESCRIPTION",
+        "NAME", "KIND", "VERSION", "INPUTS", "OUTPUTS", "ORIGIN", "REFRESHED", "DESCRIPTION",
     ]  # fmt: skip
     repo = next(line for line in lines if line.startswith("repo_info"))
     assert "owner*, repo*, per_page" in repo
