@@ -28,6 +28,16 @@ urlpatterns = [
     path("tools/load/", ToolViewSet.as_view({"post": "load"}), name="tool-load"),
     path("tools/<slug:name>/", ToolViewSet.as_view({"get": "retrieve"}), name="tool-detail"),
     path(
+        "tools/<slug:name>/versions/",
+        ToolViewSet.as_view({"get": "versions"}),
+        name="tool-versions",
+    ),
+    path(
+        "tools/<slug:name>/versions/diff/",
+        ToolViewSet.as_view({"get": "versions_diff"}),
+        name="tool-versions-diff",
+    ),
+    path(
         "workflows/",
         WorkflowViewSet.as_view({"get": "list", "post": "create"}),
         name="workflow-list",

@@ -22,6 +22,7 @@ from review.models import Approval
 from review.policy import Tally, approval_tally
 from review.routing import RoutingNote, routing_notes
 from tools.jsondata import store_unescape
+from tools.pins import pinned_version
 from tools.registry import ToolRegistry
 from workflows.diff import WorkflowDiff, field_text
 from workflows.errors import WorkflowError
@@ -63,6 +64,11 @@ class ToolRow:
     steps: tuple[str, ...]
     side_effects: bool  # not idempotent: a repeated call may act twice
     known: bool  # in the current registry
+    version: str = ""  # the tool's version now (tools.versions)
+    pinned: str = ""  # the version this workflow version was approved with
+    # "compatible": the tool changed since approval, compatibly (minor or patch changes
+    # only); "breaking": with a major change. Runs refuse either until re-approved.
+    newer: str = ""
 
 
 @dataclass(frozen=True)
@@ -240,8 +246,11 @@ def mapping_rows(mapping: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     )
 
 
-def tool_rows(spec: WorkflowSpec | None, registry: ToolRegistry) -> tuple[ToolRow, ...]:
-    """The tools the version's steps call, in first-use order."""
+def tool_rows(
+    spec: WorkflowSpec | None, registry: ToolRegistry, pins: dict[str, str] | None = None
+) -> tuple[ToolRow, ...]:
+    """The tools the version's steps call, in first-use order, each with its version now
+    and, for an approved version (``pins``), the one it was approved with."""
     if spec is None:
         return ()
     used: dict[str, list[str]] = {}
@@ -251,6 +260,11 @@ def tool_rows(spec: WorkflowSpec | None, registry: ToolRegistry) -> tuple[ToolRo
     rows = []
     for name, steps in used.items():
         tool = registry.get(name)
+        where = (
+            pinned_version(spec=tool, pinned_hash=(pins or {}).get(name))
+            if tool is not None
+            else None
+        )
         rows.append(
             ToolRow(
                 name=name,
@@ -258,6 +272,9 @@ def tool_rows(spec: WorkflowSpec | None, registry: ToolRegistry) -> tuple[ToolRo
                 steps=tuple(steps),
                 side_effects=tool is not None and not tool.idempotent,
                 known=tool is not None,
+                version=where.current if where else "",
+                pinned=where.pinned if where else "",
+                newer=where.newer if where else "",
             )
         )
     return tuple(rows)
@@ -338,7 +355,7 @@ def workflow_review(*, workflow: Workflow, registry: ToolRegistry | None = None)
         routing=_routing(report.spec, registry),
         concurrency=concurrency_text(report.spec),
         rate_limits=_rate_limits(workflow, report.spec, registry),
-        tools=tool_rows(report.spec, registry),
+        tools=tool_rows(report.spec, registry, workflow.tool_pins),
         limits=limit_rows(report.spec),
         costs=version_costs(workflow=workflow, spec=report.spec, history=list(history)),
         **_planner_sources(workflow, report.spec),

@@ -120,6 +120,8 @@ GIVEN: dict[str, list[list[str]]] = {
     "Europe/Paris": [LOAD, ADMIN, SALES_REPORT],
     # docs/api.md: the block's `createsuperuser` (interactive) made `admin`.
     "./flowpilot manage drf_create_token admin": [ADMIN],
+    # docs/tools.md "Versions": a tool that was loaded.
+    "./flowpilot manage listtools --versions github_issues": [LOAD],
     # docs/operations.md and docs/schedules.md: "--as USERNAME naming an active superuser".
     "./flowpilot manage importflow examples/sales_report.yaml --activate --as admin": [ADMIN],
     "./flowpilot manage importflow examples/sales_report.yaml --activate --as admin   "

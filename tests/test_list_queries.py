@@ -206,8 +206,17 @@ def _version(i: int) -> None:
     WorkflowFactory(data=sales_report_data(description=f"version {i}"))
 
 
+def _tool_version(i: int) -> None:
+    from tools.pins import tool_revision_record
+    from tools.spec import ToolSpec
+
+    http = {"base_url": "https://api.example.com", "request": {"url": f"/v{i}"}}
+    tool_revision_record(spec=ToolSpec.model_validate({"name": "listed_tool", "http": http}))
+
+
 API_ROWS: dict[str, tuple[Callable[[int], object], dict[str, object]]] = {
     "tool-list": (lambda i: ToolFactory(), {}),
+    "tool-versions": (_tool_version, {"name": "listed_tool"}),
     "workflow-list": (_workflow, {}),
     "workflow-versions": (_version, {"name": "sales_report"}),
     "plan-list": (_plan, {}),

@@ -1,5 +1,6 @@
-"""Tool admin: browse, search, and enable/disable tools (through a service), import
-tools from an OpenAPI document (``tools/openapi/admin_views.py``); the circuit
+"""Tool admin: browse, search, and enable/disable tools (through a service), see each
+tool's versions and compare two (``tools.versions``), import tools from an OpenAPI
+document (``tools/openapi/admin_views.py``); the circuit
 breakers per host, with a reset; stored credentials, whose secret values are typed
 once and never shown again."""
 
@@ -11,12 +12,12 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import Model, QuerySet
+from django.db.models import Model, OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
-from django.urls import URLPattern, path
-from django.utils.html import format_html
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html, format_html_join
 from django.utils.translation import ngettext
 
 from tools.breaker.core import BreakerStore
@@ -41,6 +42,7 @@ from tools.credentials.store import save_credential, vault_ref
 from tools.models import Breaker, Credential, Tool, ToolRevision
 from tools.openapi import IMPORT_PERMISSIONS
 from tools.permissions import PermissionRefused
+from tools.pins import VersionNotFound, tool_versions, tool_versions_diff
 from tools.services import tools_set_enabled
 
 
@@ -49,6 +51,7 @@ class ToolAdmin(admin.ModelAdmin):
     list_display = (
         "name",
         "kind",
+        "version",
         "enabled",
         "lifecycle",
         "origin",
@@ -62,6 +65,8 @@ class ToolAdmin(admin.ModelAdmin):
         "pretty_spec",
         "pretty_input_schema",
         "origin",
+        "version",
+        "versions",
         "lifecycle",
         "refreshed_at",
         "created_at",
@@ -70,12 +75,14 @@ class ToolAdmin(admin.ModelAdmin):
     fields = (
         "name",
         "kind",
+        "version",
         "enabled",
         "lifecycle",
         "description",
         "outputs",
         "origin",
         "source",
+        "versions",
         "pretty_input_schema",
         "pretty_spec",
         "refreshed_at",
@@ -92,10 +99,82 @@ class ToolAdmin(admin.ModelAdmin):
 
     def get_urls(self) -> list[URLPattern]:
         view = self.admin_site.admin_view(self.import_openapi_view)
+        diff = self.admin_site.admin_view(self.versions_diff_view)
         return [
             path("import-openapi/", view, name="tools_tool_import_openapi"),
+            path("<int:object_id>/versions/", diff, name="tools_tool_versions_diff"),
             *super().get_urls(),
         ]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Tool]:
+        # The newest recorded version, in the list's one query (a tool's definition is
+        # recorded whenever it changes, so the newest is the one it has).
+        newest = ToolRevision.objects.filter(tool_name=OuterRef("name")).order_by("-number")
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(newest_version=Subquery(newest.values("version")[:1]))
+        )
+
+    @admin.display(description="Version")
+    def version(self, obj: Tool) -> str:
+        return getattr(obj, "newest_version", None) or "-"
+
+    @admin.display(description="Versions")
+    def versions(self, obj: Tool) -> str:
+        """Every version, newest first, with what changed in each, and a link to compare."""
+        rows = tool_versions(name=obj.name)
+        if not rows:
+            return "-"
+        url = reverse("admin:tools_tool_versions_diff", args=[obj.pk])
+        body = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (
+                    r.number, r.version, r.bump or "first", r.created_at.strftime("%Y-%m-%d %H:%M"),
+                    "; ".join(f"{c['level']}: {c['what']}" for c in r.changes or []) or "-",
+                )
+                for r in rows
+            ),
+        )  # fmt: skip
+        compare = ""
+        if len(rows) > 1:
+            compare = format_html(
+                '<p><a href="{}?a={}&amp;b={}" id="fp-compare-versions">Compare versions</a></p>',
+                url, rows[1].number, rows[0].number,
+            )  # fmt: skip
+        return format_html(
+            '<table id="fp-tool-versions"><thead><tr><th>#</th><th>version</th><th>bump</th>'
+            "<th>recorded</th><th>what changed</th></tr></thead><tbody>{}</tbody></table>{}",
+            body, compare,
+        )  # fmt: skip
+
+    def versions_diff_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        """What changed between two versions of a tool (``?a=`` and ``?b=``: numbers or
+        semantic versions; by default the one before the newest and the newest)."""
+        tool = self.get_object(request, str(object_id))
+        if tool is None or not self.has_view_permission(request, tool):
+            raise PermissionDenied
+        rows = tool_versions(name=tool.name)
+        default_a = rows[1].number if len(rows) > 1 else (rows[0].number if rows else 1)
+        a = request.GET.get("a", str(default_a))[:32]
+        b = request.GET.get("b", str(rows[0].number if rows else 1))[:32]
+        diff, error = None, ""
+        try:
+            diff = tool_versions_diff(name=tool.name, old=a, new=b)
+        except VersionNotFound as exc:
+            error = str(exc)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": f"{tool.name}: versions",
+            "tool": tool,
+            "versions": rows,
+            "diff": diff,
+            "error": error,
+        }
+        return TemplateResponse(request, "tools/tool/versions_diff.html", context)
 
     def import_openapi_view(self, request: HttpRequest) -> HttpResponse:
         # The OpenAPI parsing and generating modules load with the import page, not
@@ -217,12 +296,29 @@ class BreakerAdmin(admin.ModelAdmin):
 class ToolRevisionAdmin(admin.ModelAdmin):
     """Every definition each tool has had (a row per change), read-only."""
 
-    list_display = ("tool_name", "kind", "short_hash", "source", "created_at")
-    list_filter = ("kind",)
-    search_fields = ("tool_name", "hash")
-    ordering = ("tool_name", "-created_at", "-id")
-    fields = ("tool_name", "kind", "hash", "source", "created_at", "pretty_spec")
+    list_display = (
+        "tool_name", "number", "version", "bump", "kind", "short_hash", "source", "created_at",
+    )  # fmt: skip
+    list_filter = ("kind", "bump")
+    search_fields = ("tool_name", "hash", "version")
+    ordering = ("tool_name", "-number", "-id")
+    fields = (
+        "tool_name", "number", "version", "bump", "kind", "hash", "source", "created_at",
+        "pretty_changes", "pretty_spec",
+    )  # fmt: skip
     readonly_fields = fields
+
+    @admin.display(description="what changed since the version before")
+    def pretty_changes(self, obj: ToolRevision) -> str:
+        if not obj.changes:
+            return "- (the first version)" if obj.number == 1 else "-"
+        return format_html(
+            "<ul>{}</ul>",
+            format_html_join(
+                "", "<li><strong>{}</strong> {} <code>{}</code></li>",
+                ((c["level"], c["what"], c["path"]) for c in obj.changes),
+            ),
+        )  # fmt: skip
 
     @admin.display(description="hash")
     def short_hash(self, obj: ToolRevision) -> str:

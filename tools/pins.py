@@ -24,6 +24,7 @@ from tools.registry import ToolRegistry
 from tools.spec import ToolSpec
 from tools.versions import (
     FIRST_VERSION,
+    MAJOR,
     Change,
     bump_of,
     changes_between,
@@ -246,6 +247,47 @@ def tool_current_versions() -> dict[str, ToolRevision]:
     return current
 
 
+def tool_current_version(*, tool: Any) -> str | None:
+    """The semantic version of the definition a stored ``Tool`` row has now."""
+    try:
+        spec = ToolSpec.model_validate(tool.spec)
+    except ValueError:
+        return None
+    return (
+        ToolRevision.objects.filter(tool_name=tool.name, hash=tool_definition_hash(spec))
+        .order_by("-number")
+        .values_list("version", flat=True)
+        .first()
+    )
+
+
 def version_of(current: Mapping[str, ToolRevision], spec: ToolSpec) -> ToolRevision | None:
     """The revision of ``spec``'s definition in ``tool_current_versions()``' answer."""
     return current.get(f"{spec.name}\0{tool_definition_hash(spec)}")
+
+
+@dataclass(frozen=True)
+class PinnedVersion:
+    """A tool as a workflow version pinned it, against the definition it has now."""
+
+    current: str  # the version of the definition it has now ("" if never recorded)
+    pinned: str  # the version the workflow was approved with ("" if it pins none)
+    # "" (no pin, or the same definition), "compatible" (only minor or patch changes
+    # since the pin: re-approving picks it up) or "breaking" (a major change since).
+    newer: str = ""
+
+
+def pinned_version(*, spec: ToolSpec, pinned_hash: str | None) -> PinnedVersion:
+    """Where the tool ``spec`` (as it is now) stands against ``pinned_hash``."""
+    rows = ToolRevision.objects.filter(tool_name=spec.name)
+    current_hash = tool_definition_hash(spec)
+    now = rows.filter(hash=current_hash).order_by("-number").first()
+    if pinned_hash is None or pinned_hash == current_hash:
+        version = now.version if now else ""
+        return PinnedVersion(version, version if pinned_hash else "")
+    then = rows.filter(hash=pinned_hash).order_by("-number").first()
+    if now is None or then is None:
+        return PinnedVersion(now.version if now else "", then.version if then else "", "breaking")
+    changes = changes_between(then.spec, now.spec)
+    newer = "breaking" if bump_of(changes) == MAJOR else "compatible"
+    return PinnedVersion(now.version, then.version, newer)

@@ -4,6 +4,7 @@ from rest_framework import serializers
 
 from api.serializers.runs import JsonBooleanField
 from tools.models import Tool
+from tools.pins import tool_current_version
 
 
 class ToolSerializer(serializers.ModelSerializer):
@@ -15,10 +16,56 @@ class ToolSerializer(serializers.ModelSerializer):
 class ToolDetailSerializer(serializers.ModelSerializer):
     input_schema = serializers.JSONField(help_text="JSON Schema of the tool's inputs.")
     outputs = serializers.ListField(child=serializers.CharField())
+    version = serializers.SerializerMethodField(
+        help_text="The semantic version of the definition the tool has now (null when it was "
+        "never recorded)."
+    )
 
     class Meta:
         model = Tool
-        fields = [*ToolSerializer.Meta.fields, "input_schema", "outputs"]
+        fields = [*ToolSerializer.Meta.fields, "input_schema", "outputs", "version"]
+
+    def get_version(self, tool: Tool) -> str | None:
+        return tool_current_version(tool=tool)
+
+
+class ToolChangeSerializer(serializers.Serializer):
+    path = serializers.CharField(help_text="Where: input_schema.properties.state.enum, http.auth…")
+    what = serializers.CharField(help_text="What changed, in words.")
+    level = serializers.ChoiceField(choices=["major", "minor", "patch"])
+
+
+class ToolVersionSerializer(serializers.Serializer):
+    number = serializers.IntegerField(help_text="1 for the first definition, one more per change.")
+    version = serializers.CharField(help_text="Semantic version, computed from what changed.")
+    bump = serializers.CharField(help_text="major, minor or patch since the one before ('' first).")
+    hash = serializers.CharField(help_text="sha256 of the definition (what a version pins).")
+    source = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    changes = ToolChangeSerializer(many=True, help_text="What changed since the one before.")
+
+
+class VersionRefSerializer(serializers.Serializer):
+    number = serializers.IntegerField()
+    version = serializers.CharField()
+
+
+class ToolVersionsDiffQuerySerializer(serializers.Serializer):
+    a = serializers.CharField(max_length=32, help_text="A version: its number or semver.")
+    b = serializers.CharField(max_length=32, help_text="Another: its number or semver.")
+
+
+class ToolVersionsDiffSerializer(serializers.Serializer):
+    tool = serializers.CharField()
+    to = VersionRefSerializer()
+    bump = serializers.CharField(help_text="The biggest change ('' for the same definition).")
+    changes = ToolChangeSerializer(many=True)
+    diff = serializers.CharField(help_text="The two definitions as a unified diff of their JSON.")
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        # ``from`` is a Python keyword: the field is added here, not declared.
+        fields = super().get_fields()
+        return {"tool": fields.pop("tool"), "from": VersionRefSerializer(), **fields}
 
 
 class ToolLoadSerializer(serializers.Serializer):

@@ -83,3 +83,80 @@ def test_load_reports_a_bad_file_by_name(admin_client_api, settings, tmp_path):
 
     assert report["ok"] is False
     assert report["errors"][0]["source"].endswith("bad.yaml")
+
+
+# --- versions ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def two_versions(loaded, tmp_path):
+    """``github_issues`` as shipped (1.0.0), then with a state value dropped (2.0.0)."""
+    from tools.services import tools_load_dir
+
+    text = (EXAMPLE_TOOLS_DIR / "github_issues.yaml").read_text()
+    (tmp_path / "github_issues.yaml").write_text(
+        text.replace("[open, closed, all]", "[open, closed]")
+    )
+    report = tools_load_dir(directory=tmp_path, sync_builtin=False)
+    assert [t.action for t in report.tools] == ["updated"]
+
+
+def test_the_detail_says_the_current_version(make_client, two_versions):
+    assert make_client(VIEW).get("/api/v1/tools/github_issues/").json()["version"] == "2.0.0"
+    assert make_client(VIEW).get("/api/v1/tools/csv_read/").json()["version"] == "1.0.0"
+
+
+def test_the_versions_newest_first_with_what_changed(make_client, two_versions):
+    body = make_client(VIEW).get("/api/v1/tools/github_issues/versions/").json()
+
+    assert body["count"] == 2
+    newest, first = body["results"]
+    assert (newest["number"], newest["version"], newest["bump"]) == (2, "2.0.0", "major")
+    assert newest["changes"] == [
+        {
+            "path": "input_schema.properties.state.enum",
+            "what": "input `state`: values removed: all",
+            "level": "major",
+        }
+    ]
+    assert (first["number"], first["version"], first["bump"], first["changes"]) == (
+        1,
+        "1.0.0",
+        "",
+        [],
+    )
+    assert len(first["hash"]) == 64
+
+
+def test_a_diff_between_two_versions(make_client, two_versions):
+    client = make_client(VIEW)
+
+    body = client.get("/api/v1/tools/github_issues/versions/diff/", {"a": "1", "b": "2.0.0"}).json()
+
+    assert body["from"] == {"number": 1, "version": "1.0.0"}
+    assert body["to"] == {"number": 2, "version": "2.0.0"}
+    assert body["bump"] == "major"
+    assert [c["level"] for c in body["changes"]] == ["major"]
+    assert body["diff"].startswith("--- github_issues 1.0.0\n+++ github_issues 2.0.0\n")
+
+
+@pytest.mark.parametrize(
+    ("path", "query", "status", "code"),
+    [
+        ("/api/v1/tools/nope/versions/", {}, 404, "not_found"),
+        ("/api/v1/tools/github_issues/versions/diff/", {"a": "1"}, 400, "invalid"),
+        ("/api/v1/tools/github_issues/versions/diff/", {"a": "1", "b": "9"}, 404, "not_found"),
+        ("/api/v1/tools/github_issues/versions/diff/", {"a": "1", "b": "x" * 33}, 400, "invalid"),
+        (
+            "/api/v1/tools/github_issues/versions/diff/",
+            {"a": "1", "b": "' OR 1=1 --"},
+            404,
+            "not_found",
+        ),
+    ],
+)
+def test_an_unknown_tool_or_version_or_a_bad_query_is_refused_clearly(
+    make_client, two_versions, path, query, status, code
+):
+    assert_error(make_client(VIEW).get(path, query), status, code)
+    assert_error(make_client().get(path, query), 403, "permission_denied")

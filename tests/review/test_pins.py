@@ -96,8 +96,9 @@ def test_what_changed_names_url_auth_and_outputs(fake_api, tmp_path, approver):
     version = WorkflowFactory(data=FLOW, status=WorkflowStatus.PENDING_REVIEW)
     workflow_approve(version=version, approved_by=approver, sample_inputs={})
     changed = (
-        RATES_TOOL.replace("url: /latest", "url: /v1/latest")
-        .replace("response_extract: {rates: rates, base: base}", "response_extract: {base: base}")
+        RATES_TOOL.replace("url: /latest", "url: /v1/latest").replace(
+            "response_extract: {rates: rates, base: base}", "response_extract: {base: base}"
+        )
         + 'auth: {type: bearer, token: "{{env.RATES_TOKEN}}"}\n'
     ) % ("", "")
     (tmp_path / "rates.yaml").write_text(changed, encoding="utf-8")
@@ -149,3 +150,35 @@ def test_a_failed_reapproval_changes_nothing(fake_api, tmp_path, approver):
     assert (version.status, version.tool_pins) == ("active", pins)
     with pytest.raises(WorkflowInvalid, match="tool `rates` changed since"):
         run_create(workflow=version, trigger=RunTrigger.MANUAL, inputs={})
+
+
+def test_the_review_page_says_when_a_newer_version_of_a_pinned_tool_exists(
+    fake_api, tmp_path, approver
+):
+    from review.selectors import workflow_review
+    from tests.review.test_admin import login, url
+
+    _write_tool(tmp_path)
+    version = WorkflowFactory(data=FLOW, status=WorkflowStatus.PENDING_REVIEW)
+    workflow_approve(version=version, approved_by=approver, sample_inputs={})
+    version.refresh_from_db()
+    (row,) = workflow_review(workflow=version).tools
+    assert (row.version, row.pinned, row.newer) == ("1.0.0", "1.0.0", "")
+
+    _write_tool(tmp_path, extra_param=True)  # an optional input: compatible
+    (row,) = workflow_review(workflow=version).tools
+    assert (row.version, row.pinned, row.newer) == ("1.1.0", "1.0.0", "compatible")
+    body = login(approver).get(url("change", version)).content.decode()
+    cell = body.split('class="fp-tool-version"', 1)[1].split("</td>", 1)[0]
+    assert "1.1.0" in cell
+    assert "approved with 1.0.0; this newer version has compatible changes only" in cell
+
+    (tmp_path / "rates.yaml").write_text(
+        (RATES_TOOL % ("", ""))
+        .replace("required: [from]", "required: [from, to]")
+        .replace("{from: {type: string}", "{from: {type: string}, to: {type: string}"),
+        encoding="utf-8",
+    )  # a required input added: breaking
+    tools_load_dir(directory=tmp_path, sync_builtin=False)
+    (row,) = workflow_review(workflow=version).tools
+    assert (row.version, row.pinned, row.newer) == ("2.0.0", "1.0.0", "breaking")

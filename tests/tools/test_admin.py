@@ -55,3 +55,69 @@ def test_enable_disable_actions(admin_client_logged, tools, action, expected, me
     )
     assert set(Tool.objects.values_list("enabled", flat=True)) == {expected}
     assert message in response.content.decode()
+
+
+# --- versions ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def geo_versions():
+    """``geo`` at 1.0.0, then with another URL path (2.0.0), then a longer timeout."""
+    from tests.tools.conftest import make_spec
+    from tools.services import tool_upsert
+
+    for spec in (
+        make_spec("/a", name="geo"),
+        make_spec("/b", name="geo"),
+        make_spec("/b", name="geo").model_copy(update={"timeout": 60.0}),
+    ):
+        tool_upsert(spec=spec, source="tools/geo.yaml")
+    return Tool.objects.get(name="geo")
+
+
+def test_the_list_and_the_page_show_versions_and_what_changed(admin_client_logged, geo_versions):
+    listing = admin_client_logged.get(reverse("admin:tools_tool_changelist")).content.decode()
+    row = listing.split(f'href="/admin/tools/tool/{geo_versions.pk}/change/', 1)[1]
+    assert '<td class="field-version">2.0.1</td>' in row.split("</tr>", 1)[0]
+
+    page = admin_client_logged.get(reverse("admin:tools_tool_change", args=[geo_versions.pk]))
+    body = page.content.decode()
+    table = body.split('id="fp-tool-versions"', 1)[1].split("</table>", 1)[0]
+    assert [cells.split("</td>", 1)[0] for cells in table.split("<tr><td>")[1:]] == ["3", "2", "1"]
+    assert "major: what is called: /a → /b" in table
+    assert "patch: timeout: 30.0 → 60.0" in table
+    diff_url = reverse("admin:tools_tool_versions_diff", args=[geo_versions.pk])
+    assert f'href="{diff_url}?a=2&amp;b=3"' in body
+
+
+def test_the_diff_page_compares_any_two_versions(admin_client_logged, geo_versions):
+    url = reverse("admin:tools_tool_versions_diff", args=[geo_versions.pk])
+
+    body = admin_client_logged.get(url, {"a": "1", "b": "3"}).content.decode()
+
+    assert "geo 1.0.0 → 2.0.1" in body
+    changes = body.split('id="fp-diff-changes"', 1)[1].split("</table>", 1)[0]
+    assert changes.count('class="fp-change') == 2
+    assert "what is called: /a → /b" in changes
+    assert "--- geo 1.0.0" in body
+    default = admin_client_logged.get(url).content.decode()  # the last change by default
+    assert "geo 2.0.0 → 2.0.1" in default
+
+
+def test_the_diff_page_names_an_unknown_version_and_escapes_what_it_shows(
+    admin_client_logged, geo_versions
+):
+    url = reverse("admin:tools_tool_versions_diff", args=[geo_versions.pk])
+
+    body = admin_client_logged.get(url, {"a": "1", "b": "<script>x</script>"}).content.decode()
+
+    assert 'id="fp-diff-error"' in body
+    assert "has no version &#x27;&lt;script&gt;x&lt;/script&gt;&#x27;" in body
+    assert "<script>x</script>" not in body
+
+
+def test_the_diff_page_needs_the_view_permission(client, geo_versions):
+    user = get_user_model().objects.create_user("staff", password="pw-12345678", is_staff=True)
+    client.force_login(user)
+    url = reverse("admin:tools_tool_versions_diff", args=[geo_versions.pk])
+    assert client.get(url).status_code == 403

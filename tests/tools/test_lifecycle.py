@@ -123,7 +123,7 @@ def test_listtools_shows_lifecycle_origin_and_refresh_time(tmp_path, cli, settin
 
     lines = out.splitlines()
     assert lines[0].split() == [
-        "NAME", "KIND", "INPUTS", "OUTPUTS", "ORIGIN", "REFRESHED", "DESCRIPTION",
+        "NAME", "KIND", "VERSION", "INPUTS", "OUTPUTS", "ORIGIN", "REFRESHED", "DESCRIPTION",
     ]  # fmt: skip
     lookup = next(line for line in lines if line.startswith("lookup"))
     assert lookup.startswith("lookup (deprecated)")
