@@ -238,6 +238,19 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": crontab(minute=0, hour=FLOWPILOT_RETENTION_HOUR),
     },
 }
+# Tool sources (MCP server files, OpenAPI documents: docs/tools.md "Sources") are read
+# again every FLOWPILOT_SOURCE_REFRESH_HOURS; beat looks for the due ones this often.
+# One not read for FLOWPILOT_SOURCE_STALE_HOURS is stale (health, review page, planflow).
+FLOWPILOT_SOURCE_REFRESH_HOURS = env.float("FLOWPILOT_SOURCE_REFRESH_HOURS", default=12.0)
+FLOWPILOT_SOURCE_STALE_HOURS = env.float("FLOWPILOT_SOURCE_STALE_HOURS", default=24.0)
+FLOWPILOT_SOURCE_REFRESH_CHECK_MINUTES = env.int(
+    "FLOWPILOT_SOURCE_REFRESH_CHECK_MINUTES", default=15
+)
+CELERY_BEAT_SCHEDULE["flowpilot-refresh-sources"] = {
+    "task": "tools.refresh_sources",
+    "schedule": timedelta(minutes=FLOWPILOT_SOURCE_REFRESH_CHECK_MINUTES),
+    "options": {"expires": FLOWPILOT_SOURCE_REFRESH_CHECK_MINUTES * 60},
+}
 # Beat records each task it sends right away (django-celery-beat's last_run_at, one
 # row write per tick), so `manage.py health` reads beat's last tick from the database.
 CELERY_BEAT_SYNC_EVERY = env.int("CELERY_BEAT_SYNC_EVERY", default=1)

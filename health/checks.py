@@ -37,11 +37,12 @@ from kombu.utils.url import maybe_sanitize_url
 from schedules.next_fire import beat_max_age
 from tools.breaker.selectors import breakers_list
 from tools.breaker.setup import breaker_backend, breaker_store_from_settings
-from tools.models import Tool
+from tools.models import Tool, ToolSource
+from tools.sources import source_state, stale_sources
 from workflows.models import Step, Workflow, WorkflowStatus
 
 OK, FAILING, NOT_CONFIGURED = "ok", "failing", "not_configured"
-COMPONENTS = ("database", "broker", "workers", "beat", "llm", "breakers")
+COMPONENTS = ("database", "broker", "workers", "beat", "llm", "breakers", "sources")
 
 
 @dataclass(frozen=True)
@@ -260,6 +261,26 @@ def check_breakers() -> CheckResult:
     return CheckResult("breakers", OK, reason, details)
 
 
+def check_sources() -> CheckResult:
+    """The tool sources (MCP server files, OpenAPI documents): failing while one is stale
+    (not read for FLOWPILOT_SOURCE_STALE_HOURS) or could not be read at its last try."""
+    if not ToolSource.objects.exists():
+        return CheckResult("sources", NOT_CONFIGURED, "no MCP server or OpenAPI source recorded")
+    behind = stale_sources()
+    details = {
+        "sources": [
+            {"name": s.name, "kind": s.kind, "location": s.location, "state": source_state(s)}
+            for s in behind
+        ]
+    }
+    if behind:
+        shown = "; ".join(f"{s.name}: {source_state(s)}" for s in behind)
+        return CheckResult("sources", FAILING, shown, details)
+    count = ToolSource.objects.count()
+    return CheckResult("sources", OK, f"{count} source(s) read within the last "
+                       f"{settings.FLOWPILOT_SOURCE_STALE_HOURS:g} h", details)  # fmt: skip
+
+
 CHECKS: dict[str, Callable[[], CheckResult]] = {
     "database": check_database,
     "broker": check_broker,
@@ -267,6 +288,7 @@ CHECKS: dict[str, Callable[[], CheckResult]] = {
     "beat": check_beat,
     "llm": check_llm,
     "breakers": check_breakers,
+    "sources": check_sources,
 }
 
 

@@ -24,6 +24,7 @@ from review.routing import RoutingNote, routing_notes
 from tools.jsondata import store_unescape
 from tools.pins import pinned_version
 from tools.registry import ToolRegistry
+from tools.sources import source_state, stale_sources
 from workflows.diff import WorkflowDiff, field_text
 from workflows.errors import WorkflowError
 from workflows.models import PlanAttemptStatus, Step, Workflow
@@ -138,6 +139,9 @@ class Review:
     # The decision summary: the tools it calls (side effects marked), its budgets and limits.
     tools: tuple[ToolRow, ...] = ()
     limits: tuple[LimitRow, ...] = ()
+    # The sources of its tools that are stale or could not be read (``tools.sources``):
+    # "mcp time (/srv/tools/time.yaml): stale: last read …".
+    stale_sources: tuple[str, ...] = ()
     # What it cost to plan, what its validation run's model calls cost, what a month of
     # its schedule would, and its LLM budgets (``review.costs``).
     costs: VersionCosts | None = None
@@ -280,6 +284,17 @@ def tool_rows(
     return tuple(rows)
 
 
+def _stale_sources(spec: WorkflowSpec | None) -> tuple[str, ...]:
+    """The stale or unreadable sources of the tools the version calls or offers."""
+    if spec is None:
+        return ()
+    called = {t for step in spec.steps for t in (*step.direct_tools(), *step.model_tools())}
+    return tuple(
+        f"{source.kind} {source.name} ({source.location}): {source_state(source)}"
+        for source in stale_sources(tools=called)
+    )
+
+
 def _seconds(value: float) -> str:
     return f"{value:g} s"
 
@@ -356,6 +371,7 @@ def workflow_review(*, workflow: Workflow, registry: ToolRegistry | None = None)
         concurrency=concurrency_text(report.spec),
         rate_limits=_rate_limits(workflow, report.spec, registry),
         tools=tool_rows(report.spec, registry, workflow.tool_pins),
+        stale_sources=_stale_sources(report.spec),
         limits=limit_rows(report.spec),
         costs=version_costs(workflow=workflow, spec=report.spec, history=list(history)),
         **_planner_sources(workflow, report.spec),

@@ -39,11 +39,12 @@ from tools.credentials.kinds import (
     vault_problems,
 )
 from tools.credentials.store import save_credential, vault_ref
-from tools.models import Breaker, Credential, Tool, ToolRevision
+from tools.models import Breaker, Credential, Tool, ToolRevision, ToolSource
 from tools.openapi import IMPORT_PERMISSIONS
 from tools.permissions import PermissionRefused
 from tools.pins import VersionNotFound, tool_versions, tool_versions_diff
 from tools.services import tools_set_enabled
+from tools.sources import source_state, sources_refresh
 
 
 @admin.register(Tool)
@@ -290,6 +291,52 @@ class BreakerAdmin(admin.ModelAdmin):
             % {"count": count},
             messages.SUCCESS,
         )
+
+
+@admin.register(ToolSource)
+class ToolSourceAdmin(admin.ModelAdmin):
+    """The MCP server files and OpenAPI documents tools are read from, each with its
+    state (ok, stale, unavailable), its own version and tools; read again with
+    **Refresh now** (beat does it every ``refresh_hours``)."""
+
+    list_display = (
+        "name", "kind", "location", "reported", "state", "refreshed_at", "attempted_at",
+        "tool_count",
+    )  # fmt: skip
+    list_filter = ("kind", "available")
+    search_fields = ("name", "location", "reported_name")
+    ordering = ("kind", "name")
+    fields = (
+        "kind", "name", "location", "reported_name", "reported_version", "state",
+        "refresh_hours", "refreshed_at", "attempted_at", "error", "options", "tools",
+        "created_at",
+    )  # fmt: skip
+    readonly_fields = tuple(f for f in fields if f != "refresh_hours")
+    actions = ("refresh_now",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # recorded by loadtools and the OpenAPI import
+
+    @admin.display(description="its own name and version")
+    def reported(self, obj: ToolSource) -> str:
+        return " ".join(p for p in (obj.reported_name, obj.reported_version) if p) or "-"
+
+    @admin.display(description="state")
+    def state(self, obj: ToolSource) -> str:
+        return source_state(obj)
+
+    @admin.display(description="tools")
+    def tool_count(self, obj: ToolSource) -> int:
+        return len(obj.tools or [])
+
+    @admin.action(
+        description="Refresh now: read the selected sources again", permissions=["change"]
+    )
+    def refresh_now(self, request: HttpRequest, queryset: QuerySet[ToolSource]) -> None:
+        names = list(queryset.values_list("location", flat=True))
+        for result in sources_refresh(names=names):
+            level = messages.SUCCESS if result.ok else messages.ERROR
+            self.message_user(request, f"{result.source.name}: {result.message}", level)
 
 
 @admin.register(ToolRevision)

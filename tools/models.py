@@ -42,6 +42,11 @@ class Tool(models.Model):
         help_text="When `loadtools` (or the built-in sync) last read its definition, changed "
         "or not.",
     )
+    available = models.BooleanField(
+        default=True,
+        help_text="False while its source (an MCP server, an OpenAPI document) could not be "
+        "read at its last refresh: the tool is kept, and the planner does not offer it.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -70,6 +75,77 @@ class Tool(models.Model):
             where = f" ({self.source})" if self.source else ""
             return f"MCP server {server.get('name', '?')}{where}"
         return f"file {self.source}" if self.source else "-"
+
+
+class ToolSourceKind(models.TextChoices):
+    MCP = "mcp", "MCP server"
+    OPENAPI = "openapi", "OpenAPI document"
+
+
+class ToolSource(models.Model):
+    """Where a set of tools is read from, re-read on a schedule (``tools/sources.py``):
+    an MCP server file, or an OpenAPI document with the import's choices.
+
+    Recorded by ``loadtools`` (an MCP server file it loaded), ``importopenapi`` and the
+    admin's OpenAPI import; refreshed by beat every ``refresh_hours`` and on demand
+    (``refreshsources``, the admin). Stale once not read for ``FLOWPILOT_SOURCE_STALE_HOURS``.
+    """
+
+    kind = models.CharField(max_length=16, choices=ToolSourceKind.choices)
+    location = models.CharField(
+        max_length=1000,
+        unique=True,
+        help_text="The MCP server file, or the OpenAPI document's file or URL.",
+    )
+    name = models.CharField(
+        max_length=100, help_text="The MCP server's name, or the OpenAPI import's prefix."
+    )
+    options = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="How an OpenAPI document is imported again: {out_dir, prefix, tags, "
+        "operations, path_prefixes, strict}.",
+    )
+    refresh_hours = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Re-read every this many hours; empty: FLOWPILOT_SOURCE_REFRESH_HOURS.",
+    )
+    refreshed_at = models.DateTimeField(
+        null=True, blank=True, help_text="When it was last read successfully."
+    )
+    attempted_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a refresh was last tried."
+    )
+    error = models.TextField(blank=True, help_text="Why the last refresh failed ('' if it worked).")
+    available = models.BooleanField(
+        default=True, help_text="False while the last refresh could not read it."
+    )
+    reported_name = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="What the source calls itself: the MCP server's name, the document's title.",
+    )
+    reported_version = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="The source's own version: the MCP handshake's, the document's info.version.",
+    )
+    tools = models.JSONField(
+        default=list, blank=True, help_text="The tools its last successful read found."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["kind", "name", "location"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(kind__in=["mcp", "openapi"]), name="toolsource_kind_valid"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} {self.name} ({self.location})"
 
 
 class BreakerStateChoice(models.TextChoices):

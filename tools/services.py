@@ -23,10 +23,11 @@ from tools.builtin import BuiltinProvider, load_providers
 from tools.errors import FlowpilotError
 from tools.loader import load_mcp_server_file, load_tool_file
 from tools.mcp.config import McpServer
-from tools.mcp.discovery import mcp_server_specs
+from tools.mcp.discovery import mcp_server_read
 from tools.models import Tool
 from tools.permissions import permission_require
 from tools.pins import tool_current_versions, tool_revision_record, version_of
+from tools.sources import source_record_mcp
 from tools.spec import ToolSpec
 
 logger = logging.getLogger("flowpilot.tools")
@@ -159,9 +160,13 @@ def tools_load_dir(
 def _load_one(
     path: Path, report: LoadReport, seen: dict[str, str], builtin: dict[str, Any]
 ) -> None:
+    info: dict[str, str] = {}
     try:
         server = load_mcp_server_file(path)
-        specs = mcp_server_specs(server=server, env=os.environ) if server else load_tool_file(path)
+        if server is not None:
+            specs, info = mcp_server_read(server=server, env=os.environ)
+        else:
+            specs = load_tool_file(path)
     except FlowpilotError as exc:  # the file named, as a tool file's errors name it
         named = exc.message if str(path) in exc.message else f"{path}: {exc.message}"
         report.errors.append(LoadError(str(path), named))
@@ -183,6 +188,8 @@ def _load_one(
         kept = {spec.name for spec in specs}
         for name in mcp_server_tools_remove(server=server, keep=kept):
             report.tools.append(LoadedTool(name, "mcp", "removed", str(path)))
+        # The server file is a source, read again on its own (tools.sources).
+        source_record_mcp(path=path.resolve(), server_name=server.name, info=info, tools=kept)
 
 
 def tool_prune_candidates(*, directory: str | Path, report: LoadReport) -> list[Tool]:

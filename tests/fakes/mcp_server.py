@@ -28,7 +28,7 @@ TOKEN = "fake-mcp-token-1234"
 
 class McpFake:
     def __init__(self) -> None:
-        self.server = MCPServer("fake")
+        self.server = MCPServer("fake", version="3.1.4")  # the handshake reports it
         self.calls: list[str] = []
         self.server.add_tool(
             self.add,

@@ -66,7 +66,8 @@ def test_in_process_everything_needed_is_up(cli):
     assert rows["broker"] == ["not_configured", "no broker: runs execute in process"]
     assert rows["workers"][0] == rows["beat"][0] == rows["llm"][0] == "not_configured"
     assert rows["breakers"] == ["ok", "none open (database)"]
-    assert list(rows) == ["database", "broker", "workers", "beat", "llm", "breakers"]
+    assert rows["sources"] == ["not_configured", "no MCP server or OpenAPI source recorded"]
+    assert list(rows) == ["database", "broker", "workers", "beat", "llm", "breakers", "sources"]
 
 
 def test_an_open_breaker_fails_with_its_host_in_text_and_json(cli):
@@ -79,11 +80,35 @@ def test_an_open_breaker_fails_with_its_host_in_text_and_json(cli):
     assert text.lines == ["breakers  failing         open: api.example.com:443"]
     assert "failing: breakers" in text.err
     assert body["status"] == "failing"
-    breakers = body["components"][-1]
+    breakers = body["components"][-2]
     assert breakers["component"] == "breakers"
     assert breakers["details"]["breakers"][0]["host"] == "api.example.com:443"
     assert breakers["details"]["breakers"][0]["state"] == "open"
     assert breakers["details"]["breakers"][0]["retry_at"]
+
+
+def test_a_stale_or_unreadable_tool_source_fails_sources_naming_it(cli, settings):
+    from tools.models import ToolSource
+
+    now = timezone.now()
+    ToolSource.objects.create(kind="mcp", name="time", location="/srv/time.yaml", refreshed_at=now)
+    assert cli("health", "sources").lines[0].split(None, 2)[1:] == [
+        "ok", f"1 source(s) read within the last {settings.FLOWPILOT_SOURCE_STALE_HOURS:g} h"
+    ]  # fmt: skip
+
+    ToolSource.objects.update(refreshed_at=now - timedelta(days=2))
+    ToolSource.objects.create(
+        kind="openapi", name="cat", location="https://x.example.com/openapi.json",
+        refreshed_at=now, available=False, error="HTTP 404",
+    )  # fmt: skip
+    result = cli("health", "sources")
+    body = json.loads(cli("health", "sources", "--json").out)
+
+    assert result.code == 1
+    assert "cat: unavailable: HTTP 404" in result.lines[0]
+    assert "time: stale: last read " in result.lines[0]
+    names = [s["name"] for s in body["components"][0]["details"]["sources"]]
+    assert names == ["time", "cat"]
 
 
 def test_a_broker_at_a_closed_port_fails_broker_workers_and_beat(cli, broker_at, settings):
@@ -190,6 +215,7 @@ def test_healthz_answers_status_words_only(client, broker_at, settings):
             "beat": "failing",
             "llm": "not_configured",
             "breakers": "failing",
+            "sources": "not_configured",
         },
     }
     body = failing.content.decode()
@@ -218,7 +244,8 @@ def test_the_staff_page_shows_reasons_to_staff_only(client):
     html = page.content.decode()
     assert 'data-component="breakers" data-status="failing"' in html
     assert "open: api.example.com:443" in html
-    assert as_json.json()["components"][-1]["reason"] == "open: api.example.com:443"
+    reasons = {c["component"]: c["reason"] for c in as_json.json()["components"]}
+    assert reasons["breakers"] == "open: api.example.com:443"
 
 
 def test_unapplied_migrations_fail_the_database_check(cli):

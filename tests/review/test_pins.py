@@ -182,3 +182,33 @@ def test_the_review_page_says_when_a_newer_version_of_a_pinned_tool_exists(
     tools_load_dir(directory=tmp_path, sync_builtin=False)
     (row,) = workflow_review(workflow=version).tools
     assert (row.version, row.pinned, row.newer) == ("2.0.0", "1.0.0", "breaking")
+
+
+def test_the_review_page_warns_when_a_tool_source_is_stale_or_unreadable(approver, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from review.selectors import workflow_review
+    from tests.factories import pending_version
+    from tests.review.test_admin import login, url
+    from tools.models import ToolSource
+
+    version = pending_version()  # sales_report: it calls csv_read, aggregate, write_report
+    ToolSource.objects.create(
+        kind="mcp", name="files", location="/srv/tools/files.yaml", tools=["csv_read"],
+        refreshed_at=timezone.now(),
+    )  # fmt: skip
+    assert workflow_review(workflow=version).stale_sources == ()
+
+    ToolSource.objects.update(refreshed_at=timezone.now() - timedelta(hours=30))
+    ToolSource.objects.create(
+        kind="mcp", name="other", location="/srv/tools/other.yaml", tools=["not_called"]
+    )  # never read, but none of its tools is called here
+
+    (line,) = workflow_review(workflow=version).stale_sources
+    assert line.startswith("mcp files (/srv/tools/files.yaml): stale: last read ")
+    body = login(approver).get(url("change", version)).content.decode()
+    warning = body.split('id="fp-stale-sources"', 1)[1].split("</ul>", 1)[0]
+    assert "The tool catalog may be out of date: mcp files" in warning
+    assert "refreshsources" in warning

@@ -213,3 +213,37 @@ def httpbin() -> Iterator[str]:
 
     with run_httpbin() as url:
         yield url
+
+
+# --- an MCP server file on the loopback MCP server (tool sources) -----------------------
+
+MCP_SERVER_FILE = """
+mcp_server:
+  name: fake
+  url: "{{env.FAKE_MCP_URL}}"
+  headers: {X-Token: "{{env.FAKE_MCP_TOKEN}}"}
+  secret_headers: [X-Token]
+  timeout: 5
+  retry: {max_attempts: 1}
+"""
+
+
+@pytest.fixture
+def mcp_fake(monkeypatch):
+    """The SDK's MCP server on loopback (``tests/fakes/mcp_server.py``), its URL and token
+    in the environment the server file reads."""
+    from tests.fakes.mcp_server import TOKEN, running_mcp_fake
+
+    with running_mcp_fake() as server:
+        monkeypatch.setenv("FAKE_MCP_URL", server.url)
+        monkeypatch.setenv("FAKE_MCP_TOKEN", TOKEN)
+        yield server
+
+
+@pytest.fixture
+def server_file(tmp_path):
+    """``tools/fake.yaml``: the server file of ``mcp_fake``."""
+    path = tmp_path / "tools" / "fake.yaml"
+    path.parent.mkdir()
+    path.write_text(MCP_SERVER_FILE, encoding="utf-8")
+    return path

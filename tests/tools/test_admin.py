@@ -121,3 +121,24 @@ def test_the_diff_page_needs_the_view_permission(client, geo_versions):
     client.force_login(user)
     url = reverse("admin:tools_tool_versions_diff", args=[geo_versions.pk])
     assert client.get(url).status_code == 403
+
+
+def test_a_tool_source_is_read_again_from_the_admin(admin_client_logged, tmp_path):
+    from tools.models import ToolSource
+
+    source = ToolSource.objects.create(
+        kind="mcp", name="gone", location=str(tmp_path / "gone.yaml"), tools=["gone_tool"]
+    )
+    listing = admin_client_logged.get(reverse("admin:tools_toolsource_changelist"))
+    assert "stale: never read" in listing.content.decode()
+
+    response = admin_client_logged.post(
+        reverse("admin:tools_toolsource_changelist"),
+        {"action": "refresh_now", "_selected_action": [source.pk]},
+        follow=True,
+    )
+
+    assert "Gone: the MCP server file" in response.content.decode()  # the message, capitalised
+    source.refresh_from_db()
+    assert not source.available
+    assert admin_client_logged.get(reverse("admin:tools_toolsource_add")).status_code == 403

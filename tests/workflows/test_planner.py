@@ -900,3 +900,17 @@ def test_planflow_exits_1_when_planning_fails(llm, llm_settings, cli):
     assert "planning failed" in result.err
     assert "model not found" in result.err
     assert "attempt 1 (round 0 of 2): error, llm or transport error" in result.out
+
+
+def test_planflow_warns_when_the_tool_catalog_may_be_out_of_date(llm, llm_settings, cli):
+    from tools.models import ToolSource
+
+    ToolSource.objects.create(kind="mcp", name="files", location="/srv/files.yaml")  # never read
+    llm.fail(400, message="model not found")  # the warning comes before the call
+
+    result = cli("planflow", "Total sales by region")
+
+    assert (
+        "warning: the tool catalog may be out of date: mcp source files (/srv/files.yaml) "
+        "is stale: never read"
+    ) in result.err

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from pydantic import ValidationError
@@ -37,7 +37,19 @@ def mcp_server_specs(*, server: McpServer, env: Mapping[str, str]) -> list[ToolS
     """Connect to ``server`` (templates rendered with ``env``), list its tools and
     return their specs sorted by name. Raises ``ToolUnreachable`` when it cannot be
     reached, ``ToolConfigError`` when a tool cannot be registered."""
-    listed = _listed(server, env)
+    return mcp_server_read(server=server, env=env)[0]
+
+
+def mcp_server_read(
+    *, server: McpServer, env: Mapping[str, str]
+) -> tuple[list[ToolSpec], dict[str, str]]:
+    """``mcp_server_specs``, and what the server said of itself in the ``initialize``
+    handshake: ``{"name": …, "version": …}`` (empty strings when it said nothing)."""
+    listed, info = _listed(server, env)
+    return _specs(server, listed), info
+
+
+def _specs(server: McpServer, listed: list[types.Tool]) -> list[ToolSpec]:
     specs: dict[str, ToolSpec] = {}
     problems: list[str] = []
     for tool in sorted(listed, key=lambda t: t.name):
@@ -63,13 +75,16 @@ def mcp_server_specs(*, server: McpServer, env: Mapping[str, str]) -> list[ToolS
     return [specs[name] for name in sorted(specs)]
 
 
-def _listed(server: McpServer, env: Mapping[str, str]) -> list[types.Tool]:
-    """The server's tools within ``FLOWPILOT_MCP_LIST_TIMEOUT``; a server that breaks
-    the session while listing (it closed, or wrote what is not JSON-RPC) is
-    ``ToolUnreachable`` naming it, like one that cannot be started."""
+def _listed(server: McpServer, env: Mapping[str, str]) -> tuple[list[types.Tool], dict[str, str]]:
+    """The server's tools within ``FLOWPILOT_MCP_LIST_TIMEOUT``, and its name and
+    version from the handshake; a server that breaks the session while listing (it
+    closed, or wrote what is not JSON-RPC) is ``ToolUnreachable`` naming it, like one
+    that cannot be started."""
     with McpSessions(env=env, redactor=Redactor()) as sessions:
         try:
-            return sessions.run(server, list_all_tools, within=settings.FLOWPILOT_MCP_LIST_TIMEOUT)
+            return sessions.run(
+                server, list_tools_and_info, within=settings.FLOWPILOT_MCP_LIST_TIMEOUT
+            )
         except ToolTimeout as exc:
             raise ToolTimeout(
                 f"{exc.message} listing its tools (FLOWPILOT_MCP_LIST_TIMEOUT)"
@@ -81,6 +96,16 @@ def _listed(server: McpServer, env: Mapping[str, str]) -> list[types.Tool]:
                 f"MCP server {server.name!r} failed while listing its tools: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
+
+
+async def list_tools_and_info(client: Any) -> tuple[list[types.Tool], dict[str, str]]:
+    """Every tool the server lists, and its ``serverInfo`` (name, version)."""
+    tools = await list_all_tools(client)
+    info = getattr(client, "server_info", None)
+    return tools, {
+        "name": str(getattr(info, "name", "") or "")[:200],
+        "version": str(getattr(info, "version", "") or "")[:100],
+    }
 
 
 def _spec(server: McpServer, tool: types.Tool, name: str) -> ToolSpec:

@@ -31,6 +31,7 @@ from tools.openapi.generate import (
 )
 from tools.permissions import permission_require
 from tools.services import LoadedTool, LoadError, tools_load_dir
+from tools.sources import source_record_openapi
 
 # ``progress(stage, done, total)``: see ``openapi_write``.
 Progress = Callable[[str, int, int], None]
@@ -74,6 +75,13 @@ class ImportReport:
     skipped: list[Skipped] = field(default_factory=list)
     loaded: list[LoadedTool] = field(default_factory=list)
     errors: list[LoadError] = field(default_factory=list)
+    # What the document says of itself ({name: info.title, version: info.version}).
+    info: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def tools(self) -> list[str]:
+        """The names of the tools written (one file each, named after its tool)."""
+        return sorted(path.stem for path in self.written)
 
 
 def openapi_import(
@@ -87,11 +95,13 @@ def openapi_import(
     overwrite: bool = False,
     strict: bool = False,
     progress: Progress | None = None,
+    record: bool = True,
 ) -> ImportReport:
     """Read ``source`` (a file, or a URL on the allowed hosts; at most
     ``FLOWPILOT_OPENAPI_MAX_BYTES``) and write one ``<tool>.yaml`` per selected
-    operation into ``out_dir``."""
-    return openapi_write(
+    operation into ``out_dir``. With ``record`` the document is recorded as a tool
+    source with these choices (``tools.sources``), so it is read again on its own."""
+    report = openapi_write(
         document=openapi_read(source),
         source=source,
         out_dir=out_dir,
@@ -103,6 +113,35 @@ def openapi_import(
         strict=strict,
         progress=progress,
     )
+    if record:
+        options = {
+            "out_dir": str(Path(out_dir).resolve()),
+            "prefix": prefix,
+            "tags": list(tags or []),
+            "operations": list(operations or []),
+            "path_prefixes": list(path_prefixes or []),
+            "strict": strict,
+        }
+        source_record_openapi(
+            location=_location(source), options=options, info=report.info, tools=report.tools
+        )
+    return report
+
+
+def _location(source: str) -> str:
+    """A URL as given; a file as its absolute path (a refresh runs from anywhere)."""
+    if source.startswith(("http://", "https://")):
+        return source
+    return str(Path(source).resolve())
+
+
+def _document_info(document: dict[str, Any]) -> dict[str, str]:
+    found = document.get("info")
+    info: dict[str, Any] = found if isinstance(found, dict) else {}
+    return {
+        "name": str(info.get("title") or "")[:200],
+        "version": str(info.get("version") or "")[:100],
+    }
 
 
 def openapi_write(
@@ -170,7 +209,9 @@ def openapi_write(
     named = (operations or []) if named_must_import else []
     _refuse(source, skipped, texts, strict=strict, named=named)
     out.mkdir(parents=True, exist_ok=True)
-    report = ImportReport(unsupported=generated.unsupported, skipped=skipped)
+    report = ImportReport(
+        unsupported=generated.unsupported, skipped=skipped, info=_document_info(document)
+    )
     for path, text in texts.items():
         path.write_text(text, encoding="utf-8")
         report.written.append(path)
@@ -229,4 +270,14 @@ def openapi_import_load(
         loaded = tools_load_dir(directory=path, sync_builtin=False)
         report.loaded.extend(loaded.tools)
         report.errors.extend(loaded.errors)
+    if source.startswith(("http://", "https://")) or Path(source).is_file():
+        # An uploaded document cannot be read again: only a URL or a file is a source.
+        options = {
+            "out_dir": str((Path(settings.FLOWPILOT_OPENAPI_IMPORT_DIR) / directory).resolve()),
+            "prefix": prefix, "tags": [], "operations": list(operations),
+            "path_prefixes": [], "strict": False,
+        }  # fmt: skip
+        source_record_openapi(
+            location=_location(source), options=options, info=report.info, tools=report.tools
+        )
     return report

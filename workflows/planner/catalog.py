@@ -95,15 +95,17 @@ def rank_tools(
     pinned: Iterable[str] = (),
     limit: int = CATALOG_TOP_K,
     all_up_to: int = CATALOG_ALL_UP_TO,
+    unavailable: Iterable[str] = (),
 ) -> list[OfferedTool]:
     """The tools the planner sees for ``query``, each with why and its score, best first.
 
     Every tool when there are at most ``all_up_to``; otherwise the ``limit`` best
     BM25 matches (ties by name), plus ``pinned`` tools and tools whose exact
     name appears in ``query``. Deprecated tools are never offered: a pinned or
-    named one brings its replacement instead.
+    named one brings its replacement instead. Nor are ``unavailable`` ones (their
+    source could not be read at its last refresh: ``unavailable_tools``).
     """
-    names = offered_tools(registry)
+    names = offered_tools(registry, unavailable)
     pinned = [_successor(registry, n) for n in pinned]
     if len(names) <= all_up_to:
         return [OfferedTool(name, "all") for name in names]
@@ -128,9 +130,18 @@ def rank_tools(
     return sorted(offered, key=lambda tool: (-(tool.score or 0.0), tool.name))
 
 
-def offered_tools(registry: ToolRegistry) -> list[str]:
-    """The registry's tools the planner may offer: every one not deprecated, by name."""
-    return [n for n in registry.names() if not _is_deprecated(registry, n)]
+def offered_tools(registry: ToolRegistry, unavailable: Iterable[str] = ()) -> list[str]:
+    """The registry's tools the planner may offer: every one not deprecated and not
+    ``unavailable`` (its source could not be read at its last refresh), by name."""
+    gone = frozenset(unavailable)
+    return [n for n in registry.names() if not _is_deprecated(registry, n) and n not in gone]
+
+
+def unavailable_tools() -> frozenset[str]:
+    """The stored tools whose source could not be read at its last refresh."""
+    from tools.models import Tool  # the database, only where a plan is made
+
+    return frozenset(Tool.objects.filter(available=False).values_list("name", flat=True))
 
 
 def _is_deprecated(registry: ToolRegistry, name: str) -> bool:

@@ -31,7 +31,12 @@ from tools.registry import ToolRegistry
 from tools.secrets import free_text_redactor
 from workflows.errors import WorkflowError
 from workflows.models import PlanAttempt, PlanAttemptStatus, Workflow, WorkflowStatus
-from workflows.planner.catalog import catalog_entries, catalog_text, rank_tools
+from workflows.planner.catalog import (
+    catalog_entries,
+    catalog_text,
+    rank_tools,
+    unavailable_tools,
+)
 from workflows.planner.errors import PlanError, PlanNotRevisable, PlanRoundsExhausted
 from workflows.planner.lessons import lessons_text, select_lessons
 from workflows.planner.prompts import create_messages, revise_messages
@@ -107,7 +112,9 @@ def plan_create(
     query = " ".join([goal, *map(str, sample_inputs or {})])
     templates = select_templates(query=goal)
     lessons = select_lessons(query=goal)
-    offered = rank_tools(registry, query, pinned=template_tools(templates))
+    offered = rank_tools(
+        registry, query, pinned=template_tools(templates), unavailable=unavailable_tools()
+    )
     names = sorted(tool.name for tool in offered)
     ask = allow_questions and len(clarifications) < question_rounds()
     messages = create_messages(
@@ -202,7 +209,9 @@ def plan_revise(
     previous = WorkflowSpec.model_validate(workflow.definition)
     pinned = set(previous.allowed_tools())
     pinned |= {t for s in previous.steps for t in s.model_tools()}
-    offered = rank_tools(registry, f"{goal} {feedback}", pinned=sorted(pinned))
+    offered = rank_tools(
+        registry, f"{goal} {feedback}", pinned=sorted(pinned), unavailable=unavailable_tools()
+    )
     names = sorted(tool.name for tool in offered)
     # Other plans' failures: this lineage's own feedback is in the prompt already.
     lessons = select_lessons(query=goal, exclude_name=workflow.name)

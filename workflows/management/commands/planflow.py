@@ -14,6 +14,7 @@ from tools.commands import FlowpilotCommand
 from tools.llm import LLMClient, LLMEndpointError
 from tools.registry import ToolRegistry
 from tools.secrets import free_text_redactor
+from tools.sources import source_state, stale_sources
 from workflows.cli import load_tool_dirs, parse_input_pairs
 from workflows.models import PlanAttempt, PlanAttemptStatus, Workflow
 from workflows.planner import PlanError, PlanFailed, PlanQuestions
@@ -89,6 +90,13 @@ class Command(FlowpilotCommand):
         if replying is None:  # shown as the planner stores it: a credential in it masked
             goal = free_text_redactor(ToolRegistry.from_db(), os.environ, goal).scrub_text(goal)
         self.stdout.write(f"planning with {client.model}: {replying.goal if replying else goal}")
+        for source in stale_sources():  # the catalog may be out of date (tools.sources)
+            self.stderr.write(
+                self.style.WARNING(
+                    f"warning: the tool catalog may be out of date: {source.kind} source "
+                    f"{source.name} ({source.location}) is {source_state(source)}"
+                )
+            )
         common: PlanOptions = {
             "owner": owner,
             "client": client,
