@@ -42,7 +42,7 @@ from tests.factories import (
     pending_version,
     sales_report_data,
 )
-from tools.models import Breaker, Credential
+from tools.models import Breaker, Credential, ToolSource
 from triggers.webhooks import webhook_create
 from workflows.models import WorkflowStatus
 
@@ -98,6 +98,9 @@ ADMIN_ROWS: dict[str, Callable[[int], object]] = {
     "tools.Credential": lambda i: Credential.objects.create(name=f"cred{i}", type="bearer"),
     "tools.Tool": lambda i: ToolFactory(),
     "tools.ToolRevision": lambda i: ToolFactory(),
+    "tools.ToolSource": lambda i: ToolSource.objects.create(
+        kind="mcp", name=f"server{i}", location=f"/srv/tools/server{i}.yaml", tools=["a", "b"]
+    ),
     "workflows.PlanAttempt": lambda i: PlanAttemptFactory(),
     "workflows.Workflow": _workflow,
 }

@@ -44,7 +44,7 @@ from tools.openapi import IMPORT_PERMISSIONS
 from tools.permissions import PermissionRefused
 from tools.pins import VersionNotFound, tool_versions, tool_versions_diff
 from tools.services import tools_set_enabled
-from tools.sources import source_state, sources_refresh
+from tools.sources import source_state
 
 
 @admin.register(Tool)
@@ -333,6 +333,9 @@ class ToolSourceAdmin(admin.ModelAdmin):
         description="Refresh now: read the selected sources again", permissions=["change"]
     )
     def refresh_now(self, request: HttpRequest, queryset: QuerySet[ToolSource]) -> None:
+        # The OpenAPI importer loads with a refresh, not with the admin.
+        from tools.source_refresh import sources_refresh
+
         names = list(queryset.values_list("location", flat=True))
         for result in sources_refresh(names=names):
             level = messages.SUCCESS if result.ok else messages.ERROR

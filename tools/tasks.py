@@ -11,7 +11,7 @@ REFRESH_SOURCES_TASK = "tools.refresh_sources"
 @shared_task(name=REFRESH_SOURCES_TASK, ignore_result=True)
 def refresh_sources() -> dict[str, int]:
     """Read the due tool sources again; how many were read and how many failed."""
-    from tools.sources import sources_refresh
+    from tools.source_refresh import sources_refresh
 
     results = sources_refresh(due=True)
     return {"read": sum(r.ok for r in results), "failed": sum(not r.ok for r in results)}

@@ -433,6 +433,7 @@ def test_a_database_that_was_never_migrated_is_a_clear_error(cli):
         cursor.execute("DROP TABLE tools_toolrevision")
         cursor.execute("DROP TABLE tools_credential")
         cursor.execute("DROP TABLE tools_ratelimitslot")
+        cursor.execute("DROP TABLE tools_toolsource")
     try:
         result = cli("runflow", "examples/sales_report.yaml")
     finally:

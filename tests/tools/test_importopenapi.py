@@ -228,3 +228,18 @@ def test_a_billion_laughs_shared_by_many_operations_skips_each_and_keeps_the_res
         in skipped.reason
         for skipped in generated.skipped
     )
+
+
+def test_the_files_are_written_even_when_the_source_cannot_be_recorded(cli, tmp_path, monkeypatch):
+    from django.db import DatabaseError
+
+    def no_table(**_):
+        raise DatabaseError("no such table: tools_toolsource")
+
+    monkeypatch.setattr("tools.openapi.services.source_record_openapi", no_table)
+
+    result = cli("importopenapi", GITHUB, "--out", str(tmp_path), "--prefix", "gh")
+
+    assert result.code == 0, result.err
+    assert list(tmp_path.glob("*.yaml"))
+    assert "warning: not recorded as a tool source (the database: no such table" in result.err

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 from django.conf import settings
+from django.db import DatabaseError
 
 from tools.errors import ToolConfigError
 from tools.loader import load_tool_data
@@ -77,6 +78,8 @@ class ImportReport:
     errors: list[LoadError] = field(default_factory=list)
     # What the document says of itself ({name: info.title, version: info.version}).
     info: dict[str, str] = field(default_factory=dict)
+    # Why the document was not recorded as a tool source ("" when it was, or not asked).
+    not_recorded: str = ""
 
     @property
     def tools(self) -> list[str]:
@@ -122,9 +125,12 @@ def openapi_import(
             "path_prefixes": list(path_prefixes or []),
             "strict": strict,
         }
-        source_record_openapi(
-            location=_location(source), options=options, info=report.info, tools=report.tools
-        )
+        try:
+            source_record_openapi(
+                location=_location(source), options=options, info=report.info, tools=report.tools
+            )
+        except DatabaseError as exc:  # the files are written; only the record is missing
+            report.not_recorded = f"not recorded as a tool source (the database: {exc})"
     return report
 
 

@@ -74,6 +74,8 @@ class Command(FlowpilotCommand):
             self.stdout.write(self.style.WARNING(f"unsupported {line}"))
         for skipped in report.skipped:
             self.stderr.write(self.style.WARNING(f"skipped {skipped}"))
+        if report.not_recorded:  # e.g. a database not migrated yet: the files are written
+            self.stderr.write(self.style.WARNING(f"warning: {report.not_recorded}"))
         written, unsupported = len(report.written), len(report.unsupported)
         plural = "" if written == 1 else "s"
         self.stdout.write(

@@ -16,7 +16,8 @@ from django.utils import timezone
 
 from tools.commands import FlowpilotCommand
 from tools.models import ToolSource
-from tools.sources import source_state, sources_refresh
+from tools.source_refresh import sources_refresh
+from tools.sources import source_state
 
 
 class Command(FlowpilotCommand):
