@@ -59,6 +59,11 @@ urlpatterns = [
     ),
     path(VERSION + "replay/", WorkflowViewSet.as_view({"post": "replay"}), name="workflow-replay"),
     path(
+        VERSION + "tests/",
+        WorkflowViewSet.as_view({"get": "tests", "post": "tests_run"}),
+        name="workflow-tests",
+    ),
+    path(
         VERSION + "approve/",
         VersionDesignViewSet.as_view({"post": "approve"}),
         name="workflow-approve",

@@ -340,6 +340,8 @@ FLOWPILOT_RUN_FINISHED_HOOKS = [
     "review.hooks.run_finished",  # settles the approval of a validation run
 ]
 FLOWPILOT_WORKFLOW_ACTIVATED_HOOKS = ["schedules.hooks.workflow_activated"]
+# A version was stored: its test scenarios (tests:) run offline (runs/scenarios.py).
+FLOWPILOT_VERSION_STORED_HOOKS = ["runs.scenarios.version_stored"]
 # Links an upper layer adds to the run page (runs/links.py): its approval, its validation run.
 FLOWPILOT_RUN_LINK_PROVIDERS = ["review.links.run_links"]
 # Ids an upper layer adds to a run's root span (runs/engine/finish.py): its approval's.

@@ -452,3 +452,50 @@ class LLMCall(models.Model):
     @property
     def cost_usd(self) -> Decimal | None:
         return usd(self.cost_pico)
+
+
+class ScenarioStatus(models.TextChoices):
+    PASSED = "passed", "Passed"
+    FAILED = "failed", "Failed (an expectation was not met)"
+    ERROR = "error", "Error (the replay run failed, or a call had no recording)"
+    SKIPPED = "skipped", "Not run (no validation run recorded the calls yet)"
+
+
+class ScenarioResult(models.Model):
+    """One test scenario of a version (``tests:``), run offline against a validation run's
+    recorded calls (``runs.scenarios``): passed, failed (with each unmet expectation),
+    error or skipped. The newest row per scenario and definition hash counts."""
+
+    workflow = models.ForeignKey(
+        Workflow, on_delete=models.CASCADE, related_name="scenario_results"
+    )
+    definition_hash = models.CharField(max_length=64, help_text="The definition tested.")
+    scenario = models.CharField(max_length=64, help_text="The scenario's name.")
+    status = models.CharField(max_length=8, choices=ScenarioStatus.choices)
+    failures = models.JSONField(
+        default=list, blank=True, help_text="Each unmet expectation, or why it could not run."
+    )
+    run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="The replay run that played the scenario.",
+    )  # fmt: skip
+    validation_run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="The validation run whose recorded calls answered it.",
+    )  # fmt: skip
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["workflow", "scenario", "-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["workflow", "definition_hash"], name="scenario_version_idx")
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(status__in=["passed", "failed", "error", "skipped"]),
+                name="scenario_status_valid",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow} scenario {self.scenario}: {self.status}"

@@ -447,6 +447,55 @@ class Edge(_Model):
     when: str | None = Field(None, description="Branch label of a decision step `from`.")
 
 
+SCENARIO_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
+
+
+class Expectation(_Model):
+    """One expectation of a test scenario on the run's outputs: exactly one of ``equals``,
+    ``schema`` (JSON Schema) and ``jmespath`` (true to pass), on the value ``output``
+    names (an output, or a dot path into one), else on the whole outputs."""
+
+    output: str | None = Field(
+        None,
+        max_length=500,
+        description="An output name, or a dot path into one (`report.rows.0.total`). "
+        "Omitted: the whole outputs object.",
+    )
+    equals: Any = Field(None, description="The value must equal this (JSON equality).")
+    json_schema: dict[str, Any] | None = Field(
+        None, alias="schema", description="The value must be valid against this JSON Schema."
+    )
+    jmespath: str | None = Field(
+        None,
+        max_length=2000,
+        description="A JMESPath expression over {outputs, inputs, value} that must be true.",
+    )
+    message: str = Field("", max_length=500, description="Said when it fails.")
+
+    def kind(self) -> str | None:
+        """Which check it makes (``equals``, ``schema``, ``jmespath``); None when it names
+        none or several (the validator says so)."""
+        fields = (("equals", "equals"), ("schema", "json_schema"), ("jmespath", "jmespath"))
+        named = [name for name, field in fields if field in self.model_fields_set]
+        return named[0] if len(named) == 1 else None
+
+
+class TestScenario(_Model):
+    """Inputs and what the outputs must then be: run offline against the recorded calls of
+    a validation run of the workflow (``runs.scenarios``), on every new version."""
+
+    __test__ = False  # not a pytest test class, whatever its name
+
+    name: str = Field(pattern=SCENARIO_NAME_PATTERN)
+    description: str = ""
+    inputs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Run inputs, over the validation run's (a call the validation run did "
+        "not make has no recording: keep to inputs whose calls were recorded).",
+    )
+    expect: list[Expectation] = Field(min_length=1, max_length=100)
+
+
 class WorkflowSpec(_Model):
     """A whole workflow: what a file holds and what a version freezes."""
 
@@ -498,6 +547,12 @@ class WorkflowSpec(_Model):
         default_factory=MoneyBudget,
         description="US dollars all its model calls may spend per run and per month "
         "(docs/observability.md); a step's own `budget` may be tighter.",
+    )
+    tests: list[TestScenario] = Field(
+        default_factory=list,
+        max_length=50,
+        description="Test scenarios: inputs and expectations on the outputs, run offline "
+        "against a validation run's recorded calls on every new version (docs/steps.md).",
     )
 
     @field_validator("queue")

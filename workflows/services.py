@@ -113,6 +113,8 @@ def workflow_import(
     except IntegrityError as exc:  # a concurrent import took this version number
         raise WorkflowError(f"workflow `{spec.name}` v{version} was created concurrently") from exc
     _write_rows(workflow, spec)
+    if spec.tests:  # its test scenarios run against recorded calls (runs.scenarios)
+        hooks_announce(setting="FLOWPILOT_VERSION_STORED_HOOKS", workflow_id=workflow.pk)
     return workflow, True
 
 

@@ -45,6 +45,7 @@ from workflows.validation.report import (
     WorkflowInvalid,
     sort_issues,
 )
+from workflows.validation.scenarios import check_scenarios
 from workflows.validation.schema_errors import schema_issues
 from workflows.validation.structure import check_structure
 from workflows.validation.subworkflows import ActiveWorkflows, WorkflowLookup
@@ -139,6 +140,11 @@ ISSUE_CODES = frozenset(
         "loop_reference_invalid",
         # tool lifecycle (a warning)
         "tool_deprecated",
+        # test scenarios
+        "scenario_name_duplicate",
+        "scenario_input_unknown",
+        "scenario_output_unknown",
+        "scenario_expectation_invalid",
     }
 )
 
@@ -158,6 +164,7 @@ _CHECKS: tuple[Callable[[FlowContext], list[ValidationIssue]], ...] = (
     check_transforms,
     check_exclusive_reads,
     check_edge_types,
+    check_scenarios,
 )
 
 

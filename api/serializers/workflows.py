@@ -130,11 +130,25 @@ class ApprovalSerializer(serializers.Serializer):
     approvals_given = serializers.IntegerField(
         help_text="Distinct approvals that count for this definition hash."
     )
-    approvals_required = serializers.IntegerField(
-        help_text="Distinct approvals the policy needs."
-    )
+    approvals_required = serializers.IntegerField(help_text="Distinct approvals the policy needs.")
     approvers = serializers.ListField(child=serializers.CharField())
 
 
 class FeedbackSerializer(serializers.Serializer):
     feedback = serializers.CharField(max_length=20_000)
+
+
+class ScenarioResultSerializer(serializers.Serializer):
+    scenario = serializers.CharField(help_text="The test scenario's name (`tests:`).")
+    status = serializers.ChoiceField(
+        choices=["passed", "failed", "error", "skipped", "not_run"],
+        help_text="Its newest result for this version's definition; not_run: never run.",
+    )
+    failures = serializers.ListField(
+        child=serializers.CharField(), help_text="Each unmet expectation, or why it could not run."
+    )
+    run = serializers.IntegerField(allow_null=True, help_text="The replay run that played it.")
+    validation_run = serializers.IntegerField(
+        allow_null=True, help_text="The validation run whose recorded calls answered it."
+    )
+    created_at = serializers.DateTimeField(allow_null=True)

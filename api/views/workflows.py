@@ -21,6 +21,7 @@ from api.serializers.runs import ReplayReportSerializer, ReplayRequestSerializer
 from api.serializers.workflows import (
     DefinitionSerializer,
     ExportSerializer,
+    ScenarioResultSerializer,
     ValidationSerializer,
     WorkflowCreateSerializer,
     WorkflowDetailSerializer,
@@ -64,6 +65,8 @@ class WorkflowViewSet(viewsets.GenericViewSet):
         "export": VIEW,
         "archive": ["workflows.change_workflow"],
         "replay": [*VIEW, "runs.view_run", "runs.operate_run"],
+        "tests": VIEW,
+        "tests_run": [*VIEW, "runs.view_run", "runs.operate_run"],
     }
 
     def get_queryset(self) -> QuerySet[Any]:
@@ -159,3 +162,45 @@ class WorkflowViewSet(viewsets.GenericViewSet):
 
         report = version_replay(version=workflow, validation_run=source, actor=request.user)
         return Response(ReplayReportSerializer(replay_body(report)).data)
+
+    @extend_schema(request=None, responses={200: ScenarioResultSerializer(many=True)})
+    def tests(self, request: Request, name: str, version: int) -> Response:
+        """The version's test scenarios (``tests:``), each with its newest result for this
+        definition (``not_run`` when never run)."""
+        return Response(ScenarioResultSerializer(scenario_rows(self.get_object()), many=True).data)
+
+    @extend_schema(
+        operation_id="workflows_versions_tests_run",
+        request=None,
+        responses={200: ScenarioResultSerializer(many=True)},
+    )
+    def tests_run(self, request: Request, name: str, version: int) -> Response:
+        """Run the version's test scenarios now, offline against a validation run's
+        recorded calls (the version's own, else its predecessor's), in this request."""
+        from runs.scenarios import scenarios_run  # loaded by a run of the scenarios only
+
+        workflow = self.get_object()
+        scenarios_run(version=workflow)
+        return Response(ScenarioResultSerializer(scenario_rows(workflow), many=True).data)
+
+
+def scenario_rows(workflow: Workflow) -> list[dict[str, Any]]:
+    """Each declared scenario with its newest result (``runs.scenarios``)."""
+    from runs.scenarios import scenario_results
+    from workflows.services import workflow_spec
+
+    newest = {r.scenario: r for r in scenario_results(version=workflow)}
+    rows = []
+    for scenario in workflow_spec(workflow).tests:
+        found = newest.get(scenario.name)
+        rows.append(
+            {
+                "scenario": scenario.name,
+                "status": found.status if found else "not_run",
+                "failures": list(found.failures or []) if found else [],
+                "run": found.run_id if found else None,
+                "validation_run": found.validation_run_id if found else None,
+                "created_at": found.created_at if found else None,
+            }
+        )
+    return rows

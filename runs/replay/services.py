@@ -101,6 +101,12 @@ def version_replay(
     )
 
 
+def replay_execute(*, run: Run, source: Run, registry: ToolRegistry) -> Run:
+    """Execute ``run`` (made by ``run_create(trigger="replay", replay_of=source)``) here,
+    offline, against ``source``'s recordings; its children too (a test scenario's run)."""
+    return _Replay(registry).execute(run, source)
+
+
 @dataclass
 class _Replay:
     """One replay: its runs (the top one and its replay children) executed here, each

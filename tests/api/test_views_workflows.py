@@ -174,3 +174,45 @@ def test_unknown_versions_are_404_and_no_permission_is_403_either_way(make_clien
     assert_error(viewer.get("/api/v1/workflows/nope/versions/1/export/"), 404, "not_found")
     for url in (V1, "/api/v1/workflows/sales_report/versions/9/", "/api/v1/workflows/"):
         assert_error(stranger.get(url), 403, "permission_denied")
+
+
+# --- test scenarios --------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("output_dir")
+def test_a_versions_test_scenarios_are_read_and_run_over_the_api(make_client, approver):
+    from tests.runs.test_scenarios import approved_v1, with_scenarios
+    from workflows.models import WorkflowStatus
+    from workflows.services import workflow_import
+
+    approved_v1(approver)
+    data = with_scenarios()
+    data["tests"][0]["expect"][0]["equals"] = 41
+    data["tests"].append({"name": "later", "expect": [{"jmespath": "outputs.report"}]})
+    workflow_import(data=data, status=WorkflowStatus.PENDING_REVIEW)
+    url = "/api/v1/workflows/sales_report/versions/2/tests/"
+    viewer = make_client(VIEW)
+
+    body = viewer.get(url).json()
+
+    assert [(r["scenario"], r["status"]) for r in body] == [
+        ("totals", "failed"),
+        ("top_three", "passed"),
+        ("later", "passed"),
+    ]
+    assert body[0]["failures"] == ["output `rows_read` is 40, expected 41"]
+    assert body[0]["run"] is not None
+    assert body[0]["validation_run"] is not None
+    assert_error(viewer.post(url), 403, "permission_denied")  # running needs operate_run
+
+    operator = make_client(VIEW, "runs.view_run", "runs.operate_run")
+    again = operator.post(url).json()
+    assert [r["status"] for r in again] == ["failed", "passed", "passed"]
+    assert again[0]["run"] != body[0]["run"]  # played again
+    assert_error(viewer.get("/api/v1/workflows/sales_report/versions/9/tests/"), 404, "not_found")
+
+
+def test_a_version_without_scenarios_lists_none(make_client):
+    WorkflowFactory(data=sales_report_data())
+    assert make_client(VIEW).get("/api/v1/workflows/sales_report/versions/1/tests/").json() == []

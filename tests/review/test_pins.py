@@ -212,3 +212,27 @@ def test_the_review_page_warns_when_a_tool_source_is_stale_or_unreadable(approve
     warning = body.split('id="fp-stale-sources"', 1)[1].split("</ul>", 1)[0]
     assert "The tool catalog may be out of date: mcp files" in warning
     assert "refreshsources" in warning
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("output_dir")
+def test_the_review_page_shows_each_test_scenario_and_why_one_failed(approver):
+    from review.selectors import workflow_review
+    from tests.review.test_admin import login, url
+    from tests.runs.test_scenarios import approved_v1, with_scenarios
+    from workflows.services import workflow_import
+
+    approved_v1(approver)
+    data = with_scenarios()
+    data["tests"][0]["expect"][0]["equals"] = 41
+    version, _ = workflow_import(data=data, status=WorkflowStatus.PENDING_REVIEW)
+
+    rows = {s.name: s for s in workflow_review(workflow=version).scenarios}
+    body = login(approver).get(url("change", version)).content.decode()
+
+    assert (rows["totals"].status, rows["top_three"].status) == ("failed", "passed")
+    table = body.split('id="fp-scenarios"', 1)[1].split("</table>", 1)[0]
+    failed = table.split('data-scenario="totals"', 1)[1].split("</tr>", 1)[0]
+    assert "failed" in failed
+    assert "output `rows_read` is 40, expected 41" in failed
+    assert f'href="/admin/runs/run/{rows["totals"].run_id}/change/"' in failed
