@@ -30,6 +30,7 @@ from tools.versions import (
     changes_between,
     definition_diff,
     next_version,
+    value_at,
 )
 
 # What a person reads for each part of a definition (first match wins).
@@ -161,19 +162,11 @@ def _what_changed(approved: dict[str, Any] | None, now: dict[str, Any]) -> str:
     parts = [
         label
         for label, paths in _ASPECTS
-        if any(_at(approved, path) != _at(now, path) for path in paths)
+        if any(value_at(approved, path) != value_at(now, path) for path in paths)
     ]
     if not parts:
         return "its definition changed (other settings)"
     return "its " + ", ".join(parts) + " changed"
-
-
-def _at(data: Any, path: tuple[str, ...]) -> Any:
-    for key in path:
-        if not isinstance(data, dict):
-            return None
-        data = data.get(key)
-    return data
 
 
 # --- versions of a tool ------------------------------------------------------------------

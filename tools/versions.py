@@ -117,7 +117,7 @@ def changes_between(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Chan
     changes += _input_changes(_dict(old.get("input_schema")), _dict(new.get("input_schema")))
     changes += _output_changes(old, new)
     for path in _AUTH:
-        if _at(old, path) != _at(new, path):
+        if value_at(old, path) != value_at(new, path):
             changes.append(Change(".".join(path), "auth changed", MAJOR))
     for paths, level, label in (
         (_TARGET_MAJOR, MAJOR, "what is called"),
@@ -126,7 +126,7 @@ def changes_between(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Chan
         (_ANSWER_MINOR, MINOR, "how the answer is read"),
     ):
         for path in paths:
-            before, after = _at(old, path), _at(new, path)
+            before, after = value_at(old, path), value_at(new, path)
             if before != after:
                 shown = f"{label}: {_short(before)} → {_short(after)}"
                 changes.append(Change(".".join(path), shown, level))
@@ -288,7 +288,7 @@ def _output_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Chan
         else:  # an output that may now be more than before breaks its readers
             before, after = types_old[name], types_new[name]
             found += _schema_changes(path, label, before, after, widen=MAJOR, narrow=MINOR)
-    extract_old, extract_new = _dict(_at(old, _EXTRACT)), _dict(_at(new, _EXTRACT))
+    extract_old, extract_new = _dict(value_at(old, _EXTRACT)), _dict(value_at(new, _EXTRACT))
     for name in sorted(extract_old.keys() & extract_new.keys()):
         if extract_old[name] != extract_new[name]:
             where = f"{_short(extract_old[name])} → {_short(extract_new[name])}"
@@ -364,7 +364,8 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _at(data: Any, path: tuple[str, ...]) -> Any:
+def value_at(data: Any, path: tuple[str, ...]) -> Any:
+    """The value at ``path`` in nested dicts, None where a part is missing."""
     for key in path:
         if not isinstance(data, dict):
             return None

@@ -29,11 +29,16 @@ class Command(FlowpilotCommand):
         add_demo_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            development_guard(force=options["force"])
-        except NotForDevelopment as exc:
-            raise CommandError(str(exc)) from exc
+        guard(options)
         populate(self, options)
+
+
+def guard(options: dict[str, Any]) -> None:
+    """``development_guard`` as a command error."""
+    try:
+        development_guard(force=options["force"])
+    except NotForDevelopment as exc:
+        raise CommandError(str(exc)) from exc
 
 
 def add_demo_arguments(parser: CommandParser) -> None:

@@ -16,8 +16,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError, CommandParser
 from django.db import connection
 
-from review.demo import NotForDevelopment, development_guard
-from review.management.commands.demo_data import add_demo_arguments, populate
+from review.management.commands.demo_data import add_demo_arguments, guard, populate
 from tools.breaker.services import breakers_reset
 from tools.breaker.setup import breaker_store_from_settings
 from tools.commands import FlowpilotCommand
@@ -41,10 +40,7 @@ class Command(FlowpilotCommand):
         add_demo_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            development_guard(force=options["force"])
-        except NotForDevelopment as exc:
-            raise CommandError(str(exc)) from exc
+        guard(options)
         name = connection.settings_dict.get("NAME") or "?"
         if options["interactive"]:
             answer = input(

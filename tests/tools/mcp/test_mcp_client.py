@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 from runs.models import Run
-from tests.fakes.mcp_server import TOKEN, running_mcp_fake
+from tests.fakes.mcp_server import TOKEN
+from tests.tools.conftest import MCP_SERVER_FILE
 from tools.calls import ToolCallContext
 from tools.errors import (
     ToolCallFailed,
@@ -38,23 +39,12 @@ mcp_server:
   timeout: 20
 """
 
-HTTP_SERVER = """
-mcp_server:
-  name: fake
-  url: "{{env.FAKE_MCP_URL}}"
-  headers: {X-Token: "{{env.FAKE_MCP_TOKEN}}"}
-  secret_headers: [X-Token]
-  timeout: 5
-  retry: {max_attempts: 1}
-"""
+HTTP_SERVER = MCP_SERVER_FILE  # the loopback server of ``mcp_fake``
 
 
 @pytest.fixture
-def fake(monkeypatch):
-    with running_mcp_fake() as server:
-        monkeypatch.setenv("FAKE_MCP_URL", server.url)
-        monkeypatch.setenv("FAKE_MCP_TOKEN", TOKEN)
-        yield server
+def fake(mcp_fake):
+    return mcp_fake
 
 
 def _write(tmp_path: Path, name: str, text: str) -> Path:
