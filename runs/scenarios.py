@@ -151,13 +151,18 @@ def expectation_failure(
         if value is MISSING:
             return said.format(f"{where} is missing")
     kind = expectation.kind()
-    if kind == "equals" and value != expectation.equals:
+    if kind is None:  # the validator refuses it; a stored file may still hold one
+        return said.format("the expectation names no single check: equals, schema or jmespath")
+    if kind == "equals" and not json_equal(value, expectation.equals):
         return said.format(f"{where} is {_short(value)}, expected {_short(expectation.equals)}")
     if kind == "schema":
-        errors = sorted(
-            Draft202012Validator(expectation.json_schema or {}).iter_errors(value),
-            key=lambda e: list(e.absolute_path),
-        )
+        try:
+            errors = sorted(
+                Draft202012Validator(expectation.json_schema or {}).iter_errors(value),
+                key=lambda e: list(e.absolute_path),
+            )
+        except Exception as exc:  # noqa: BLE001 - a $ref that resolves nowhere, a bad schema
+            return said.format(f"the schema cannot be applied: {type(exc).__name__}: {exc}")
         if errors:
             first = errors[0]
             at = ".".join(str(p) for p in first.absolute_path)
@@ -173,6 +178,18 @@ def expectation_failure(
         if not _true(result):
             return said.format(f"`{expression}` is {_short(result)} for {where}")
     return None
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Equality as JSON has it: ``true`` is not ``1`` and ``false`` is not ``0`` (Python's
+    ``==`` says they are); ``1`` and ``1.0`` are the same number."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
 
 
 def _true(value: Any) -> bool:

@@ -209,7 +209,7 @@ def tool_version_get(*, name: str, ref: str | int) -> ToolRevision:
     text = str(ref).strip()
     row = (
         rows.filter(number=int(text)).first()
-        if text.isdigit()
+        if text.isascii() and text.isdigit()
         else rows.filter(version=text.removeprefix("v")).order_by("-number").first()
     )
     if row is None:

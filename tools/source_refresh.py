@@ -60,9 +60,16 @@ def sources_refresh(
     now = now or timezone.now()
     sources = sources_due(now=now) if due else list(ToolSource.objects.order_by("kind", "name"))
     if names is not None:
-        wanted = set(names)
+        wanted = set(names) | {_resolved(name) for name in names}
         sources = [s for s in sources if s.name in wanted or s.location in wanted]
     return [source_refresh(source, now=now) for source in sources]
+
+
+def _resolved(name: str) -> str:
+    """A file's location as sources store it (absolute); a URL or a name as given."""
+    if "://" in name:
+        return name
+    return str(Path(name).resolve())
 
 
 def source_refresh(source: ToolSource, *, now: datetime | None = None) -> RefreshResult:
@@ -128,15 +135,18 @@ def _refresh_openapi(source: ToolSource) -> tuple[tuple[str, ...], str]:
         strict=bool(options.get("strict")),
         record=False,
     )
-    loaded = tools_load_dir(directory=out_dir, sync_builtin=False)
-    if loaded.errors:
-        raise _LoadFailed("; ".join(error.message for error in loaded.errors))
-    names = sorted(t.name for t in loaded.tools if t.action != "removed")
+    # Only the files this import wrote: the directory may hold other tools' files.
+    loaded: list[Any] = []
+    for path in report.written:
+        done = tools_load_dir(directory=path, sync_builtin=False)
+        if done.errors:
+            raise _LoadFailed("; ".join(error.message for error in done.errors))
+        loaded += done.tools
     record_source(
-        ToolSourceKind.OPENAPI, source.location, source.name, options, report.info, names,
-        now=timezone.now(),
+        ToolSourceKind.OPENAPI, source.location, source.name, options, report.info,
+        report.tools, now=timezone.now(),
     )  # fmt: skip
-    return _summary(loaded.tools)
+    return _summary(loaded)
 
 
 def _summary(loaded: Iterable[Any]) -> tuple[tuple[str, ...], str]:

@@ -12,7 +12,8 @@ declared:
   refused (``additionalProperties: false``); an output removed, its declared type
   changed or narrowed, or read from another place of the response; any change of the
   auth (type, token, secret headers or query, secret environment, an MCP server's
-  headers or environment); the HTTP method or URL path, the MCP tool name, the kind;
+  headers or environment); outputs declared where none were; how the answer is read
+  (format, pagination); the HTTP method or URL path, the MCP tool name, the kind;
 - **minor** (compatible: what worked still works): an optional input added, a type
   widened, enum values added, a constraint removed or loosened, an input no longer
   required; an output added or its type declared for the first time; the base URL
@@ -72,10 +73,11 @@ _REQUEST_MINOR = (
     ("queue",),
     ("rate_limit",),
 )
-_ANSWER_MINOR = (("http", "pagination"), ("http", "response"))
+# How the answer is read (its format, pages): what every output is made of.
+_ANSWER_MAJOR = (("http", "pagination"), ("http", "response"))
 # Everything the rules above read; any other difference is a patch.
 _EXTRACT = ("http", "response_extract")
-_READ_PATHS = (*_AUTH, *_TARGET_MAJOR, *_TARGET_MINOR, *_REQUEST_MINOR, *_ANSWER_MINOR, _EXTRACT)
+_READ_PATHS = (*_AUTH, *_TARGET_MAJOR, *_TARGET_MINOR, *_REQUEST_MINOR, *_ANSWER_MAJOR, _EXTRACT)
 _READ = frozenset(
     {"name", "kind", "input_schema", "outputs", "output_types", *(p[0] for p in _READ_PATHS)}
 )
@@ -123,7 +125,7 @@ def changes_between(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Chan
         (_TARGET_MAJOR, MAJOR, "what is called"),
         (_TARGET_MINOR, MINOR, "where it is called"),
         (_REQUEST_MINOR, MINOR, "what is sent besides the inputs"),
-        (_ANSWER_MINOR, MINOR, "how the answer is read"),
+        (_ANSWER_MAJOR, MAJOR, "how the answer is read"),
     ):
         for path in paths:
             before, after = value_at(old, path), value_at(new, path)
@@ -159,12 +161,17 @@ def _input_changes(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
             found.append(Change("input_schema.required", f"input `{name}` now optional", MINOR))
     extra_old = old.get("additionalProperties", True) is not False
     extra_new = new.get("additionalProperties", True) is not False
+    path = "input_schema.additionalProperties"
     if extra_old != extra_new:
-        path = "input_schema.additionalProperties"
         if extra_old:
             found.append(Change(path, "inputs it does not declare are now refused", MAJOR))
         else:
             found.append(Change(path, "inputs it does not declare are now accepted", MINOR))
+    elif old.get("additionalProperties") != new.get("additionalProperties"):
+        found += _schema_changes(
+            path, "inputs it does not declare", old.get("additionalProperties"),
+            new.get("additionalProperties"), widen=MINOR,
+        )  # fmt: skip
     rest_old = {k: v for k, v in old.items() if k not in _SCHEMA_READ}
     rest_new = {k: v for k, v in new.items() if k not in _SCHEMA_READ}
     if rest_old != rest_new:
@@ -274,6 +281,10 @@ def _numeric(a: Any, b: Any) -> bool:
 def _output_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Change]:
     found: list[Change] = []
     names_old, names_new = list(old.get("outputs") or []), list(new.get("outputs") or [])
+    kept = set(names_old) & set(names_new)
+    if not names_old and names_new:  # undeclared: any field could be read; now only these
+        found.append(Change("outputs", f"outputs now declared: {_values(names_new)}", MAJOR))
+        names_old = names_new  # each is not "added" on top of that
     for name in [n for n in names_old if n not in names_new]:
         found.append(Change("outputs", f"output `{name}` removed", MAJOR))
     for name in [n for n in names_new if n not in names_old]:
@@ -289,6 +300,11 @@ def _output_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Chan
             before, after = types_old[name], types_new[name]
             found += _schema_changes(path, label, before, after, widen=MAJOR, narrow=MINOR)
     extract_old, extract_new = _dict(value_at(old, _EXTRACT)), _dict(value_at(new, _EXTRACT))
+    for name in sorted(kept & (extract_old.keys() ^ extract_new.keys())):
+        # An output kept, now read through an extract (or no longer): from elsewhere.
+        where = f"{_short(extract_old.get(name))} → {_short(extract_new.get(name))}"
+        path = f"http.response_extract.{name}"
+        found.append(Change(path, f"output `{name}` read from {where}", MAJOR))
     for name in sorted(extract_old.keys() & extract_new.keys()):
         if extract_old[name] != extract_new[name]:
             where = f"{_short(extract_old[name])} → {_short(extract_new[name])}"

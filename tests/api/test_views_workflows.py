@@ -192,7 +192,8 @@ def test_a_versions_test_scenarios_are_read_and_run_over_the_api(make_client, ap
     data["tests"].append({"name": "later", "expect": [{"jmespath": "outputs.report"}]})
     workflow_import(data=data, status=WorkflowStatus.PENDING_REVIEW)
     url = "/api/v1/workflows/sales_report/versions/2/tests/"
-    viewer = make_client(VIEW)
+    assert_error(make_client(VIEW).get(url), 403, "permission_denied")  # runs' data in it
+    viewer = make_client(VIEW, "runs.view_run")
 
     body = viewer.get(url).json()
 
@@ -215,4 +216,5 @@ def test_a_versions_test_scenarios_are_read_and_run_over_the_api(make_client, ap
 
 def test_a_version_without_scenarios_lists_none(make_client):
     WorkflowFactory(data=sales_report_data())
-    assert make_client(VIEW).get("/api/v1/workflows/sales_report/versions/1/tests/").json() == []
+    client = make_client(VIEW, "runs.view_run")
+    assert client.get("/api/v1/workflows/sales_report/versions/1/tests/").json() == []

@@ -179,3 +179,28 @@ def test_the_definition_hash_of_a_workflow_without_tests_is_unchanged():
     data = sales_report_data()
     plain, _ = workflow_import(data=copy.deepcopy(data))
     assert "tests" not in json.dumps(plain.definition)
+
+
+@pytest.mark.parametrize(
+    ("expectation", "failure"),
+    [
+        ({"output": "rows_read"}, "the expectation names no single check"),
+        ({"output": "rows_read", "equals": 24, "jmespath": "value"}, "the expectation names no"),
+        ({"output": "flag", "equals": 1}, "output `flag` is true, expected 1"),
+        ({"output": "zero", "equals": False}, "output `zero` is 0, expected false"),
+        ({"output": "zero", "equals": 0.0}, None),
+        ({"output": "rows", "equals": [1, True]}, "output `rows` is [1, 2], expected [1, true]"),
+        (
+            {"output": "rows", "schema": {"$ref": "#/$defs/missing"}},
+            "the schema cannot be applied: ",
+        ),
+    ],
+)
+def test_refused_expectations_never_pass_and_equality_is_json_s(expectation, failure):
+    outputs = {**OUTPUTS, "flag": True, "zero": 0}
+    found = expectation_failure(Expectation.model_validate(expectation), outputs=outputs, inputs={})
+    if failure is None:
+        assert found is None
+    else:
+        assert found is not None
+        assert found.startswith(failure), found

@@ -131,3 +131,13 @@ def test_the_migration_numbers_the_revisions_recorded_before_versions():
         ("geo", 3, "3.0.0"),
         ("mail", 1, "1.0.0"),
     ]
+
+
+def test_a_version_reference_that_only_looks_like_a_number_is_not_found():
+    from tools.pins import VersionNotFound, tool_version_get
+
+    tool_revision_record(spec=make_spec("/a", name="geo"))
+    assert tool_version_get(name="geo", ref="1").version == "1.0.0"
+    for ref in ("\u00b2", "\uff11", "v9"):  # a superscript two, a full-width one: no numbers
+        with pytest.raises(VersionNotFound, match="has no version"):
+            tool_version_get(name="geo", ref=ref)

@@ -9,6 +9,7 @@ OpenAPI document is a file the test edits.
 from __future__ import annotations
 
 import json
+import os
 from datetime import timedelta
 
 import pytest
@@ -122,7 +123,9 @@ def test_an_imported_openapi_document_is_a_source_read_again_with_the_same_choic
     (tool,) = source.tools
 
     spec.write_text(json.dumps(document("1.5.0", with_limit=True)), encoding="utf-8")
-    (result,) = sources_refresh()
+    (out / "someone_elses.yaml").write_text("name: [broken", encoding="utf-8")  # not its file
+    # Named as a path relative to here: sources store it absolute.
+    (result,) = sources_refresh(names=[os.path.relpath(spec)])
 
     assert result.ok, result.message
     assert result.changed == (tool,)

@@ -277,3 +277,41 @@ def test_two_definitions_side_by_side(issues):
     assert diff.splitlines()[:2] == ["--- github_issues 1.0.0", "+++ github_issues 1.0.1"]
     assert '-  "timeout": 10.0' in diff
     assert '+  "timeout": 30.0' in diff
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (  # an output kept, now read through an extract: it comes from elsewhere
+            lambda s: s["http"]["response_extract"].pop("count"),
+            [(MAJOR, "output `count` read from count → null")],
+        ),
+        (
+            lambda s: s["http"].update(pagination=None),
+            [(MAJOR, "how the answer is read: ")],  # then the whole pagination, cut
+        ),
+        (
+            lambda s: s["input_schema"].update(additionalProperties={"type": "integer"}),
+            [(MAJOR, "inputs it does not declare: schema changed")],
+        ),
+    ],
+)
+def test_changes_to_how_outputs_are_made_are_breaking(issues, edit, expected):
+    found = changed(issues, edit)
+    assert [level for level, _ in found] == [level for level, _ in expected]
+    for (_, what), (_, start) in zip(found, expected, strict=True):
+        assert what.startswith(start), what
+
+
+def test_declaring_outputs_where_none_were_is_breaking():
+    old = {"name": "t", "kind": "http", "outputs": [], "http": {"response_extract": {}}}
+    new = {
+        "name": "t",
+        "kind": "http",
+        "outputs": ["x"],
+        "http": {"response_extract": {"x": "a.b"}},
+    }
+
+    assert [(c.level, c.what) for c in changes_between(old, new)] == [
+        (MAJOR, "outputs now declared: x")
+    ]

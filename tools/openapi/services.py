@@ -136,9 +136,13 @@ def openapi_import(
 
 def _location(source: str) -> str:
     """A URL as given; a file as its absolute path (a refresh runs from anywhere)."""
-    if source.startswith(("http://", "https://")):
+    if _is_url(source):
         return source
     return str(Path(source).resolve())
+
+
+def _is_url(source: str) -> bool:
+    return source.lower().startswith(("http://", "https://"))
 
 
 def _document_info(document: dict[str, Any]) -> dict[str, str]:
@@ -276,8 +280,9 @@ def openapi_import_load(
         loaded = tools_load_dir(directory=path, sync_builtin=False)
         report.loaded.extend(loaded.tools)
         report.errors.extend(loaded.errors)
-    if source.startswith(("http://", "https://")) or Path(source).is_file():
-        # An uploaded document cannot be read again: only a URL or a file is a source.
+    if _is_url(source):
+        # An uploaded document (its source is the name the browser sent) cannot be read
+        # again: only a document fetched from a URL is a source.
         options = {
             "out_dir": str((Path(settings.FLOWPILOT_OPENAPI_IMPORT_DIR) / directory).resolve()),
             "prefix": prefix, "tags": [], "operations": list(operations),
