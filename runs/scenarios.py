@@ -33,7 +33,6 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from runs.models import Run, RunStatus, ScenarioResult, ScenarioStatus
-from runs.replay.services import replay_execute
 from runs.services import run_create
 from runs.state import RunTrigger
 from tools.errors import FlowpilotError
@@ -115,6 +114,8 @@ def _play(
 ) -> ScenarioResult:
     spec = workflow_spec(version)
     inputs = {k: v for k, v in {**source.inputs, **scenario.inputs}.items() if k in spec.inputs}
+    from runs.replay.services import replay_execute  # the replay machinery, on this path only
+
     try:
         run = run_create(
             workflow=version, trigger=RunTrigger.REPLAY, inputs=inputs, registry=registry,
