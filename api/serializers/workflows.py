@@ -152,3 +152,8 @@ class ScenarioResultSerializer(serializers.Serializer):
         allow_null=True, help_text="The validation run whose recorded calls answered it."
     )
     created_at = serializers.DateTimeField(allow_null=True)
+
+
+class ScenarioResultsSerializer(serializers.Serializer):
+    version = serializers.IntegerField(help_text="The version number.")
+    scenarios = ScenarioResultSerializer(many=True, help_text="In the order they are written.")

@@ -21,7 +21,7 @@ from api.serializers.runs import ReplayReportSerializer, ReplayRequestSerializer
 from api.serializers.workflows import (
     DefinitionSerializer,
     ExportSerializer,
-    ScenarioResultSerializer,
+    ScenarioResultsSerializer,
     ValidationSerializer,
     WorkflowCreateSerializer,
     WorkflowDetailSerializer,
@@ -163,16 +163,16 @@ class WorkflowViewSet(viewsets.GenericViewSet):
         report = version_replay(version=workflow, validation_run=source, actor=request.user)
         return Response(ReplayReportSerializer(replay_body(report)).data)
 
-    @extend_schema(request=None, responses={200: ScenarioResultSerializer(many=True)})
+    @extend_schema(request=None, responses={200: ScenarioResultsSerializer})
     def tests(self, request: Request, name: str, version: int) -> Response:
         """The version's test scenarios (``tests:``), each with its newest result for this
         definition (``not_run`` when never run)."""
-        return Response(ScenarioResultSerializer(scenario_rows(self.get_object()), many=True).data)
+        return Response(scenarios_body(self.get_object()))
 
     @extend_schema(
         operation_id="workflows_versions_tests_run",
         request=None,
-        responses={200: ScenarioResultSerializer(many=True)},
+        responses={200: ScenarioResultsSerializer},
     )
     def tests_run(self, request: Request, name: str, version: int) -> Response:
         """Run the version's test scenarios now, offline against a validation run's
@@ -181,7 +181,12 @@ class WorkflowViewSet(viewsets.GenericViewSet):
 
         workflow = self.get_object()
         scenarios_run(version=workflow)
-        return Response(ScenarioResultSerializer(scenario_rows(workflow), many=True).data)
+        return Response(scenarios_body(workflow))
+
+
+def scenarios_body(workflow: Workflow) -> Any:
+    body = {"version": workflow.version, "scenarios": scenario_rows(workflow)}
+    return ScenarioResultsSerializer(body).data
 
 
 def scenario_rows(workflow: Workflow) -> list[dict[str, Any]]:
