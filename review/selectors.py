@@ -21,7 +21,7 @@ from review.limits import LimitNote, rate_limit_notes
 from review.models import Approval
 from review.policy import Tally, approval_tally
 from review.routing import RoutingNote, routing_notes
-from runs.scenarios import scenario_results
+from runs.scenarios import ScenarioRow, scenario_rows
 from tools.jsondata import store_unescape
 from tools.pins import pinned_version
 from tools.registry import ToolRegistry
@@ -71,17 +71,6 @@ class ToolRow:
     # "compatible": the tool changed since approval, compatibly (minor or patch changes
     # only); "breaking": with a major change. Runs refuse either until re-approved.
     newer: str = ""
-
-
-@dataclass(frozen=True)
-class ScenarioRow:
-    """A test scenario of the version and its newest result ("not run" when none yet)."""
-
-    name: str
-    status: str  # passed, failed, error, skipped, or "not run"
-    failures: tuple[str, ...] = ()
-    run_id: int | None = None  # the replay run that played it
-    validation_run_id: int | None = None  # whose recordings answered it
 
 
 @dataclass(frozen=True)
@@ -298,25 +287,6 @@ def tool_rows(
     return tuple(rows)
 
 
-def _scenarios(workflow: Workflow, spec: WorkflowSpec | None) -> tuple[ScenarioRow, ...]:
-    if spec is None or not spec.tests:
-        return ()
-    newest = {r.scenario: r for r in scenario_results(version=workflow)}
-    rows = []
-    for scenario in spec.tests:
-        result = newest.get(scenario.name)
-        if result is None:
-            rows.append(ScenarioRow(scenario.name, "not run"))
-            continue
-        rows.append(
-            ScenarioRow(
-                scenario.name, result.status, tuple(result.failures or []), result.run_id,
-                result.validation_run_id,
-            )
-        )  # fmt: skip
-    return tuple(rows)
-
-
 def _stale_sources(spec: WorkflowSpec | None) -> tuple[str, ...]:
     """The stale or unreadable sources of the tools the version calls or offers."""
     if spec is None:
@@ -405,7 +375,7 @@ def workflow_review(*, workflow: Workflow, registry: ToolRegistry | None = None)
         rate_limits=_rate_limits(workflow, report.spec, registry),
         tools=tool_rows(report.spec, registry, workflow.tool_pins),
         stale_sources=_stale_sources(report.spec),
-        scenarios=_scenarios(workflow, report.spec),
+        scenarios=tuple(scenario_rows(version=workflow)) if report.spec is not None else (),
         limits=limit_rows(report.spec),
         costs=version_costs(workflow=workflow, spec=report.spec, history=list(history)),
         **_planner_sources(workflow, report.spec),

@@ -28,6 +28,8 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -44,6 +46,8 @@ from workflows.services import workflow_spec
 from workflows.transform import TransformError, compile_transform
 
 logger = logging.getLogger("flowpilot.scenarios")
+
+NOT_RUN = "not_run"  # a declared scenario with no stored result yet
 
 
 def scenario_source(version: Workflow) -> Run | None:
@@ -95,6 +99,37 @@ def scenario_results(*, version: Workflow) -> list[ScenarioResult]:
         newest.setdefault(row.scenario, row)
     order = [s.name for s in workflow_spec(version).tests]
     return [newest[name] for name in order if name in newest]
+
+
+@dataclass(frozen=True)
+class ScenarioRow:
+    """A declared scenario of a version and its newest result (``not_run`` when none)."""
+
+    name: str
+    status: str  # passed, failed, error, skipped, not_run
+    failures: tuple[str, ...] = ()
+    run_id: int | None = None  # the replay run that played it
+    validation_run_id: int | None = None  # whose recordings answered it
+    created_at: datetime | None = None
+
+
+def scenario_rows(*, version: Workflow) -> list[ScenarioRow]:
+    """Every scenario the version declares, in order, with its newest result: what the
+    review page and the API show."""
+    newest = {r.scenario: r for r in scenario_results(version=version)}
+    rows = []
+    for scenario in workflow_spec(version).tests:
+        found = newest.get(scenario.name)
+        if found is None:
+            rows.append(ScenarioRow(scenario.name, NOT_RUN))
+            continue
+        rows.append(
+            ScenarioRow(
+                scenario.name, found.status, tuple(found.failures or []), found.run_id,
+                found.validation_run_id, found.created_at,
+            )
+        )  # fmt: skip
+    return rows
 
 
 def version_stored(*, workflow_id: int) -> None:

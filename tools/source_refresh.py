@@ -90,15 +90,7 @@ def source_refresh(source: ToolSource, *, now: datetime | None = None) -> Refres
 
 
 def _reason(exc: Exception) -> str:
-    if isinstance(exc, FlowpilotError):
-        return exc.message
-    if isinstance(exc, _SourceGone):
-        return str(exc)
-    return f"{type(exc).__name__}: {exc}"
-
-
-class _SourceGone(FileNotFoundError):
-    """The server file a source names is not there any more."""
+    return exc.message if isinstance(exc, FlowpilotError) else f"{type(exc).__name__}: {exc}"
 
 
 def _failed(source: ToolSource, message: str, *, now: datetime) -> RefreshResult:
@@ -112,7 +104,7 @@ def _failed(source: ToolSource, message: str, *, now: datetime) -> RefreshResult
 def _refresh_mcp(source: ToolSource) -> tuple[tuple[str, ...], str]:
     path = Path(source.location)
     if not path.is_file():
-        raise _SourceGone(f"the MCP server file {path} is gone")
+        raise _LoadFailed(f"the MCP server file {path} is gone")
     report = tools_load_dir(directory=path, sync_builtin=False)
     if report.errors:
         raise _LoadFailed("; ".join(error.message for error in report.errors))
@@ -121,12 +113,11 @@ def _refresh_mcp(source: ToolSource) -> tuple[tuple[str, ...], str]:
 
 def _refresh_openapi(source: ToolSource) -> tuple[tuple[str, ...], str]:
     options = dict(source.options or {})
-    out_dir = Path(str(options.get("out_dir") or ""))
-    if not str(options.get("out_dir") or ""):
+    if not options.get("out_dir"):
         raise _LoadFailed("the source records no output directory; import it again")
     report = openapi_import(
         source=source.location,
-        out_dir=out_dir,
+        out_dir=Path(str(options["out_dir"])),
         prefix=str(options.get("prefix") or ""),
         tags=list(options.get("tags") or []),
         operations=list(options.get("operations") or []),

@@ -185,27 +185,12 @@ class WorkflowViewSet(viewsets.GenericViewSet):
 
 
 def scenarios_body(workflow: Workflow) -> Any:
-    body = {"version": workflow.version, "scenarios": scenario_rows(workflow)}
-    return ScenarioResultsSerializer(body).data
-
-
-def scenario_rows(workflow: Workflow) -> list[dict[str, Any]]:
     """Each declared scenario with its newest result (``runs.scenarios``)."""
-    from runs.scenarios import scenario_results
-    from workflows.services import workflow_spec
+    from runs.scenarios import scenario_rows
 
-    newest = {r.scenario: r for r in scenario_results(version=workflow)}
-    rows = []
-    for scenario in workflow_spec(workflow).tests:
-        found = newest.get(scenario.name)
-        rows.append(
-            {
-                "scenario": scenario.name,
-                "status": found.status if found else "not_run",
-                "failures": list(found.failures or []) if found else [],
-                "run": found.run_id if found else None,
-                "validation_run": found.validation_run_id if found else None,
-                "created_at": found.created_at if found else None,
-            }
-        )
-    return rows
+    rows = [
+        {"scenario": r.name, "status": r.status, "failures": list(r.failures), "run": r.run_id,
+         "validation_run": r.validation_run_id, "created_at": r.created_at}
+        for r in scenario_rows(version=workflow)
+    ]  # fmt: skip
+    return ScenarioResultsSerializer({"version": workflow.version, "scenarios": rows}).data

@@ -175,7 +175,7 @@ def test_each_kind_of_expectation(expectation, failure):
         assert found.startswith(failure), found
 
 
-def test_the_definition_hash_of_a_workflow_without_tests_is_unchanged():
+def test_a_workflow_without_tests_stores_no_tests_key_so_its_hash_is_kept():
     data = sales_report_data()
     plain, _ = workflow_import(data=copy.deepcopy(data))
     assert "tests" not in json.dumps(plain.definition)
@@ -196,7 +196,7 @@ def test_the_definition_hash_of_a_workflow_without_tests_is_unchanged():
         ),
     ],
 )
-def test_refused_expectations_never_pass_and_equality_is_json_s(expectation, failure):
+def test_refused_expectations_never_pass_and_equality_is_json(expectation, failure):
     outputs = {**OUTPUTS, "flag": True, "zero": 0}
     found = expectation_failure(Expectation.model_validate(expectation), outputs=outputs, inputs={})
     if failure is None:
