@@ -149,9 +149,11 @@ def _tracing(m, url: str, params: dict, args: argparse.Namespace) -> dict:
     alternating, so a drift of the machine's speed touches both sides alike): on,
     every try and call is a span, sent over OTLP/HTTP to a loopback receiver by the
     batch processor, and the block's time includes sending them all (a flush at its
-    end). ``ratio`` is the median of the pairs' on/off ratios and ``interval`` its 90 %
+    end; each block starts with a collected heap). ``ratio`` is the median of the
+    pairs' on/off ratios and ``interval`` its 90 %
     bootstrap interval; ``off`` and ``on`` the medians of the per-run times; ``inline``
     a traced run alone, its spans made and queued, not yet sent."""
+    import gc
     import os
     import statistics
     import time
@@ -169,6 +171,9 @@ def _tracing(m, url: str, params: dict, args: argparse.Namespace) -> dict:
 
         def block(tracing: bool) -> tuple[float, float]:
             settings.FLOWPILOT_TRACING = tracing
+            # Untimed: a full collection owed to earlier blocks (tens of ms in this
+            # process) would otherwise land in one block or the other at random.
+            gc.collect()
             started = time.perf_counter()
             for _ in range(TRACE_BLOCK):
                 run()

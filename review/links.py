@@ -9,6 +9,9 @@ anchored ``#fp-approval-<id>``.
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.db import connection
 from django.urls import reverse
 
 from review.models import Approval, ApprovalKind, ApprovalStatus
@@ -50,19 +53,7 @@ def span_attributes(*, run: Run) -> dict[str, int]:
     ``runs.engine.finish``): the approval a validation run proved (whatever became of
     it), else the passed approval of the run's exact definition given before the run
     was made; none otherwise (a bare id must not name an approval that failed)."""
-    proved = Approval.objects.filter(validation_run=run).values_list("pk", flat=True).first()
-    if proved is None:
-        proved = (
-            Approval.objects.filter(
-                workflow_id=run.workflow_id,
-                definition_hash=run.definition_hash,
-                created_at__lte=run.created_at,
-                status=ApprovalStatus.PASSED,
-            )
-            .order_by("-created_at", "-id")
-            .values_list("pk", flat=True)
-            .first()
-        )
+    proved = _approval_id_of(run)
     return {} if proved is None else {"flowpilot.approval_id": proved}
 
 
@@ -85,3 +76,30 @@ def run_links(*, run: Run) -> list[RunLink]:
             )
         )
     return links
+
+
+def _approval_id_of(run: Run) -> int | None:
+    """``span_attributes``' one query, written out: every run's end asks it when
+    tracing is on, and the ORM's compiling of its ``OR`` and ``CASE`` cost 0.3 ms more
+    than the query itself on SQLite (the approval the run proved sorts first, then the
+    newest passed one of its definition given before it was made)."""
+    ops = connection.ops
+    table, column = ops.quote_name(Approval._meta.db_table), ops.quote_name
+    proved, workflow, hashed, created, status, id_ = (
+        column(str(getattr(Approval._meta.get_field(name), "column", name)))
+        for name in ("validation_run", "workflow", "definition_hash", "created_at", "status", "id")
+    )
+    # Names from the model's own metadata, quoted; every value a parameter.
+    sql = (
+        f"SELECT {id_} FROM {table} WHERE {proved} = %s OR ({workflow} = %s AND {hashed} = %s"  # noqa: S608
+        f" AND {created} <= %s AND {status} = %s)"
+        f" ORDER BY CASE WHEN {proved} = %s THEN 0 ELSE 1 END, {created} DESC, {id_} DESC LIMIT 1"
+    )
+    params: list[Any] = [
+        run.pk, run.workflow_id, run.definition_hash,
+        ops.adapt_datetimefield_value(run.created_at), str(ApprovalStatus.PASSED), run.pk,
+    ]  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    return None if row is None else int(row[0])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from contextlib import nullcontext
 from typing import Any
 
 from django.conf import settings
@@ -187,12 +188,16 @@ def _span_extras(run: Run) -> dict[str, int]:
     called as ``provider(run=run)``: the approval the run ran under). Ids only: a
     number says nothing secret, so nothing here needs masking; a key the span already
     has is never replaced. A provider that fails loses its own attributes, never the
-    span: it runs in a savepoint of its own (a failed query must not leave the caller's
-    transaction aborted), and its error is logged."""
+    span: inside a transaction it runs in a savepoint of its own (a failed query must
+    not leave the caller's transaction aborted; outside one, in autocommit, nothing is
+    left aborted and a savepoint would cost a commit), and its error is logged."""
     extras: dict[str, int] = {}
     for path in getattr(settings, "FLOWPILOT_RUN_SPAN_PROVIDERS", ()):
+        guard = (
+            transaction.atomic() if transaction.get_connection().in_atomic_block else nullcontext()
+        )
         try:
-            with transaction.atomic():
+            with guard:
                 given = dict(import_string(path)(run=run))
         except Exception as exc:  # noqa: BLE001 - an attribute is never worth the span
             logger.warning("tracing: %s gave no attributes (%s: %s)", path, type(exc).__name__, exc)

@@ -29,11 +29,16 @@ its endpoint, headers and timeouts from the standard ``OTEL_EXPORTER_OTLP_*``
 variables, the batch processor its delays from ``OTEL_BSP_*``, the resource its
 service name from ``OTEL_SERVICE_NAME`` (default ``flowpilot``).
 
-Spans are written whole, from flowpilot's own records, as the SDK's ``ReadableSpan``
-handed to its batch processor (``RunTracer``): live SDK spans (a first version) cost a
-chain about twice as much, mostly in the sampler, the attribute checks and the context
-switches of every span (``benchmarks/compare.py`` measures a chain with tracing off
-and on). No other
+Spans are made from flowpilot's own records, without the SDK's span objects: when a
+try's or a call's block ends, what it says is kept as one flat tuple in its run's item
+of the SDK's batch processor (``SpanBundle``), and the item's bytes are written when
+the exporter sends it (``runs.engine.otlp``). Live SDK spans (a first version) cost a
+chain about twice as much, mostly in the sampler, the attribute checks and the
+context switches of every span; building the SDK's ``ReadableSpan`` per span, or even
+its bytes at its end, still cost the step's own thread a few milliseconds per chain
+(``benchmarks/compare.py`` measures a chain with tracing off and on; the console
+exporter, for a person trying tracing out, still gets ``ReadableSpan``). No other
+No other
 library's spans join these traces: the httpx instrumentation would record URLs
 unmasked, and the Celery one makes a trace per task, where a run is one trace.
 
@@ -48,11 +53,13 @@ import hashlib
 import logging
 import os
 import random
+import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
 from datetime import datetime
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -61,7 +68,6 @@ from tools.redaction import Redactor
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-    from opentelemetry.trace import Tracer
 
 SCOPE = "flowpilot"
 logger = logging.getLogger("flowpilot.engine")
@@ -95,34 +101,144 @@ def trace_url(run_uuid: str) -> str:
 
 
 class _Process:
-    """This process's provider, its tracer and its span processor."""
+    """This process's provider and its span processors: ``encoded`` take the runs'
+    spans as OTLP bytes (``runs.engine.otlp.EncodedSpan``), ``readable`` as the SDK's
+    ``ReadableSpan`` (the console exporter)."""
 
     def __init__(self) -> None:
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import (
-            BatchSpanProcessor,
-            ConsoleSpanExporter,
-            SpanExporter,
-        )
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 
         from runs.engine.otlp import span_exporter
 
         exporters = list(getattr(settings, "FLOWPILOT_TRACE_EXPORTERS", ()) or ("otlp",))
         name = os.environ.get("OTEL_SERVICE_NAME") or "flowpilot"
-        self.provider: TracerProvider = TracerProvider(
-            resource=Resource.create({"service.name": name})
-        )
-        self.processors: list[SpanProcessor] = []
-        for kind in exporters:
-            exporter: SpanExporter = ConsoleSpanExporter() if kind == "console" else span_exporter()
-            processor = BatchSpanProcessor(exporter)
+        self.resource = Resource.create({"service.name": name})
+        self.provider: TracerProvider = TracerProvider(resource=self.resource)
+        self.encoded: list[SpanProcessor] = []
+        self.readable: list[SpanProcessor] = []
+        # A run's spans wait to be sent together, as one item of the batch processor
+        # (``SpanBundle``, at most an export batch of spans). The batch processor counts
+        # items, so the bound on what waits, in spans, is kept here (``admit``, ``sent``).
+        self.bundle_size = _env_int("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512)
+        self.queue_limit = _env_int("OTEL_BSP_MAX_QUEUE_SIZE", 2048)
+        self._waiting = 0
+        self._waiting_lock = threading.Lock()
+        for kind in dict.fromkeys(exporters):
+            if kind == "console":
+                processor = BatchSpanProcessor(ConsoleSpanExporter())
+                self.readable.append(processor)
+            else:
+                exporter = span_exporter(
+                    self.resource, SCOPE, batch=self.bundle_size, sent=self.sent
+                )
+                processor = BatchSpanProcessor(exporter, max_queue_size=self.queue_limit)
+                self.encoded.append(processor)
             self.provider.add_span_processor(processor)
-            self.processors.append(processor)
-        self.tracer: Tracer = self.provider.get_tracer(SCOPE)
+
+    def admit(self, count: int) -> bool:
+        """Whether ``count`` more spans may wait to be sent (``OTEL_BSP_MAX_QUEUE_SIZE``
+        in all); if so they are counted as waiting."""
+        with self._waiting_lock:
+            if self._waiting + count > self.queue_limit:
+                return False
+            self._waiting += count
+            return True
+
+    def sent(self, count: int) -> None:
+        """``count`` spans left the queue (the exporter took them, sent or not)."""
+        with self._waiting_lock:
+            self._waiting = max(0, self._waiting - count)
 
     def flush(self, timeout_millis: int = 30_000) -> bool:
         return self.provider.force_flush(timeout_millis)
+
+    def write(
+        self,
+        *,
+        trace_id: int,
+        span_id: int,
+        parent_id: int | None,
+        name: str,
+        start_ns: int,
+        end_ns: int,
+        attributes: dict[str, Any],
+        error: str | None,
+    ) -> None:
+        """Hand a finished span (kind INTERNAL; status OK, or ERROR with ``error`` as
+        its message; attributes already masked and typed) to every processor."""
+        if self.encoded:
+            from runs.engine.otlp import attribute_pair, encode_span, trace_id_field
+
+            pairs = [attribute_pair(key, value) for key, value in attributes.items()]
+            encoded = encode_span(
+                trace_id_field(trace_id), span_id, parent_id, name, start_ns, end_ns, pairs, error
+            )
+            if self.admit(1):
+                for processor in self.encoded:
+                    processor.on_end(encoded)  # type: ignore[arg-type]
+            else:
+                logger.warning("tracing: the span %r dropped (OTEL_BSP_MAX_QUEUE_SIZE)", name)
+        self.write_readable(
+            trace_id=trace_id, span_id=span_id, parent_id=parent_id, name=name,
+            start_ns=start_ns, end_ns=end_ns, attributes=attributes, error=error,
+        )  # fmt: skip
+
+    def write_readable(
+        self,
+        *,
+        trace_id: int,
+        span_id: int,
+        parent_id: int | None,
+        name: str,
+        start_ns: int,
+        end_ns: int,
+        attributes: dict[str, Any],
+        error: str | None,
+    ) -> None:
+        """The span as the SDK's ``ReadableSpan``, to the processors that take those."""
+        if self.readable:
+            readable = self._readable(trace_id, span_id, parent_id, name, start_ns, end_ns)
+            for processor in self.readable:
+                processor.on_end(readable(attributes, error))
+
+    def _readable(
+        self, trace_id: int, span_id: int, parent_id: int | None, name: str, start: int, end: int
+    ) -> Any:
+        from opentelemetry.sdk.trace import ReadableSpan
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+        from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+        flags = TraceFlags(TraceFlags.SAMPLED)
+
+        def readable(attributes: dict[str, Any], error: str | None) -> ReadableSpan:
+            return ReadableSpan(
+                name=name,
+                context=SpanContext(trace_id, span_id, False, flags),
+                parent=None
+                if parent_id is None
+                else SpanContext(trace_id, parent_id, False, flags),
+                resource=self.resource,
+                attributes=attributes,
+                kind=SpanKind.INTERNAL,
+                status=Status(StatusCode.OK) if error is None else Status(StatusCode.ERROR, error),
+                start_time=start,
+                end_time=end,
+                instrumentation_scope=InstrumentationScope(SCOPE),
+            )
+
+        return readable
+
+
+def _env_int(name: str, default: int) -> int:
+    """A positive whole number from the environment, else ``default`` (as the SDK reads
+    its ``OTEL_BSP_*`` variables)."""
+    try:
+        value = int(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return value if value > 0 else default
 
 
 def process_tracing() -> _Process:
@@ -161,7 +277,8 @@ class SpanStart:
     """A span being made, and the block it times: its id, its parent's (the span
     current in this context when it was made, else the run's root), when it began and
     what it says so far. While the block runs it is the current span; when the block
-    ends its tracer writes it. A class, not a generator: a chain's step makes two."""
+    ends its tracer keeps what it says (``RunTracer._write``). A class, not a
+    generator: a chain's step makes two."""
 
     __slots__ = (
         "_token",
@@ -203,15 +320,52 @@ class SpanStart:
         self.tracer._write(self, time.time_ns())
 
 
+class SpanBundle:
+    """Finished spans of one run, waiting to be sent, handed to the SDK's batch
+    processor as one item (it reads only ``context.trace_flags.sampled`` of what it
+    queues: every span written is sampled, an unsampled run writes none).
+
+    It is handed over with the run's first span and the run's later spans join it
+    while it waits in the queue; when the exporter sends it, it asks for their bytes
+    (``otlp``), which takes them out and closes the bundle to further spans, and the
+    run's next span starts a new one. So a run's spans wait no longer than the batch
+    processor's delay, as any span does, and the queue holds one item per run, not one
+    per span. Each span is one flat tuple of numbers and text (its fields, then its
+    attributes' keys and values): nothing for the garbage collector to follow once it
+    has looked at it."""
+
+    __slots__ = ("spans", "taken", "tracer")
+
+    def __init__(self, tracer: RunTracer) -> None:
+        self.tracer = tracer
+        self.spans: list[tuple[Any, ...]] = []
+        self.taken = False  # the exporter has taken the spans: closed to new ones
+
+    @property
+    def context(self) -> Any:
+        return self.tracer.sampled_context
+
+    @property
+    def count(self) -> int:
+        return len(self.spans)
+
+    def otlp(self) -> list[bytes]:
+        """Take the spans out (the bundle is closed to new ones) and write their bytes,
+        one ``Span`` message each."""
+        with self.tracer._lock:
+            self.taken = True
+            spans, self.spans = self.spans, []
+        return self.tracer._otlp(spans)
+
+
 class RunTracer:
     """The spans of one run, for the steps' tries and calls (see the module doc).
 
     A span is made in two moves: ``step_try``/``call`` note its start (and make it the
     parent of what starts inside it, in this thread); ``try_ended``/``call_ended`` add
-    what its record says; the span is handed to the exporter's batch processor when its
-    block ends. The spans are written whole, with their times, as OpenTelemetry's
-    ``ReadableSpan``: no sampler, no live span object, no attribute checks at every
-    set — every attribute is a string, a number or a boolean made here.
+    what its record says; the span is written when its block ends (``_Process.write``):
+    no sampler, no live span object, no attribute checks at every set — every
+    attribute is a string, a number or a boolean made here.
     """
 
     def __init__(
@@ -224,24 +378,16 @@ class RunTracer:
         redactor: Redactor,
         process: _Process | None = None,
     ) -> None:
-        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-        from opentelemetry.trace import SpanContext, Status, StatusCode, TraceFlags
+        from runs.engine.otlp import EncodedSpan, attribute_pair, encode_span, trace_id_field
 
-        from runs.engine.otlp import plain_span_class
-
-        self.sampled = TraceFlags(TraceFlags.SAMPLED)
         self.process = process or process_tracing()
-        self.scope = InstrumentationScope(SCOPE)
         self.redactor = redactor
         self.trace_id = trace_id_of(run_uuid)
-        # What every span of the run shares, made once (a try's span costs a few µs).
-        self._readable, self._context, self._status = plain_span_class(), SpanContext, Status
-        self._error = StatusCode.ERROR
-        self._ok = Status(StatusCode.OK)
         self.root_id = root_span_id_of(run_uuid)
-        self._root = SpanContext(self.trace_id, self.root_id, False, self.sampled)
-        self._resource = self.process.provider.resource
-        # Masked once here; ``_write`` masks only what is added to it per span.
+        self._pair, self._encode = attribute_pair, encode_span
+        self.sampled_context = EncodedSpan.context
+        self._trace_field = trace_id_field(self.trace_id)
+        # Masked and encoded once here; ``_write`` masks only what a span adds to it.
         self.common: dict[str, Any] = self._clean(
             {
                 "flowpilot.run_id": run_id if run_id is not None else -1,
@@ -249,6 +395,11 @@ class RunTracer:
                 "flowpilot.version_hash": version_hash,
             }
         )
+        self._common_pairs = b"".join(attribute_pair(k, v) for k, v in self.common.items())
+        # The run's spans waiting to be sent (``_write``, ``SpanBundle``).
+        self._lock = threading.Lock()
+        self._bundle: SpanBundle | None = None
+        self._batch = self.process.bundle_size
 
     def step_try(self, step_id: str, number: int, item: int | None = None) -> SpanStart:
         """One try's span (a block), the parent of the calls made in this thread while
@@ -306,36 +457,101 @@ class RunTracer:
         span.attributes["flowpilot.ok"] = not error
 
     def _write(self, span: SpanStart, end_ns: int) -> None:
+        """Add the finished span, as a plain tuple, to the run's bundle waiting to be
+        sent (``SpanBundle``), starting a new one when the exporter has taken the last
+        or it holds an export batch; its bytes are written when it is sent, in the
+        exporter's thread or the flush, not here in the step's. The SDK's span is made
+        only for a processor that takes those (the console)."""
         try:
-            self._export(span, end_ns)
+            end_ns = max(end_ns, span.start_ns)
+            process = self.process
+            if process.encoded:
+                if process.admit(1):
+                    # One flat tuple (the attributes' keys and values after the span's
+                    # own fields): one object to keep, where a tuple per attribute made
+                    # eight.
+                    self._add(
+                        (span.span_id, span.parent_id, span.name, span.start_ns, end_ns,
+                         span.run_level, *chain.from_iterable(span.attributes.items()))
+                    )  # fmt: skip
+                else:
+                    logger.warning(
+                        "tracing: span %r dropped: %d spans wait to be sent already "
+                        "(OTEL_BSP_MAX_QUEUE_SIZE; is the collector down?)",
+                        span.name, process.queue_limit,
+                    )  # fmt: skip
+            if process.readable:
+                self._write_readable(span, end_ns)
         except Exception as exc:  # noqa: BLE001 - a span is never worth a run's step
             lost_span(exc)
 
-    def _export(self, span: SpanStart, end_ns: int) -> None:
-        attributes = self._clean(span.attributes)
+    def _add(self, record: tuple[Any, ...]) -> None:
+        with self._lock:
+            bundle = self._bundle
+            if bundle is None or bundle.taken or len(bundle.spans) >= self._batch:
+                bundle = self._bundle = SpanBundle(self)
+                for processor in self.process.encoded:
+                    processor.on_end(bundle)  # type: ignore[arg-type]
+            bundle.spans.append(record)
+
+    def _otlp(self, spans: list[tuple[Any, ...]]) -> list[bytes]:
+        """The spans' bytes: the attributes masked (with what the redactor knows by
+        now) and encoded in one pass, the run's own ones written once per tracer. A
+        span that cannot be written is lost alone."""
+        out = []
+        trace_field, encode, common = self._trace_field, self._encode, self._common_pairs
+        for span in spans:
+            try:
+                span_id, parent_id, name, start_ns, end_ns, run_level = span[:6]
+                pairs, error = self._pairs(zip(span[6::2], span[7::2], strict=True))
+                if run_level:
+                    pairs.append(common)
+                encoded = encode(
+                    trace_field, span_id, parent_id, name, start_ns, end_ns, pairs, error
+                )
+            except Exception as exc:  # noqa: BLE001 - one span never costs the others
+                lost_span(exc)
+                continue
+            out.append(encoded.data)
+        return out
+
+    def _error_of(self, attributes: Mapping[str, Any]) -> str | None:
+        """None for a span that succeeded, else its status message (masked)."""
+        if attributes.get("flowpilot.ok", True):
+            return None
+        message = str(attributes.get("flowpilot.error.message") or "")
+        return self.redactor.scrub_text(message)[:MAX_ATTRIBUTE_CHARS]
+
+    def _write_readable(self, span: SpanStart, end_ns: int) -> None:
+        clean = {k: v for k, v in self._clean(span.attributes).items() if k not in _STATUS_KEYS}
         if span.run_level:
-            attributes.update(self.common)
-        message = attributes.pop("flowpilot.error.message", None)
-        ok = attributes.pop("flowpilot.ok", True)
-        status = self._ok if ok else self._status(self._error, message or "")
-        parent = (
-            self._root
-            if span.parent_id == self.root_id
-            else self._context(self.trace_id, span.parent_id, False, self.sampled)
-        )
-        readable = self._readable(
-            name=span.name,
-            context=self._context(self.trace_id, span.span_id, False, self.sampled),
-            parent=parent,
-            resource=self._resource,
-            attributes=attributes,
-            status=status,
-            start_time=span.start_ns,
-            end_time=max(end_ns, span.start_ns),
-            instrumentation_scope=self.scope,
-        )
-        for processor in self.process.processors:
-            processor.on_end(readable)
+            clean.update(self.common)
+        self.process.write_readable(
+            trace_id=self.trace_id, span_id=span.span_id, parent_id=span.parent_id,
+            name=span.name, start_ns=span.start_ns, end_ns=end_ns,
+            attributes=clean, error=self._error_of(span.attributes),
+        )  # fmt: skip
+
+    def _pairs(self, attributes: Iterable[tuple[str, Any]]) -> tuple[list[bytes], str | None]:
+        """The attributes as OTLP pairs, every text masked by value (``_clean``, in one
+        pass for the usual types), and the span's error (None: it succeeded)."""
+        pairs: list[bytes] = []
+        scrub, pair = self.redactor.scrub_text, self._pair
+        ok, message = True, ""
+        for key, value in attributes:
+            kind = type(value)
+            if key in _STATUS_KEYS:  # the span's status, not an attribute
+                if key == "flowpilot.ok":
+                    ok = bool(value)
+                else:
+                    message = str(value or "")
+            elif kind is str:
+                pairs.append(pair(key, scrub(value)[:MAX_ATTRIBUTE_CHARS]))
+            elif kind is bool or (kind is int and INT64_MIN <= value <= INT64_MAX):
+                pairs.append(pair(key, value))
+            elif value is not None:
+                pairs.extend(pair(k, v) for k, v in self._clean({key: value}).items())
+        return pairs, (None if ok else scrub(message)[:MAX_ATTRIBUTE_CHARS])
 
     def _clean(self, attributes: Mapping[str, Any]) -> dict[str, Any]:
         """Attributes as OpenTelemetry takes them, every text masked by value."""
@@ -360,6 +576,9 @@ class RunTracer:
                 clean[key] = scrub(str(value))[:MAX_ATTRIBUTE_CHARS]
         return clean
 
+
+# What ``_ended`` notes of the outcome, written as the span's status.
+_STATUS_KEYS = frozenset({"flowpilot.ok", "flowpilot.error.message"})
 
 _REQUEST_ATTRIBUTES = (
     ("http.request.method", "method"),
@@ -419,12 +638,6 @@ def emit_run_span(
     approval the run ran under, ``flowpilot.approval_id``)."""
     if not tracing_enabled() or not sampled(run_uuid):
         return
-    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-    from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
-
-    from runs.engine.otlp import plain_span_class
-
-    process = process_tracing()
     attributes: dict[str, Any] = {
         "flowpilot.run_id": run_id,
         "flowpilot.run_uuid": str(run_uuid),
@@ -442,30 +655,25 @@ def emit_run_span(
     attributes.update({key: value for key, value in optional.items() if value is not None})
     for key, value in (extra or {}).items():
         attributes.setdefault(key, value)  # never in place of the run's own
-    flags = TraceFlags(TraceFlags.SAMPLED)
     trace_id, root_id = trace_id_of(run_uuid), root_span_id_of(run_uuid)
-    name, span_id, parent = f"run {workflow}", root_id, None
+    name, span_id, parent_id = f"run {workflow}", root_id, None
     if resumed_at is not None:
         name, started = f"run {workflow} (resumed)", resumed_at
         digest = hashlib.sha256(f"flowpilot-run:{run_uuid}:{resumed_at.isoformat()}".encode())
         span_id = int.from_bytes(digest.digest()[:8], "big") or 1
-        parent = SpanContext(trace_id, root_id, False, flags)
-    ok = status == "succeeded"
+        parent_id = root_id
     message = error_summary[:MAX_ATTRIBUTE_CHARS]  # stored scrubbed (the steps' errors)
-    span = plain_span_class()(
+    start_ns = _ns(started)
+    process_tracing().write(
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_id=parent_id,
         name=name,
-        context=SpanContext(trace_id, span_id, False, flags),
-        parent=parent,
-        resource=process.provider.resource,
+        start_ns=start_ns,
+        end_ns=max(_ns(finished), start_ns),
         attributes=attributes,
-        kind=SpanKind.INTERNAL,
-        status=Status(StatusCode.OK) if ok else Status(StatusCode.ERROR, message),
-        start_time=_ns(started),
-        end_time=_ns(max(finished, started)),
-        instrumentation_scope=InstrumentationScope(SCOPE),
+        error=None if status == "succeeded" else message,
     )
-    for processor in process.processors:
-        processor.on_end(span)
 
 
 def sampled(run_uuid: str) -> bool:

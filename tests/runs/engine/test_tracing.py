@@ -5,13 +5,16 @@ nothing at all when tracing is off."""
 from __future__ import annotations
 
 import random
+import threading
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from runs.engine import tracing
 from runs.engine.build import build_run_context
+from runs.engine.otlp import EncodedSpan
 from runs.engine.tracing import flush_traces, root_span_id_of, trace_url
 from runs.services import run_create, run_execute
 from tests.fakes import FakeAPI, FakeResponse
@@ -275,14 +278,60 @@ class _Kept:
         self.spans.append(span)
 
 
-def _tracer(settings) -> tuple[tracing.RunTracer, _Kept]:
+@dataclass(frozen=True)
+class Written:
+    name: str
+    attributes: dict
+    status: str  # OK, ERROR
+    message: str
+
+
+def written(kept: _Kept) -> list[Written]:
+    """What the processor was handed, either way: the runs' own bundles decoded from
+    their bytes, or the SDK's spans."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+    from opentelemetry.sdk.resources import Resource
+
+    from runs.engine.otlp import encode_request, resource_field
+    from tests.fakes.otlp import _value
+
+    out = []
+    for item in kept.spans:
+        if not hasattr(item, "otlp"):  # the SDK's span
+            status = item.status
+            out.append(
+                Written(item.name, dict(item.attributes), status.status_code.name,
+                        status.description or "")
+            )  # fmt: skip
+            continue
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(encode_request(resource_field(Resource({})), "t", item.otlp()))
+        for span in request.resource_spans[0].scope_spans[0].spans:
+            code = {1: "OK", 2: "ERROR"}.get(span.status.code, "UNSET")
+            attributes = {a.key: _value(a.value) for a in span.attributes}
+            out.append(Written(span.name, attributes, code, span.status.message))
+    return out
+
+
+PATHS = ["encoded", "readable"]
+
+
+def _tracer(settings, path: str = "encoded", bundle: int = 512) -> tuple[tracing.RunTracer, _Kept]:
+    """A run's tracer writing to a processor of the test's own: as the OTLP exporter's
+    processors take spans (``encoded``: bundles), or as the console's (``readable``)."""
+    from opentelemetry.sdk.resources import Resource
+
     from tools.redaction import Redactor
 
     settings.FLOWPILOT_TRACING = True
     kept = _Kept()
     process = tracing._Process.__new__(tracing._Process)
-    process.provider = type("P", (), {"resource": None})()
-    process.processors = [kept]
+    process.resource = Resource({"service.name": "t"})
+    process.encoded, process.readable = ([kept], []) if path == "encoded" else ([], [kept])
+    process.bundle_size = bundle
+    process.queue_limit, process._waiting, process._waiting_lock = 10**6, 0, threading.Lock()
     tracer = tracing.RunTracer(
         run_id=1, run_uuid=str(uuid.uuid4()), workflow="w", version_hash="h",
         redactor=Redactor(["sk-never-in-a-span-0001"]), process=process,
@@ -290,8 +339,9 @@ def _tracer(settings) -> tuple[tracing.RunTracer, _Kept]:
     return tracer, kept
 
 
-def test_a_block_left_by_an_exception_nothing_recorded_is_an_error_span(settings):
-    tracer, kept = _tracer(settings)
+@pytest.mark.parametrize("path", PATHS)
+def test_a_block_left_by_an_exception_nothing_recorded_is_an_error_span(settings, path):
+    tracer, kept = _tracer(settings, path)
     with pytest.raises(KeyboardInterrupt), tracer.step_try("s", 1):
         raise KeyboardInterrupt
     with tracer.step_try("t", 1) as span:
@@ -299,28 +349,123 @@ def test_a_block_left_by_an_exception_nothing_recorded_is_an_error_span(settings
 
     def recorded_then_raised() -> None:
         with tracer.call("tool x", {}) as call:
-            tracer.call_ended(call, error={"type": "http_error", "message": "503"})
+            tracer.call_ended(
+                call, error={"type": "http_error", "message": "503 for sk-never-in-a-span-0001"}
+            )
             raise RuntimeError("after the record")
 
     with pytest.raises(RuntimeError):
         recorded_then_raised()
 
-    interrupted, fine, recorded = kept.spans
-    assert interrupted.status.status_code.name == "ERROR"
+    interrupted, fine, recorded = written(kept)
+    assert interrupted.status == "ERROR"
     assert interrupted.attributes["flowpilot.error.type"] == "KeyboardInterrupt"
-    assert fine.status.status_code.name == "OK"
+    assert fine.status == "OK"
+    assert fine.attributes["flowpilot.run_id"] == 1  # a try's span carries the run's ids
+    assert "flowpilot.ok" not in fine.attributes  # the status, not an attribute
     assert recorded.attributes["flowpilot.error.type"] == "http_error"  # its record's
+    assert (recorded.status, recorded.message) == ("ERROR", "503 for ***")
+    assert "flowpilot.run_id" not in recorded.attributes  # a call's span: its try has them
     assert tracing._CURRENT.get() is None  # every block gave the context back
 
 
-def test_attributes_are_masked_and_a_number_past_64_bits_is_sent_as_text(settings):
-    tracer, kept = _tracer(settings)
+@pytest.mark.parametrize("path", PATHS)
+def test_attributes_are_masked_and_a_number_past_64_bits_is_sent_as_text(settings, path):
+    tracer, kept = _tracer(settings, path)
     with tracer.call("tool x", {"a": "key sk-never-in-a-span-0001", "n": 2**64 + 5, "m": -7}):
         pass
-    (span,) = kept.spans
+    (span,) = written(kept)
     assert span.attributes["a"] == "key ***"
     assert span.attributes["n"] == str(2**64 + 5)
     assert span.attributes["m"] == -7
+
+
+def test_a_secret_learned_before_the_spans_are_sent_is_masked_in_them(settings):
+    """The bytes are written when the spans are sent: a secret the run's redactor
+    learns in between (a token fetched by a later step) is masked in them too."""
+    tracer, kept = _tracer(settings)
+    with tracer.call("tool x", {"a": "token tok-learned-later-0002"}):
+        pass
+    tracer.redactor.add_secret("tok-learned-later-0002")
+    (span,) = written(kept)
+    assert span.attributes["a"] == "token ***"
+
+
+def test_a_runs_spans_wait_as_one_item_until_the_exporter_takes_them(settings):
+    """The run's first span hands the batch processor one item, its later spans join
+    it; once the exporter has taken them, the next span starts a new item; an item
+    holds at most an export batch."""
+    tracer, kept = _tracer(settings, bundle=3)
+
+    def a_try(number: int) -> None:
+        with tracer.step_try("s", number) as span:
+            tracer.try_ended(span, "succeeded", None)
+
+    a_try(1), a_try(2)
+    (first,) = kept.spans
+    assert first.count == 2
+    assert len(first.otlp()) == 2  # the exporter takes them...
+    assert (first.count, first.taken) == (0, True)
+    a_try(3)
+    assert len(kept.spans) == 2  # ...so the next span started another item
+    a_try(4), a_try(5), a_try(6)
+    assert [item.count for item in kept.spans] == [0, 3, 1]  # a batch at most
+    attempts = [s.attributes["flowpilot.attempt"] for s in written(kept)]
+    assert attempts == [3, 4, 5, 6]
+
+
+def test_spans_past_the_queue_limit_are_dropped_with_a_warning_until_some_are_sent(
+    settings, caplog
+):
+    tracer, kept = _tracer(settings)
+    tracer.process.queue_limit = 4
+
+    def a_try(number: int) -> None:
+        with tracer.step_try("s", number) as span:
+            tracer.try_ended(span, "succeeded", None)
+
+    for number in range(1, 7):
+        a_try(number)
+    assert "tracing: span 'step s' dropped: 4 spans wait to be sent already" in caplog.text
+    tracer.process.sent(2)  # the exporter took two off the queue
+    a_try(7)
+    assert [s.attributes["flowpilot.attempt"] for s in written(kept)] == [1, 2, 3, 4, 7]
+
+
+def test_spans_written_from_many_threads_while_the_exporter_takes_them_are_each_sent_once(
+    settings,
+):
+    tracer, kept = _tracer(settings, bundle=7)
+    taken: list[bytes] = []
+    writing = True
+
+    def tries(step: str) -> None:
+        for number in range(1, 301):
+            with tracer.step_try(step, number) as span:
+                tracer.try_ended(span, "succeeded", None)
+
+    def exporter() -> None:
+        while writing:
+            for item in list(kept.spans):
+                taken.extend(item.otlp())
+
+    threads = [threading.Thread(target=tries, args=(f"s{n}",)) for n in range(4)]
+    taker = threading.Thread(target=exporter)
+    taker.start()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    writing = False
+    taker.join()
+    for item in kept.spans:
+        taken.extend(item.otlp())
+    kept.spans = [EncodedSpan(data) for data in taken]
+    seen = [
+        (s.attributes["flowpilot.step_id"], s.attributes["flowpilot.attempt"])
+        for s in written(kept)
+    ]
+    assert len(seen) == len(set(seen)) == 1200
 
 
 def test_the_root_span_keeps_its_own_attributes_and_skips_unsampled_runs(
@@ -332,12 +477,12 @@ def test_the_root_span_keeps_its_own_attributes_and_skips_unsampled_runs(
     settings.FLOWPILOT_TRACING = True
     kept = _Kept()
     process = tracing.process_tracing()
-    sending, process.processors = process.processors, [kept]
+    sending, process.encoded = process.encoded, [kept]
     try:
         settings.FLOWPILOT_RUN_SPAN_PROVIDERS = [f"{__name__}.overriding_provider"]
         run = RunFactory()
         finish._root_span(run)
-        (root,) = kept.spans
+        (root,) = written(kept)
         assert root.attributes["flowpilot.run_id"] == run.pk  # not the provider's 1
         assert root.attributes["flowpilot.extra_id"] == 5
 
@@ -347,7 +492,7 @@ def test_the_root_span_keeps_its_own_attributes_and_skips_unsampled_runs(
             finish._root_span(run)
         assert kept.spans == []
     finally:
-        process.processors = sending
+        process.encoded = sending
 
 
 def overriding_provider(*, run):
