@@ -363,9 +363,9 @@ class RunTracer:
 
     A span is made in two moves: ``step_try``/``call`` note its start (and make it the
     parent of what starts inside it, in this thread); ``try_ended``/``call_ended`` add
-    what its record says; the span is written when its block ends (``_Process.write``):
-    no sampler, no live span object, no attribute checks at every set — every
-    attribute is a string, a number or a boolean made here.
+    what its record says; when its block ends, what it says is kept to be sent
+    (``_write``, ``SpanBundle``): no sampler, no live span object, no attribute checks
+    at every set — every attribute is a string, a number or a boolean made here.
     """
 
     def __init__(
@@ -511,6 +511,7 @@ class RunTracer:
                 )
             except Exception as exc:  # noqa: BLE001 - one span never costs the others
                 lost_span(exc)
+                self.process.sent(1)  # it no longer waits
                 continue
             out.append(encoded.data)
         return out
