@@ -31,7 +31,7 @@ from tools.policy import RetryPolicy
 from tools.queues import check_queue_name
 from workflows.schema_concurrency import Concurrency
 from workflows.schema_llm import DecisionBudget, LLMBudget, LLMSettings, MoneyBudget
-from workflows.schema_triggers import Notifications, ScheduleSpec
+from workflows.schema_triggers import Notifications, ScheduleSpec, TriggerSpec
 from workflows.transform import multiselect_keys, output_field_schemas
 
 STEP_ID_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
@@ -523,6 +523,11 @@ class WorkflowSpec(_Model):
         ge=0,
         le=36500,
         description="Days finished runs are kept (0 = forever). Omitted: the site default.",
+    )
+    triggers: list[TriggerSpec] = Field(
+        default_factory=list,
+        description="Events that start a run of the active version, once per event: "
+        "another workflow's finished run (docs/triggers.md).",
     )
     notifications: Notifications = Field(default_factory=Notifications)
     queue: str | None = Field(

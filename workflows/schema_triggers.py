@@ -1,6 +1,7 @@
-"""What starts a workflow unattended and who hears about its runs: the ``schedule``
-and ``notifications`` blocks of a workflow file (``docs/schedules.md``,
-``docs/notifications.md``). ``workflows.schema.WorkflowSpec`` carries them.
+"""What starts a workflow unattended and who hears about its runs: the ``schedule``,
+``triggers`` and ``notifications`` blocks of a workflow file (``docs/schedules.md``,
+``docs/triggers.md``, ``docs/notifications.md``). ``workflows.schema.WorkflowSpec``
+carries them.
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ MAX_PAUSE_AFTER_FAILURES = 1000
 
 # What a finished run turns out to be, for a notification's ``on``.
 RunOutcome = Literal["failed", "recovered", "succeeded"]
+# The end of another workflow's run that starts one of this workflow (``on_workflow``).
+FinishedStatus = Literal["succeeded", "failed"]
+# What an ``on_workflow`` trigger's inputs read of the finished run: ``$event.<field>``.
+EVENT_FIELDS = (
+    "run_id", "run_uuid", "workflow", "version", "status", "outputs", "error", "finished_at",
+)  # fmt: skip
 
 
 class FrozenModel(BaseModel):
@@ -99,3 +106,36 @@ class ScheduleSpec(FrozenModel):
     @classmethod
     def _timezone(cls, value: str) -> str:
         return timezone_check(value)
+
+
+class OnWorkflow(FrozenModel):
+    """Another workflow whose finished runs start this one (``docs/triggers.md``)."""
+
+    name: str = Field(
+        pattern=r"^[a-z][a-z0-9_-]{0,99}$",
+        description="The workflow whose runs, once finished, start this one.",
+    )
+    status: list[FinishedStatus] = Field(
+        default_factory=lambda: list[FinishedStatus](["succeeded"]),
+        min_length=1,
+        description="Which ends start it: succeeded, failed, or both.",
+    )
+
+    @field_validator("status", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+
+class TriggerSpec(FrozenModel):
+    """One event that starts a run of this workflow's active version, once per event."""
+
+    on_workflow: OnWorkflow = Field(
+        description="A run of another workflow finished (the only kind of event so far)."
+    )
+    inputs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The run's inputs: `$event.outputs.NAME` (an output of the finished "
+        "run, with a deeper path if needed), `$event.run_id`, `$event.status`, … or a "
+        "literal; checked against the declared inputs like any run's.",
+    )

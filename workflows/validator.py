@@ -51,6 +51,7 @@ from workflows.validation.structure import check_structure
 from workflows.validation.subworkflows import ActiveWorkflows, WorkflowLookup
 from workflows.validation.taint import check_credential_flow
 from workflows.validation.tool_checks import check_tools
+from workflows.validation.triggers import check_triggers
 from workflows.validation.types import check_foreach_items, check_input_defaults
 
 __all__ = [
@@ -145,6 +146,12 @@ ISSUE_CODES = frozenset(
         "scenario_input_unknown",
         "scenario_output_unknown",
         "scenario_expectation_invalid",
+        # triggers (workflows.validation.triggers)
+        "trigger_on_itself",
+        "trigger_input_unknown",
+        "trigger_input_missing",
+        "trigger_reference_invalid",
+        "trigger_workflow_unknown",  # warning
     }
 )
 
@@ -165,6 +172,7 @@ _CHECKS: tuple[Callable[[FlowContext], list[ValidationIssue]], ...] = (
     check_exclusive_reads,
     check_edge_types,
     check_scenarios,
+    check_triggers,
 )
 
 
