@@ -246,6 +246,12 @@ FLOWPILOT_SOURCE_STALE_HOURS = env.float("FLOWPILOT_SOURCE_STALE_HOURS", default
 FLOWPILOT_SOURCE_REFRESH_CHECK_MINUTES = env.int(
     "FLOWPILOT_SOURCE_REFRESH_CHECK_MINUTES", default=15
 )
+# Takes the trigger events the run-finished hook missed (triggers/events.py).
+CELERY_BEAT_SCHEDULE["flowpilot-sweep-trigger-events"] = {
+    "task": "triggers.sweep",
+    "schedule": timedelta(seconds=FLOWPILOT_SWEEP_INTERVAL),
+    "options": {"expires": FLOWPILOT_SWEEP_INTERVAL},
+}
 CELERY_BEAT_SCHEDULE["flowpilot-refresh-sources"] = {
     "task": "tools.refresh_sources",
     "schedule": timedelta(minutes=FLOWPILOT_SOURCE_REFRESH_CHECK_MINUTES),
@@ -324,6 +330,14 @@ FLOWPILOT_VAULT_CACHE_SECONDS = env.float("FLOWPILOT_VAULT_CACHE_SECONDS", defau
 FLOWPILOT_MAX_PARALLEL_STEPS = env.int("FLOWPILOT_MAX_PARALLEL_STEPS", default=8)
 # How many levels of `workflow` steps (sub-workflows) may nest; deeper is a validation error.
 FLOWPILOT_MAX_WORKFLOW_DEPTH = env.int("FLOWPILOT_MAX_WORKFLOW_DEPTH", default=5)
+# Runs in a row each started by the one before through `on_workflow` triggers
+# (docs/triggers.md): the chain ends there, so two workflows triggering each other stop.
+FLOWPILOT_TRIGGER_MAX_CHAIN = env.int("FLOWPILOT_TRIGGER_MAX_CHAIN", default=10)
+# How long a process trusts what it read of the workflows triggers wait for (a finished
+# run of another workflow costs no query), and how far back the sweep looks for events
+# the run-finished hook missed (triggers/events.py).
+FLOWPILOT_TRIGGER_SOURCES_SECONDS = env.float("FLOWPILOT_TRIGGER_SOURCES_SECONDS", default=10.0)
+FLOWPILOT_TRIGGER_SWEEP_MINUTES = env.int("FLOWPILOT_TRIGGER_SWEEP_MINUTES", default=60)
 # The most iterations a `loop` step may declare (`max_iterations`); more is a validation error.
 FLOWPILOT_MAX_LOOP_ITERATIONS = env.int("FLOWPILOT_MAX_LOOP_ITERATIONS", default=50)
 # Runs older than this many days may be removed by `purgeruns` (0 keeps them forever).
@@ -338,12 +352,16 @@ FLOWPILOT_RUN_FINISHED_HOOKS = [
     "schedules.hooks.run_finished",
     "notifications.hooks.run_finished",
     "review.hooks.run_finished",  # settles the approval of a validation run
+    "triggers.hooks.run_finished",  # starts the runs other workflows' triggers wait for
 ]
-FLOWPILOT_WORKFLOW_ACTIVATED_HOOKS = ["schedules.hooks.workflow_activated"]
+FLOWPILOT_WORKFLOW_ACTIVATED_HOOKS = [
+    "schedules.hooks.workflow_activated",
+    "triggers.hooks.workflow_activated",
+]
 # A version was stored: its test scenarios (tests:) run offline (runs/scenarios.py).
 FLOWPILOT_VERSION_STORED_HOOKS = ["runs.scenarios.version_stored"]
 # Links an upper layer adds to the run page (runs/links.py): its approval, its validation run.
-FLOWPILOT_RUN_LINK_PROVIDERS = ["review.links.run_links"]
+FLOWPILOT_RUN_LINK_PROVIDERS = ["review.links.run_links", "triggers.links.run_links"]
 # Ids an upper layer adds to a run's root span (runs/engine/finish.py): its approval's.
 FLOWPILOT_RUN_SPAN_PROVIDERS = ["review.links.span_attributes"]
 

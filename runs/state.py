@@ -48,6 +48,7 @@ class RunTrigger(models.TextChoices):
     VALIDATION = "validation", "Validation run"
     REPLAY = "replay", "Replay (offline, recorded responses)"
     WORKFLOW = "workflow", "Workflow step (a child run)"
+    EVENT = "event", "Event trigger (another workflow's finished run)"
 
 
 class StepStatus(models.TextChoices):

@@ -427,3 +427,12 @@ def restore_loggers():
         log.setLevel(level)
         log.handlers[:] = handlers
         log.propagate = propagate
+
+
+@pytest.fixture(autouse=True)
+def trigger_sources_read_afresh():
+    """Each test's triggers are its own: the process's snapshot of the workflows some
+    trigger waits for (triggers/events.py) is read again in each test."""
+    from triggers.events import waited_for_forget
+
+    waited_for_forget()

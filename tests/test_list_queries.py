@@ -43,6 +43,7 @@ from tests.factories import (
     sales_report_data,
 )
 from tools.models import Breaker, Credential, ToolSource
+from triggers.models import EventTrigger, TriggerEvent
 from triggers.webhooks import webhook_create
 from workflows.models import WorkflowStatus
 
@@ -72,6 +73,14 @@ def _run(i: int) -> None:
     )
 
 
+def _event(i: int) -> None:
+    """An event a trigger took: the finished run and the run it started."""
+    TriggerEvent.objects.create(
+        workflow_name="report", position=0, event_key=f"run:{i}", outcome="started",
+        source_run=RunFactory(), run=RunFactory(trigger=RunTrigger.EVENT),
+    )  # fmt: skip
+
+
 def _workflow(i: int) -> None:
     """A version in review with an approval, and an approved one with its approver."""
     ApprovalFactory(workflow=pending_version(name=f"flow_{i}"), status=ApprovalStatus.PENDING)
@@ -93,6 +102,10 @@ ADMIN_ROWS: dict[str, Callable[[int], object]] = {
     ),
     "schedules.Schedule": lambda i: ScheduleFactory(),
     "schedules.ScheduleFire": lambda i: ScheduleFireFactory(),
+    "triggers.EventTrigger": lambda i: EventTrigger.objects.create(
+        workflow_name=f"report{i}", position=0, kind="on_workflow", source=f"nightly{i}"
+    ),
+    "triggers.TriggerEvent": _event,
     "tools.Breaker": lambda i: Breaker.objects.create(host=f"api{i}.example.com:443"),
     # No secret value: the list shows which are set, and needs no key to do so.
     "tools.Credential": lambda i: Credential.objects.create(name=f"cred{i}", type="bearer"),

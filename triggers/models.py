@@ -1,4 +1,6 @@
-"""Webhook triggers and their deliveries: a signed POST starts a run.
+"""Webhook triggers and their deliveries: a signed POST starts a run. Event triggers
+(``triggers:`` in a workflow file) and the events they took: another workflow's
+finished run starts one, once per event (``triggers.events``).
 
 The tables keep the names they had when the REST API owned these models
 (``api_webhooktrigger``, ``api_webhookdelivery``): moving them changed no rows.
@@ -72,3 +74,69 @@ class WebhookDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"delivery {self.pk} of {self.trigger}"
+
+
+class TriggerKind(models.TextChoices):
+    ON_WORKFLOW = "on_workflow", "Another workflow's run finished"
+
+
+class EventTrigger(models.Model):
+    """An event trigger the active version of ``workflow_name`` declares, at
+    ``position`` in its ``triggers:`` list: what the run-finished hook looks up by
+    ``source`` (the workflow it waits for). Written when a version is activated
+    (``triggers.events.triggers_sync_declared``); the trigger itself (its statuses, its
+    inputs) is read from the active version when an event comes."""
+
+    workflow_name = models.CharField(max_length=100)
+    position = models.PositiveIntegerField()
+    kind = models.CharField(max_length=20, choices=TriggerKind.choices)
+    source = models.CharField(max_length=100, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["workflow_name", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["workflow_name", "position"], name="event_trigger_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_name} on {self.source}"
+
+
+class EventOutcome(models.TextChoices):
+    STARTED = "started", "Run started"
+    REFUSED = "refused", "Refused (its inputs, the version, or the chain's length)"
+
+
+class TriggerEvent(models.Model):
+    """An event a trigger took, once: the unique (workflow, position, event key) makes a
+    second delivery of the same event (a hook called twice, two workers) start nothing.
+    ``source_run`` is the finished run that was the event; ``run`` the run it started,
+    or none when it was refused (``message`` says why)."""
+
+    workflow_name = models.CharField(max_length=100)
+    position = models.PositiveIntegerField()
+    event_key = models.CharField(max_length=200)
+    source_run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    outcome = models.CharField(max_length=20, choices=EventOutcome.choices)
+    message = models.TextField(blank=True, default="")
+    chain = models.PositiveIntegerField(
+        default=1,
+        help_text="This event's run is the Nth in a row each started by the end of the one "
+        "before (1: the finished run was started by no event).",
+    )
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workflow_name", "position", "event_key"], name="trigger_event_once"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"event {self.event_key} for {self.workflow_name}"

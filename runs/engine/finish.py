@@ -100,7 +100,8 @@ def run_finished_announce(run: Run, spec: WorkflowSpec | None = None) -> None:
     They get the run's id and what never changes about it — its ``trigger``, whether
     it is a ``child`` run of a workflow step, whether it is ``limited`` (holds a slot of
     a concurrency limit: ``runs.concurrency``) and, when the caller has the version's
-    spec, whether it declares any report channel (``reports``; None: not known) — so a
+    spec, its ``workflow``'s name and whether it declares any report channel
+    (``reports``; each None: not known) — so a
     hook that is not concerned reads nothing (a hook must accept further keyword
     arguments). A replay
     (``runs.replay``) is announced to no one: it is an offline comparison, not a run
@@ -119,6 +120,7 @@ def run_finished_announce(run: Run, spec: WorkflowSpec | None = None) -> None:
         child=run.parent_step_id is not None,
         limited=run.concurrency_key is not None,
         reports=None if spec is None else spec.notifications.has_channels(),
+        workflow=None if spec is None else spec.name,
     )
 
 
