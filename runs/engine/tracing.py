@@ -58,6 +58,7 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import datetime
 from itertools import chain
 from typing import TYPE_CHECKING, Any
@@ -154,81 +155,67 @@ class _Process:
     def flush(self, timeout_millis: int = 30_000) -> bool:
         return self.provider.force_flush(timeout_millis)
 
-    def write(
-        self,
-        *,
-        trace_id: int,
-        span_id: int,
-        parent_id: int | None,
-        name: str,
-        start_ns: int,
-        end_ns: int,
-        attributes: dict[str, Any],
-        error: str | None,
-    ) -> None:
-        """Hand a finished span (kind INTERNAL; status OK, or ERROR with ``error`` as
-        its message; attributes already masked and typed) to every processor."""
+    def write(self, span: SpanParts) -> None:
+        """Hand a finished span to every processor: as OTLP bytes to the exporter's, as
+        the SDK's span to the console's."""
         if self.encoded:
             from runs.engine.otlp import attribute_pair, encode_span, trace_id_field
 
-            pairs = [attribute_pair(key, value) for key, value in attributes.items()]
+            pairs = [attribute_pair(key, value) for key, value in span.attributes.items()]
             encoded = encode_span(
-                trace_id_field(trace_id), span_id, parent_id, name, start_ns, end_ns, pairs, error
-            )
+                trace_id_field(span.trace_id), span.span_id, span.parent_id, span.name,
+                span.start_ns, span.end_ns, pairs, span.error,
+            )  # fmt: skip
             if self.admit(1):
                 for processor in self.encoded:
                     processor.on_end(encoded)  # type: ignore[arg-type]
             else:
-                logger.warning("tracing: the span %r dropped (OTEL_BSP_MAX_QUEUE_SIZE)", name)
-        self.write_readable(
-            trace_id=trace_id, span_id=span_id, parent_id=parent_id, name=name,
-            start_ns=start_ns, end_ns=end_ns, attributes=attributes, error=error,
-        )  # fmt: skip
+                logger.warning("tracing: the span %r dropped (OTEL_BSP_MAX_QUEUE_SIZE)", span.name)
+        self.write_readable(span)
 
-    def write_readable(
-        self,
-        *,
-        trace_id: int,
-        span_id: int,
-        parent_id: int | None,
-        name: str,
-        start_ns: int,
-        end_ns: int,
-        attributes: dict[str, Any],
-        error: str | None,
-    ) -> None:
+    def write_readable(self, span: SpanParts) -> None:
         """The span as the SDK's ``ReadableSpan``, to the processors that take those."""
         if self.readable:
-            readable = self._readable(trace_id, span_id, parent_id, name, start_ns, end_ns)
+            readable = self._readable(span)
             for processor in self.readable:
-                processor.on_end(readable(attributes, error))
+                processor.on_end(readable)
 
-    def _readable(
-        self, trace_id: int, span_id: int, parent_id: int | None, name: str, start: int, end: int
-    ) -> Any:
+    def _readable(self, span: SpanParts) -> Any:
         from opentelemetry.sdk.trace import ReadableSpan
         from opentelemetry.sdk.util.instrumentation import InstrumentationScope
         from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
         flags = TraceFlags(TraceFlags.SAMPLED)
+        parent = span.parent_id
+        return ReadableSpan(
+            name=span.name,
+            context=SpanContext(span.trace_id, span.span_id, False, flags),
+            parent=None if parent is None else SpanContext(span.trace_id, parent, False, flags),
+            resource=self.resource,
+            attributes=span.attributes,
+            kind=SpanKind.INTERNAL,
+            status=Status(StatusCode.OK)
+            if span.error is None
+            else Status(StatusCode.ERROR, span.error),
+            start_time=span.start_ns,
+            end_time=span.end_ns,
+            instrumentation_scope=InstrumentationScope(SCOPE),
+        )
 
-        def readable(attributes: dict[str, Any], error: str | None) -> ReadableSpan:
-            return ReadableSpan(
-                name=name,
-                context=SpanContext(trace_id, span_id, False, flags),
-                parent=None
-                if parent_id is None
-                else SpanContext(trace_id, parent_id, False, flags),
-                resource=self.resource,
-                attributes=attributes,
-                kind=SpanKind.INTERNAL,
-                status=Status(StatusCode.OK) if error is None else Status(StatusCode.ERROR, error),
-                start_time=start,
-                end_time=end,
-                instrumentation_scope=InstrumentationScope(SCOPE),
-            )
 
-        return readable
+@dataclass(frozen=True, slots=True)
+class SpanParts:
+    """A finished span as the processors are handed it: kind INTERNAL, status OK or,
+    with ``error`` as its message, ERROR; attributes already masked and typed."""
+
+    trace_id: int
+    span_id: int
+    parent_id: int | None  # None: a root
+    name: str
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, Any]
+    error: str | None
 
 
 def _env_int(name: str, default: int) -> int:
@@ -528,9 +515,10 @@ class RunTracer:
         if span.run_level:
             clean.update(self.common)
         self.process.write_readable(
-            trace_id=self.trace_id, span_id=span.span_id, parent_id=span.parent_id,
-            name=span.name, start_ns=span.start_ns, end_ns=end_ns,
-            attributes=clean, error=self._error_of(span.attributes),
+            SpanParts(
+                self.trace_id, span.span_id, span.parent_id, span.name, span.start_ns,
+                end_ns, clean, self._error_of(span.attributes),
+            )
         )  # fmt: skip
 
     def _pairs(self, attributes: Iterable[tuple[str, Any]]) -> tuple[list[bytes], str | None]:
@@ -666,14 +654,16 @@ def emit_run_span(
     message = error_summary[:MAX_ATTRIBUTE_CHARS]  # stored scrubbed (the steps' errors)
     start_ns = _ns(started)
     process_tracing().write(
-        trace_id=trace_id,
-        span_id=span_id,
-        parent_id=parent_id,
-        name=name,
-        start_ns=start_ns,
-        end_ns=max(_ns(finished), start_ns),
-        attributes=attributes,
-        error=None if status == "succeeded" else message,
+        SpanParts(
+            trace_id=trace_id,
+            span_id=span_id,
+            parent_id=parent_id,
+            name=name,
+            start_ns=start_ns,
+            end_ns=max(_ns(finished), start_ns),
+            attributes=attributes,
+            error=None if status == "succeeded" else message,
+        )
     )
 
 
