@@ -32,7 +32,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
 
-from runs.models import Run, RunTrigger
+from runs.models import Run, RunStatus, RunTrigger
 from runs.services import run_create
 from tools.errors import FlowpilotError
 from triggers.models import EventOutcome, EventTrigger, TriggerEvent, TriggerKind
@@ -52,29 +52,38 @@ Starter = Callable[[int], None]
 
 
 def triggers_sync_declared(*, workflow: Workflow) -> None:
-    """Make the ``EventTrigger`` rows of ``workflow.name`` those its version declares
-    (the version just activated). A trigger the new version keeps as it was keeps its
-    row, and with it the time it has been waiting since (the sweep's lower bound)."""
+    """Make the ``EventTrigger`` rows of ``workflow.name`` those its active version
+    declares (read again here: two activations' hooks may come in either order), none
+    when no version is active. A trigger kept as it was keeps its row, and with it the
+    time it has been waiting since (the sweep's lower bound)."""
+    try:
+        active = workflow_get_runnable(name=workflow.name)
+        triggers = workflow_spec(active).triggers
+    except FlowpilotError:
+        triggers = []
     declared = {
-        (position, trigger.on_workflow.name)
-        for position, trigger in enumerate(workflow_spec(workflow).triggers)
+        (position, trigger.on_workflow.name, ",".join(sorted(trigger.on_workflow.status)))
+        for position, trigger in enumerate(triggers)
     }
     with transaction.atomic():
-        rows = EventTrigger.objects.filter(workflow_name=workflow.name)
         kept = set()
-        for row in rows:
-            if (row.position, row.source) in declared:
-                kept.add((row.position, row.source))
+        for row in EventTrigger.objects.filter(workflow_name=workflow.name):
+            if (row.position, row.source, row.statuses) in declared:
+                kept.add((row.position, row.source, row.statuses))
             else:
                 row.delete()
         EventTrigger.objects.bulk_create(
-            EventTrigger(
-                workflow_name=workflow.name,
-                position=position,
-                kind=TriggerKind.ON_WORKFLOW,
-                source=source,
-            )
-            for position, source in sorted(declared - kept)
+            (
+                EventTrigger(
+                    workflow_name=workflow.name,
+                    position=position,
+                    kind=TriggerKind.ON_WORKFLOW,
+                    source=source,
+                    statuses=statuses,
+                )
+                for position, source, statuses in sorted(declared - kept)
+            ),
+            ignore_conflicts=True,  # another activation's sync wrote the same rows
         )
     waited_for_forget()
 
@@ -160,6 +169,7 @@ def _take(row: EventTrigger, source: Run, start: Starter) -> TriggerEvent | None
                     position=row.position,
                     event_key=key,
                     source_run=source,
+                    source_finished_at=finished_at,
                     outcome=EventOutcome.STARTED,
                     chain=chain,
                 )
@@ -179,7 +189,7 @@ def _take(row: EventTrigger, source: Run, start: Starter) -> TriggerEvent | None
         event.save(update_fields=["run", "outcome", "message"])
     if event.run_id is not None:
         run_id = event.run_id
-        transaction.on_commit(lambda: start(run_id))
+        transaction.on_commit(lambda: _start(start, run_id))
         logger.info(
             "trigger %s[%s]: run %s of %s started run %s",
             row.workflow_name, row.position, source.pk, source.workflow.name, run_id,
@@ -192,24 +202,49 @@ def _take(row: EventTrigger, source: Run, start: Starter) -> TriggerEvent | None
     return event
 
 
+def _start(start: Starter, run_id: int) -> None:
+    """Start the event's run; a start that fails (the broker unreachable) is logged and
+    left to the sweep, which starts an event's run still pending (``triggers_sweep``)."""
+    try:
+        start(run_id)
+    except Exception as exc:  # noqa: BLE001 - the event is recorded; the sweep starts it
+        logger.warning(
+            "trigger: run %s not started now (%s: %s); the sweep starts it",
+            run_id, type(exc).__name__, exc,
+        )  # fmt: skip
+
+
 def _refusal(source: Run, chain: int) -> str | None:
     limit = settings.FLOWPILOT_TRIGGER_MAX_CHAIN
     if chain > limit:
         return (
-            f"run {source.pk} ends a chain of {chain - 1} runs, each started by the one before's "
-            "end; "
-            f"a chain ends at {limit} (FLOWPILOT_TRIGGER_MAX_CHAIN): do two workflows "
-            "trigger each other?"
+            f"run {source.pk} ends a chain of {chain - 1} runs each started by an event of the "
+            f"one before; at most {limit} runs in a row are started so "
+            "(FLOWPILOT_TRIGGER_MAX_CHAIN): do two workflows trigger each other?"
         )
     return None
 
 
+# Sub-workflow levels followed up to a run's top-level run (far above any valid nesting).
+MAX_PARENTS = 100
+
+
 def _chain_of(run: Run) -> int:
-    """How many runs in a row, ending with ``run``, each an event's run started by the
-    one before (0: nothing triggered ``run``)."""
-    if run.trigger != RunTrigger.EVENT:
+    """How many runs in a row, ending with ``run``'s top-level run, each started by an
+    event of the one before (0: nothing triggered it). A child run (a ``workflow``
+    step's) counts as its top-level run: a workflow that runs K as a step and waits for
+    K's runs would otherwise start itself without end."""
+    top = run
+    for _ in range(MAX_PARENTS):
+        if top.parent_run_id is None:
+            break
+        parent = Run.objects.filter(pk=top.parent_run_id).only("trigger", "parent_run").first()
+        if parent is None:
+            break
+        top = parent
+    if top.trigger != RunTrigger.EVENT:
         return 0
-    before = TriggerEvent.objects.filter(run=run).values_list("chain", flat=True).first()
+    before = TriggerEvent.objects.filter(run=top).values_list("chain", flat=True).first()
     return before or 0
 
 
@@ -237,18 +272,26 @@ def event_of(run: Run) -> dict[str, Any]:
 
 
 def triggers_sweep(*, now: datetime, start: Starter, limit: int = 500) -> list[TriggerEvent]:
-    """Take the events the run-finished hook missed: runs that finished in the last
-    ``FLOWPILOT_TRIGGER_SWEEP_MINUTES`` (and after the trigger was activated) of a
-    workflow some trigger waits for, with no event of that trigger since they finished
-    — their process died between the finish and the hook, or had not yet seen a trigger
-    another process activated. Each is taken as the hook would (once: the event's
-    unique row); at most ``limit`` per trigger a sweep."""
+    """Take the events the run-finished hook missed, and start the events' runs a failed
+    start left pending.
+
+    Missed: runs of a workflow some active trigger waits for, ended as it waits for,
+    in the last ``FLOWPILOT_TRIGGER_SWEEP_MINUTES`` and after the trigger was
+    activated, with no event of that trigger for that end — their process died between
+    the finish and the hook, or had not yet seen a trigger another process had just
+    activated. Each is taken as the hook would (once: the event's unique row), at most
+    ``limit`` per trigger a sweep. Pending: an event's run still pending
+    ``START_GRACE_SECONDS`` after the event (its start was lost with the broker or the
+    process)."""
     window = now - timedelta(minutes=settings.FLOWPILOT_TRIGGER_SWEEP_MINUTES)
     taken = []
     for row in EventTrigger.objects.filter(kind=TriggerKind.ON_WORKFLOW).order_by("pk"):
+        if not _active(row.workflow_name):
+            continue
         missed = (
             Run.objects.filter(
                 workflow__name=row.source,
+                status__in=row.statuses.split(","),
                 finished_at__gte=max(window, row.created_at),
                 finished_at__lte=now,
             )
@@ -259,7 +302,7 @@ def triggers_sweep(*, now: datetime, start: Starter, limit: int = 500) -> list[T
                         workflow_name=row.workflow_name,
                         position=row.position,
                         source_run=OuterRef("pk"),
-                        created_at__gte=OuterRef("finished_at"),
+                        source_finished_at=OuterRef("finished_at"),
                     )
                 )
             )
@@ -267,9 +310,34 @@ def triggers_sweep(*, now: datetime, start: Starter, limit: int = 500) -> list[T
             .order_by("finished_at", "pk")[:limit]
         )
         for run in missed:
-            event = _take(row, run, start)
+            try:
+                event = _take(row, run, start)
+            except Exception:  # one event never stops the sweep
+                logger.exception("trigger sweep: the end of run %s was not taken", run.pk)
+                continue
             if event is not None:
                 taken.append(event)
     if taken:
         logger.warning("trigger sweep: took %d events the run-finished hook missed", len(taken))
+    stuck = TriggerEvent.objects.filter(
+        outcome=EventOutcome.STARTED,
+        run__status=RunStatus.PENDING,
+        created_at__gte=window,
+        created_at__lte=now - timedelta(seconds=START_GRACE_SECONDS),
+    ).values_list("run_id", flat=True)
+    for run_id in stuck[:limit]:
+        logger.warning("trigger sweep: starting run %s, whose start was lost", run_id)
+        _start(start, run_id)
     return taken
+
+
+# How long an event's run may stay pending before the sweep starts it (its start lost).
+START_GRACE_SECONDS = 60
+
+
+def _active(workflow_name: str) -> bool:
+    try:
+        workflow_get_runnable(name=workflow_name)
+    except FlowpilotError:
+        return False
+    return True

@@ -91,6 +91,9 @@ class EventTrigger(models.Model):
     position = models.PositiveIntegerField()
     kind = models.CharField(max_length=20, choices=TriggerKind.choices)
     source = models.CharField(max_length=100, db_index=True)
+    statuses = models.CharField(
+        max_length=40, default="succeeded", help_text="The ends it waits for, comma-separated."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -119,6 +122,9 @@ class TriggerEvent(models.Model):
     event_key = models.CharField(max_length=200)
     source_run = models.ForeignKey(
         Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    source_finished_at = models.DateTimeField(
+        null=True, blank=True, help_text="The end of the source run this event is."
     )
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     outcome = models.CharField(max_length=20, choices=EventOutcome.choices)

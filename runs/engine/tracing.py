@@ -51,6 +51,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import math
 import os
 import random
 import threading
@@ -72,6 +73,7 @@ if TYPE_CHECKING:
 
 SCOPE = "flowpilot"
 logger = logging.getLogger("flowpilot.engine")
+DROP_WARNING_SECONDS = 10.0  # spans dropped past the queue's bound: one warning at most so often
 MAX_ATTRIBUTE_CHARS = 2000  # an error message quoting a huge value stays a short attribute
 # An attribute's integer is a signed 64-bit number in OTLP; a larger one is sent as text.
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -124,8 +126,11 @@ class _Process:
         # items, so the bound on what waits, in spans, is kept here (``admit``, ``sent``).
         self.bundle_size = _env_int("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512)
         self.queue_limit = _env_int("OTEL_BSP_MAX_QUEUE_SIZE", 2048)
-        self._waiting = 0
+        self._waiting = self._dropped = 0
+        self._warned_at = -math.inf
         self._waiting_lock = threading.Lock()
+        self._early = threading.Event()
+        self.closed = False
         for kind in dict.fromkeys(exporters):
             if kind == "console":
                 processor = BatchSpanProcessor(ConsoleSpanExporter())
@@ -137,20 +142,52 @@ class _Process:
                 processor = BatchSpanProcessor(exporter, max_queue_size=self.queue_limit)
                 self.encoded.append(processor)
             self.provider.add_span_processor(processor)
+        if self.encoded:
+            threading.Thread(target=self._send_early, name="flowpilot-spans", daemon=True).start()
 
     def admit(self, count: int) -> bool:
         """Whether ``count`` more spans may wait to be sent (``OTEL_BSP_MAX_QUEUE_SIZE``
-        in all); if so they are counted as waiting."""
+        in all); if so they are counted as waiting. Once an export batch of spans waits,
+        they are sent at once (``_send_early``), not at the batch processor's next
+        delay: it counts items, one per run, so it would not wake for them. Spans past
+        the bound are dropped, with a warning at most every ``DROP_WARNING_SECONDS``."""
         with self._waiting_lock:
             if self._waiting + count > self.queue_limit:
-                return False
-            self._waiting += count
-            return True
+                self._dropped += count
+                warn = time.monotonic() - self._warned_at >= DROP_WARNING_SECONDS
+                if warn:
+                    dropped, self._dropped, self._warned_at = self._dropped, 0, time.monotonic()
+            else:
+                self._waiting += count
+                if self._waiting >= self.bundle_size:
+                    self._early.set()
+                return True
+        if warn:
+            logger.warning(
+                "tracing: %d spans dropped: %d wait to be sent already "
+                "(OTEL_BSP_MAX_QUEUE_SIZE; is the collector down or slow?)",
+                dropped, self.queue_limit,
+            )  # fmt: skip
+        return False
 
     def sent(self, count: int) -> None:
         """``count`` spans left the queue (the exporter took them, sent or not)."""
         with self._waiting_lock:
             self._waiting = max(0, self._waiting - count)
+
+    def _send_early(self) -> None:
+        """A thread of this process's own: sends what waits whenever an export batch of
+        spans is waiting (``admit``), through the batch processors' own flush."""
+        while True:
+            self._early.wait()
+            self._early.clear()
+            if self.closed:
+                return
+            try:
+                for processor in self.encoded:
+                    processor.force_flush()
+            except Exception as exc:  # noqa: BLE001 - the thread must stay up
+                logger.warning("tracing: sending early failed (%s: %s)", type(exc).__name__, exc)
 
     def flush(self, timeout_millis: int = 30_000) -> bool:
         return self.provider.force_flush(timeout_millis)
@@ -169,8 +206,6 @@ class _Process:
             if self.admit(1):
                 for processor in self.encoded:
                     processor.on_end(encoded)  # type: ignore[arg-type]
-            else:
-                logger.warning("tracing: the span %r dropped (OTEL_BSP_MAX_QUEUE_SIZE)", span.name)
         self.write_readable(span)
 
     def write_readable(self, span: SpanParts) -> None:
@@ -251,7 +286,10 @@ def shutdown_tracing() -> None:
     new one from the settings and environment of then (tests; a process may call it
     before exiting, as the provider's own exit handler does)."""
     if _process.cache_info().currsize:
-        process_tracing().provider.shutdown()
+        process = process_tracing()
+        process.provider.shutdown()
+        process.closed = True
+        process._early.set()  # its thread ends
     _process.cache_clear()
 
 
@@ -342,7 +380,11 @@ class SpanBundle:
         with self.tracer._lock:
             self.taken = True
             spans, self.spans = self.spans, []
-        return self.tracer._otlp(spans)
+        try:
+            return self.tracer._otlp(spans)
+        except BaseException:
+            self.tracer.process.sent(len(spans))  # taken out, none written: none waits
+            raise
 
 
 class RunTracer:
@@ -452,21 +494,14 @@ class RunTracer:
         try:
             end_ns = max(end_ns, span.start_ns)
             process = self.process
-            if process.encoded:
-                if process.admit(1):
-                    # One flat tuple (the attributes' keys and values after the span's
-                    # own fields): one object to keep, where a tuple per attribute made
-                    # eight.
-                    self._add(
-                        (span.span_id, span.parent_id, span.name, span.start_ns, end_ns,
-                         span.run_level, *chain.from_iterable(span.attributes.items()))
-                    )  # fmt: skip
-                else:
-                    logger.warning(
-                        "tracing: span %r dropped: %d spans wait to be sent already "
-                        "(OTEL_BSP_MAX_QUEUE_SIZE; is the collector down?)",
-                        span.name, process.queue_limit,
-                    )  # fmt: skip
+            if process.encoded and process.admit(1):
+                # One flat tuple (the attributes' keys and values after the span's
+                # own fields): one object to keep, where a tuple per attribute made
+                # eight.
+                self._add(
+                    (span.span_id, span.parent_id, span.name, span.start_ns, end_ns,
+                     span.run_level, *chain.from_iterable(span.attributes.items()))
+                )  # fmt: skip
             if process.readable:
                 self._write_readable(span, end_ns)
         except Exception as exc:  # noqa: BLE001 - a span is never worth a run's step

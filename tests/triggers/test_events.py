@@ -13,6 +13,7 @@ from runs.models import Run, RunStatus, RunTrigger
 from runs.services import run_create, run_execute
 from triggers.events import event_of, on_workflow_finished, triggers_sync_declared, waited_for
 from triggers.models import EventOutcome, EventTrigger, TriggerEvent
+from workflows.models import Workflow
 from workflows.services import workflow_activate_trusted, workflow_import
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -214,11 +215,16 @@ def test_activating_a_version_makes_the_trigger_rows_match_it():
     assert EventTrigger.objects.get().pk == first.pk  # kept, with the time it waits since
     newer = activate({**report_flow(waits_for="other"), "description": "v2"})
     assert list(EventTrigger.objects.values_list("source", flat=True)) == ["other"]
-    without = {**report_flow(), "triggers": [], "description": "v3"}
-    workflow, _ = workflow_import(data=without)
-    triggers_sync_declared(workflow=workflow)
+    pending, _ = workflow_import(data={**report_flow(), "description": "not active"})
+    triggers_sync_declared(workflow=pending)  # the active version's triggers, not this one's
+    assert list(EventTrigger.objects.values_list("source", flat=True)) == ["other"]
+    activate({**report_flow(), "triggers": [], "description": "v3"})
     assert not EventTrigger.objects.exists()
-    assert newer.name == "report"
+    activate({**report_flow(), "description": "v4"})
+    newer.refresh_from_db()
+    Workflow.objects.filter(name="report").update(status="archived")
+    triggers_sync_declared(workflow=newer)  # no version active: nothing waits
+    assert not EventTrigger.objects.exists()
 
 
 def test_the_event_a_trigger_reads():
@@ -254,3 +260,57 @@ def test_the_sweep_takes_an_event_the_hook_missed_once_and_leaves_older_runs_alo
     TriggerEvent.objects.all().delete()
     assert triggers_sweep(now=later, start=starts) == []  # out of the window
     assert before.pk not in {e.source_run_id for e in TriggerEvent.objects.all()}
+
+
+def test_a_workflow_waiting_for_one_it_runs_as_a_step_stops_at_the_chain_limit(settings):
+    """L runs `nightly` as a step and waits for `nightly`'s runs: each L run's child
+    ends, which starts another L. The child counts as its top-level run, so the chain
+    grows and ends at the limit."""
+    settings.FLOWPILOT_TRIGGER_MAX_CHAIN = 3
+    activate(NIGHTLY)
+    looping = {
+        "name": "looping",
+        "inputs": {"total": {"type": "integer", "default": 1}},
+        "steps": [
+            {"id": "inner", "kind": "workflow", "workflow": "nightly",
+             "input_mapping": {"n": "$input.total"}},
+        ],
+        "triggers": [
+            {"on_workflow": {"name": "nightly"}, "inputs": {"total": "$event.outputs.double"}}
+        ],
+    }  # fmt: skip
+    version = activate(looping)
+
+    run_execute(run=run_create(workflow=version, trigger=RunTrigger.CLI))
+
+    events = list(TriggerEvent.objects.order_by("id"))
+    assert [e.chain for e in events] == [1, 2, 3, 4]
+    assert events[-1].outcome == EventOutcome.REFUSED
+    assert Run.objects.filter(trigger=RunTrigger.EVENT).count() == 3
+
+
+def test_the_sweep_starts_an_events_run_whose_start_was_lost():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from triggers.events import START_GRACE_SECONDS, triggers_sweep
+
+    nightly = activate(NIGHTLY)
+    activate(report_flow())
+
+    def lost(run_id: int) -> None:
+        raise ConnectionError("the broker is unreachable")
+
+    source = finished(nightly)
+    TriggerEvent.objects.all().delete()
+    Run.objects.filter(trigger=RunTrigger.EVENT).delete()
+    (event,) = on_workflow_finished(run_id=source.pk, start=lost)  # logged, not raised
+    assert Run.objects.get(pk=event.run_id).status == RunStatus.PENDING
+
+    starts = Starts()
+    assert triggers_sweep(now=timezone.now(), start=starts) == []
+    assert starts.run_ids == []  # within the grace: its start may still come
+    later = timezone.now() + timedelta(seconds=START_GRACE_SECONDS + 1)
+    triggers_sweep(now=later, start=starts)
+    assert starts.run_ids == [event.run_id]

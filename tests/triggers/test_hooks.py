@@ -55,9 +55,11 @@ def test_a_validation_run_or_a_replay_is_no_event(queued, trigger, django_assert
 
 
 def test_activating_a_version_syncs_its_triggers():
-    from tests.triggers.test_events import report_flow
-    from workflows.services import workflow_import
+    from tests.triggers.test_events import activate, report_flow
 
-    workflow, _ = workflow_import(data=report_flow(waits_for="nightly"))
-    hooks.workflow_activated(workflow_id=workflow.pk)
-    assert list(EventTrigger.objects.values_list("source", flat=True)) == ["nightly"]
+    version = activate(report_flow(waits_for="nightly"))
+    EventTrigger.objects.all().delete()
+    hooks.workflow_activated(workflow_id=version.pk)
+    assert list(EventTrigger.objects.values_list("source", "statuses")) == [
+        ("nightly", "succeeded")
+    ]

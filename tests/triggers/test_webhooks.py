@@ -49,4 +49,3 @@ def test_a_webhook_body_with_unstorable_text_is_refused(output_dir):
             signature=webhook_sign(secret=trigger.secret, timestamp=now, body=body),
             body=body,
         )
-

@@ -4,6 +4,7 @@ nothing at all when tracing is off."""
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 import uuid
@@ -332,6 +333,7 @@ def _tracer(settings, path: str = "encoded", bundle: int = 512) -> tuple[tracing
     process.encoded, process.readable = ([kept], []) if path == "encoded" else ([], [kept])
     process.bundle_size = bundle
     process.queue_limit, process._waiting, process._waiting_lock = 10**6, 0, threading.Lock()
+    process._dropped, process._warned_at, process._early = 0, -math.inf, threading.Event()
     tracer = tracing.RunTracer(
         run_id=1, run_uuid=str(uuid.uuid4()), workflow="w", version_hash="h",
         redactor=Redactor(["sk-never-in-a-span-0001"]), process=process,
@@ -426,7 +428,8 @@ def test_spans_past_the_queue_limit_are_dropped_with_a_warning_until_some_are_se
 
     for number in range(1, 7):
         a_try(number)
-    assert "tracing: span 'step s' dropped: 4 spans wait to be sent already" in caplog.text
+    assert "tracing: 1 spans dropped: 4 wait to be sent already" in caplog.text
+    assert caplog.text.count("spans dropped") == 1  # one warning, not one per span
     tracer.process.sent(2)  # the exporter took two off the queue
     a_try(7)
     assert [s.attributes["flowpilot.attempt"] for s in written(kept)] == [1, 2, 3, 4, 7]
@@ -497,3 +500,37 @@ def test_the_root_span_keeps_its_own_attributes_and_skips_unsampled_runs(
 
 def overriding_provider(*, run):
     return {"flowpilot.run_id": 1, "flowpilot.extra_id": 5}
+
+
+def test_an_export_batch_of_waiting_spans_is_sent_at_once_not_at_the_next_delay(settings):
+    """The batch processor counts items (one per run), so it would not wake for a run's
+    many spans: once an export batch of spans waits, the process's own thread flushes."""
+    tracer, _ = _tracer(settings, bundle=3)
+    early = tracer.process._early
+    with tracer.step_try("s", 1) as span:
+        tracer.try_ended(span, "succeeded", None)
+    with tracer.call("tool t", {}):
+        pass
+    assert not early.is_set()
+    with tracer.call("tool u", {}):
+        pass
+    assert early.is_set()
+
+
+def test_the_process_thread_flushes_the_processors_when_woken(settings, monkeypatch):
+    monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "2")
+    settings.FLOWPILOT_TRACING = True
+    settings.FLOWPILOT_TRACE_EXPORTERS = ("otlp",)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://127.0.0.1:9/v1/traces")
+    tracing.shutdown_tracing()
+    try:
+        process = tracing.process_tracing()
+        flushed = threading.Event()
+        processor = process.encoded[0]
+        monkeypatch.setattr(processor, "force_flush", lambda *a, **k: flushed.set() or True)
+        assert process.admit(1)
+        assert not flushed.wait(0.2)
+        assert process.admit(1)  # two wait: an export batch
+        assert flushed.wait(5)
+    finally:
+        tracing.shutdown_tracing()
