@@ -138,12 +138,20 @@ def on_workflow_finished(*, run_id: int, start: Starter) -> list[TriggerEvent]:
     if source is None or source.finished_at is None or source.trigger in NOT_EVENTS:
         return []
     rows = EventTrigger.objects.filter(source=source.workflow.name, kind=TriggerKind.ON_WORKFLOW)
-    taken = []
-    for row in rows:
-        event = _take(row, source, start)
-        if event is not None:
-            taken.append(event)
-    return taken
+    return [e for e in (_take_logged(row, source, start) for row in rows) if e is not None]
+
+
+def _take_logged(row: EventTrigger, source: Run, start: Starter) -> TriggerEvent | None:
+    """``_take``, an unexpected error logged: one trigger's failure never costs the
+    others theirs (the sweep takes the event again later)."""
+    try:
+        return _take(row, source, start)
+    except Exception:
+        logger.exception(
+            "trigger %s[%s]: the end of run %s was not taken", row.workflow_name, row.position,
+            source.pk,
+        )  # fmt: skip
+        return None
 
 
 def _take(row: EventTrigger, source: Run, start: Starter) -> TriggerEvent | None:
@@ -309,14 +317,7 @@ def triggers_sweep(*, now: datetime, start: Starter, limit: int = 500) -> list[T
             .select_related("workflow")
             .order_by("finished_at", "pk")[:limit]
         )
-        for run in missed:
-            try:
-                event = _take(row, run, start)
-            except Exception:  # one event never stops the sweep
-                logger.exception("trigger sweep: the end of run %s was not taken", run.pk)
-                continue
-            if event is not None:
-                taken.append(event)
+        taken += [e for e in (_take_logged(row, run, start) for run in missed) if e is not None]
     if taken:
         logger.warning("trigger sweep: took %d events the run-finished hook missed", len(taken))
     stuck = TriggerEvent.objects.filter(

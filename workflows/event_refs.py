@@ -22,11 +22,12 @@ other string starting with ``$`` is refused (``EventRefError``): a run's own ref
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from tools.paths import PathError, get, parse_path
+from workflows.references import Literal
 from workflows.schema_triggers import EVENT_FIELDS
 
 PREFIX = "$event"
@@ -52,16 +53,11 @@ def parse_event_value(value: Any) -> Any:
         return _parse(value) if value.startswith("$") else value
     if isinstance(value, Mapping):
         if set(value) == {"$literal"}:
-            return _Literal(value["$literal"])
+            return Literal(value["$literal"])
         return {key: parse_event_value(item) for key, item in value.items()}
     if isinstance(value, list):
         return [parse_event_value(item) for item in value]
     return value
-
-
-@dataclass(frozen=True, slots=True)
-class _Literal:
-    value: Any
 
 
 def _parse(text: str) -> EventRef:
@@ -87,22 +83,11 @@ def _parse(text: str) -> EventRef:
     return EventRef(field, path)
 
 
-def iter_event_refs(parsed: Any) -> Iterator[EventRef]:
-    if isinstance(parsed, EventRef):
-        yield parsed
-    elif isinstance(parsed, dict):
-        for item in parsed.values():
-            yield from iter_event_refs(item)
-    elif isinstance(parsed, list):
-        for item in parsed:
-            yield from iter_event_refs(item)
-
-
 def resolve_event_value(parsed: Any, event: Mapping[str, Any]) -> Any:
     """The value ``parsed`` stands for, given the event (a mapping of ``EVENT_FIELDS``)."""
     if isinstance(parsed, EventRef):
         return get(event.get(parsed.field), parsed.path) if parsed.path else event.get(parsed.field)
-    if isinstance(parsed, _Literal):
+    if isinstance(parsed, Literal):
         return parsed.value
     if isinstance(parsed, dict):
         return {key: resolve_event_value(item, event) for key, item in parsed.items()}
