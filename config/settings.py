@@ -247,6 +247,13 @@ FLOWPILOT_SOURCE_REFRESH_CHECK_MINUTES = env.int(
     "FLOWPILOT_SOURCE_REFRESH_CHECK_MINUTES", default=15
 )
 # Takes the trigger events the run-finished hook missed (triggers/events.py).
+# How often beat looks for poll triggers whose time has come (triggers/polls.py).
+FLOWPILOT_TRIGGER_POLL_TICK = env.int("FLOWPILOT_TRIGGER_POLL_TICK", default=5)
+CELERY_BEAT_SCHEDULE["flowpilot-poll-triggers"] = {
+    "task": "triggers.polls_due",
+    "schedule": timedelta(seconds=FLOWPILOT_TRIGGER_POLL_TICK),
+    "options": {"expires": FLOWPILOT_TRIGGER_POLL_TICK},
+}
 CELERY_BEAT_SCHEDULE["flowpilot-sweep-trigger-events"] = {
     "task": "triggers.sweep",
     "schedule": timedelta(seconds=FLOWPILOT_SWEEP_INTERVAL),

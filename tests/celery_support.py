@@ -481,10 +481,11 @@ class CeleryCluster:
         ]  # fmt: skip
         return self._start(name, args, ready=f"{self.node(name)} ready.", env=env)
 
-    def start_beat(self, name: str = "beat") -> Process:
+    def start_beat(self, name: str = "beat", *, env: dict[str, str] | None = None) -> Process:
+        """Start a beat (``env``: variables to set for it only)."""
         schedule = self.log_dir / f"{name}-schedule"
         args = ["beat", "-l", "INFO", "-s", str(schedule)]
-        return self._start(name, args, ready="beat: Starting...")
+        return self._start(name, args, ready="beat: Starting...", env=env)
 
     def _start(
         self, name: str, args: list[str], *, ready: str, env: dict[str, str] | None = None

@@ -20,6 +20,8 @@ see from one file, stop there, with the refusal recorded.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import math
 import threading
@@ -31,6 +33,7 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
+from django.utils import timezone
 
 from runs.models import Run, RunStatus, RunTrigger
 from runs.services import run_create
@@ -55,37 +58,62 @@ def triggers_sync_declared(*, workflow: Workflow) -> None:
     """Make the ``EventTrigger`` rows of ``workflow.name`` those its active version
     declares (read again here: two activations' hooks may come in either order), none
     when no version is active. A trigger kept as it was keeps its row, and with it the
-    time it has been waiting since (the sweep's lower bound)."""
+    time it has been waiting since (the sweep's lower bound) and a poll's cursor; a
+    poll's new interval is taken in place. A new poll is due at once."""
     try:
         active = workflow_get_runnable(name=workflow.name)
         triggers = workflow_spec(active).triggers
     except FlowpilotError:
         triggers = []
-    declared = {
-        (position, trigger.on_workflow.name, ",".join(sorted(trigger.on_workflow.status)))
-        for position, trigger in enumerate(triggers)
-    }
+    declared = {_declared(position, trigger): trigger for position, trigger in enumerate(triggers)}
     with transaction.atomic():
         kept = set()
         for row in EventTrigger.objects.filter(workflow_name=workflow.name):
-            if (row.position, row.source, row.statuses) in declared:
-                kept.add((row.position, row.source, row.statuses))
-            else:
+            key = (row.position, row.kind, row.source, row.statuses, row.fingerprint)
+            if key not in declared:
                 row.delete()
+                continue
+            kept.add(key)
+            poll = declared[key].poll
+            if poll is not None and row.every_seconds != poll.every:
+                row.every_seconds = poll.every
+                row.save(update_fields=["every_seconds"])
         EventTrigger.objects.bulk_create(
             (
                 EventTrigger(
                     workflow_name=workflow.name,
                     position=position,
-                    kind=TriggerKind.ON_WORKFLOW,
+                    kind=kind,
                     source=source,
                     statuses=statuses,
+                    fingerprint=fingerprint,
+                    every_seconds=None if trigger.poll is None else trigger.poll.every,
+                    next_poll_at=None if trigger.poll is None else timezone.now(),
                 )
-                for position, source, statuses in sorted(declared - kept)
+                for (position, kind, source, statuses, fingerprint), trigger in sorted(
+                    declared.items(), key=lambda item: item[0]
+                )
+                if (position, kind, source, statuses, fingerprint) not in kept
             ),
             ignore_conflicts=True,  # another activation's sync wrote the same rows
         )
     waited_for_forget()
+
+
+def declared_fingerprint(position: int, trigger: TriggerSpec) -> str:
+    """The fingerprint a trigger's row holds (a poll's definition but its interval)."""
+    return _declared(position, trigger)[4]
+
+
+def _declared(position: int, trigger: TriggerSpec) -> tuple[int, str, str, str, str]:
+    """What a trigger's row holds: (position, kind, source, statuses, fingerprint)."""
+    if trigger.poll is not None:
+        definition = trigger.poll.model_dump(mode="json", exclude={"every"})
+        digest = hashlib.sha256(json.dumps(definition, sort_keys=True).encode()).hexdigest()
+        return position, TriggerKind.POLL, trigger.poll.tool, "", digest
+    assert trigger.on_workflow is not None  # a trigger names one event (TriggerSpec)
+    statuses = ",".join(sorted(trigger.on_workflow.status))
+    return position, TriggerKind.ON_WORKFLOW, trigger.on_workflow.name, statuses, ""
 
 
 class _Sources:
@@ -106,7 +134,8 @@ class _Sources:
         if time.monotonic() - self._read_at > ttl:
             with self._lock:
                 if time.monotonic() - self._read_at > ttl:
-                    self._names = frozenset(EventTrigger.objects.values_list("source", flat=True))
+                    rows = EventTrigger.objects.filter(kind=TriggerKind.ON_WORKFLOW)
+                    self._names = frozenset(rows.values_list("source", flat=True))
                     self._read_at = time.monotonic()
         return name in self._names
 
@@ -161,9 +190,10 @@ def _take(row: EventTrigger, source: Run, start: Starter) -> TriggerEvent | None
         return None  # no active version: nothing waits any more
     declared = workflow_spec(workflow).triggers
     trigger = declared[row.position] if row.position < len(declared) else None
-    if trigger is None or trigger.on_workflow.name != source.workflow.name:
+    waits = None if trigger is None else trigger.on_workflow
+    if trigger is None or waits is None or waits.name != source.workflow.name:
         return None  # the row is older than the version now active
-    if str(source.status) not in trigger.on_workflow.status:
+    if str(source.status) not in waits.status:
         return None
     finished_at = source.finished_at
     assert finished_at is not None  # on_workflow_finished takes finished runs only
@@ -197,7 +227,7 @@ def _take(row: EventTrigger, source: Run, start: Starter) -> TriggerEvent | None
         event.save(update_fields=["run", "outcome", "message"])
     if event.run_id is not None:
         run_id = event.run_id
-        transaction.on_commit(lambda: _start(start, run_id))
+        transaction.on_commit(lambda: start_logged(start, run_id))
         logger.info(
             "trigger %s[%s]: run %s of %s started run %s",
             row.workflow_name, row.position, source.pk, source.workflow.name, run_id,
@@ -210,7 +240,7 @@ def _take(row: EventTrigger, source: Run, start: Starter) -> TriggerEvent | None
     return event
 
 
-def _start(start: Starter, run_id: int) -> None:
+def start_logged(start: Starter, run_id: int) -> None:
     """Start the event's run; a start that fails (the broker unreachable) is logged and
     left to the sweep, which starts an event's run still pending (``triggers_sweep``)."""
     try:
@@ -328,7 +358,7 @@ def triggers_sweep(*, now: datetime, start: Starter, limit: int = 500) -> list[T
     ).values_list("run_id", flat=True)
     for run_id in stuck[:limit]:
         logger.warning("trigger sweep: starting run %s, whose start was lost", run_id)
-        _start(start, run_id)
+        start_logged(start, run_id)
     return taken
 
 

@@ -1,6 +1,7 @@
 """The run page's links for event triggers (a ``FLOWPILOT_RUN_LINK_PROVIDERS``
-provider): a run an event started links the finished run that was the event, and a
-run whose end started others links them (at most ``SHOWN``, then the events' list)."""
+provider): a run an event started links the finished run that was the event (or, for
+a poll's item, the event), and a run whose end started others links them (at most
+``SHOWN``, then the events' list)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,11 @@ def run_links(*, run: Run) -> list[RunLink]:
     links = []
     if run.trigger == RunTrigger.EVENT:
         event = TriggerEvent.objects.filter(run=run).select_related("source_run__workflow").first()
-        if event is not None and event.source_run is not None:
+        if event is not None and event.source_run is None:  # a poll's item
+            url = reverse("admin:triggers_triggerevent_change", args=[event.pk])
+            item = event.event_key.removeprefix("item:")
+            links.append(RunLink("started by", url, f"item {item[:120]} found by a poll trigger"))
+        elif event is not None and event.source_run is not None:
             source = event.source_run
             text = (
                 f"the end of run {source.pk} of {source.workflow.name} v{source.workflow.version}"

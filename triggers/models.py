@@ -78,21 +78,42 @@ class WebhookDelivery(models.Model):
 
 class TriggerKind(models.TextChoices):
     ON_WORKFLOW = "on_workflow", "Another workflow's run finished"
+    POLL = "poll", "A poll found a new item"
 
 
 class EventTrigger(models.Model):
     """An event trigger the active version of ``workflow_name`` declares, at
-    ``position`` in its ``triggers:`` list: what the run-finished hook looks up by
-    ``source`` (the workflow it waits for). Written when a version is activated
+    ``position`` in its ``triggers:`` list. Written when a version is activated
     (``triggers.events.triggers_sync_declared``); the trigger itself (its statuses, its
-    inputs) is read from the active version when an event comes."""
+    inputs, its poll's arguments) is read from the active version when an event comes.
+
+    ``on_workflow``: what the run-finished hook looks up by ``source`` (the workflow it
+    waits for). ``poll``: ``source`` is the tool it calls, every ``every_seconds``; beat
+    queues a poll once ``next_poll_at`` has come, and the poll stores the ``cursor`` it
+    resumes from, in the transaction that creates its runs (``triggers.polls``).
+    ``fingerprint`` is the poll's definition but its interval: a new version that changes
+    it starts again from the initial cursor."""
 
     workflow_name = models.CharField(max_length=100)
     position = models.PositiveIntegerField()
     kind = models.CharField(max_length=20, choices=TriggerKind.choices)
     source = models.CharField(max_length=100, db_index=True)
     statuses = models.CharField(
-        max_length=40, default="succeeded", help_text="The ends it waits for, comma-separated."
+        max_length=40,
+        default="succeeded",
+        blank=True,
+        help_text="The ends it waits for, comma-separated (on_workflow).",
+    )
+    fingerprint = models.CharField(max_length=64, blank=True, default="")
+    every_seconds = models.PositiveIntegerField(null=True, blank=True)
+    next_poll_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    cursor = models.JSONField(null=True, blank=True, help_text="Where the next poll resumes.")
+    cursor_version = models.PositiveBigIntegerField(
+        default=0, help_text="How many polls have stored a cursor."
+    )
+    polled_at = models.DateTimeField(null=True, blank=True, help_text="The last poll's end.")
+    last_error = models.TextField(
+        blank=True, default="", help_text="Why the last poll failed (empty: it did not)."
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -103,6 +124,8 @@ class EventTrigger(models.Model):
         ]
 
     def __str__(self) -> str:
+        if self.kind == TriggerKind.POLL:
+            return f"{self.workflow_name} polling {self.source}"
         return f"{self.workflow_name} on {self.source}"
 
 
@@ -113,9 +136,11 @@ class EventOutcome(models.TextChoices):
 
 class TriggerEvent(models.Model):
     """An event a trigger took, once: the unique (workflow, position, event key) makes a
-    second delivery of the same event (a hook called twice, two workers) start nothing.
-    ``source_run`` is the finished run that was the event; ``run`` the run it started,
-    or none when it was refused (``message`` says why)."""
+    second delivery of the same event (a hook called twice, two workers, a poll's page
+    read again) start nothing. ``source_run`` is the finished run that was the event
+    (``on_workflow``; the key ``run:UUID:END``), a poll's event is an item (the key
+    ``item:DEDUP_KEY``); ``run`` the run it started, or none when it was refused
+    (``message`` says why)."""
 
     workflow_name = models.CharField(max_length=100)
     position = models.PositiveIntegerField()

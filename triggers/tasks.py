@@ -3,7 +3,9 @@
 ``triggers.on_workflow_finished`` is queued by the run-finished hook
 (``triggers.hooks``) for a run whose workflow some trigger waits for;
 ``triggers.start_run`` starts a run an event created, once its row is committed;
-``triggers.sweep`` (beat) takes the events the hook missed.
+``triggers.sweep`` (beat) takes the events the hook missed. ``triggers.polls_due``
+(beat, every ``FLOWPILOT_TRIGGER_POLL_TICK`` seconds) claims the poll triggers whose
+time has come and queues ``triggers.poll`` for each (``triggers.polls``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from runs.dispatch import task_send
 from runs.models import Run, RunStatus
 from runs.services import run_enqueue
 from triggers.events import on_workflow_finished, triggers_sweep
+from triggers.polls import poll_trigger, polls_due
 
 INFRASTRUCTURE_ERRORS = (OperationalError, InterfaceError)
 
@@ -45,3 +48,17 @@ def start_run(run_id: int) -> None:
 @shared_task(name="triggers.sweep", ignore_result=True, autoretry_for=INFRASTRUCTURE_ERRORS)
 def sweep() -> None:
     triggers_sweep(now=timezone.now(), start=start_later)
+
+
+@shared_task(name="triggers.polls_due", ignore_result=True, autoretry_for=INFRASTRUCTURE_ERRORS)
+def polls_tick() -> None:
+    polls_due(now=timezone.now(), send=send_poll)
+
+
+def send_poll(trigger_id: int) -> None:
+    task_send(poll, trigger_id)
+
+
+@shared_task(name="triggers.poll", ignore_result=True, autoretry_for=INFRASTRUCTURE_ERRORS)
+def poll(trigger_id: int) -> None:
+    poll_trigger(trigger_id=trigger_id, start=start_later)

@@ -505,7 +505,8 @@ class WorkflowSpec(_Model):
     inputs: dict[str, InputSpec] = Field(default_factory=dict)
     tools: list[str] | None = Field(
         None,
-        description="Flow-level tool allowlist. Omitted: the tools its steps name.",
+        description="Flow-level tool allowlist. Omitted: the tools its steps and poll "
+        "triggers name.",
     )
     steps: list[Step] = Field(min_length=1)
     edges: list[Edge] = Field(default_factory=list)
@@ -527,7 +528,7 @@ class WorkflowSpec(_Model):
     triggers: list[TriggerSpec] = Field(
         default_factory=list,
         description="Events that start a run of the active version, once per event: "
-        "another workflow's finished run (docs/triggers.md).",
+        "another workflow's finished run, or a new item found by a poll (docs/triggers.md).",
     )
     notifications: Notifications = Field(default_factory=Notifications)
     queue: str | None = Field(
@@ -595,7 +596,8 @@ class WorkflowSpec(_Model):
     def allowed_tools(self) -> list[str]:
         if self.tools is not None:
             return list(self.tools)
-        return sorted({t for s in self.steps for t in s.direct_tools()})
+        polled = {t.poll.tool for t in self.triggers if t.poll is not None}
+        return sorted({t for s in self.steps for t in s.direct_tools()} | polled)
 
     def allowlist(self) -> frozenset[str]:
         """The tools a run may call: ``tools`` when given, else every tool its steps name,

@@ -10,8 +10,10 @@ from typing import Any, Literal
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import URLValidator, validate_email
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tools.paths import PathError, parse_path
+from tools.spec import TOOL_NAME_PATTERN
 from workflows.cron import cron_check, timezone_check
 
 # The bounds of a schedule's numbers, one rule for the file's ``schedule:`` and every
@@ -30,6 +32,13 @@ FinishedStatus = Literal["succeeded", "failed"]
 EVENT_FIELDS = (
     "run_id", "run_uuid", "workflow", "version", "status", "outputs", "error", "finished_at",
 )  # fmt: skip
+# How often a poll trigger may call its tool: at most every 10 s, at least once a week.
+MIN_POLL_SECONDS = 10
+MAX_POLL_SECONDS = 7 * 86400
+# Where a poll's next cursor is read: the tool's output, the last item, or the greatest
+# value over the items.
+CURSOR_SOURCES = ("$output", "$last", "$max")
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 class FrozenModel(BaseModel):
@@ -127,15 +136,105 @@ class OnWorkflow(FrozenModel):
         return [value] if isinstance(value, str) else value
 
 
-class TriggerSpec(FrozenModel):
-    """One event that starts a run of this workflow's active version, once per event."""
+def _path_check(value: str | None) -> str | None:
+    if value is not None:
+        try:
+            parse_path(value)
+        except PathError as exc:
+            raise ValueError(str(exc)) from None
+    return value
 
-    on_workflow: OnWorkflow = Field(
-        description="A run of another workflow finished (the only kind of event so far)."
+
+class PollCursor(FrozenModel):
+    """Where a poll resumes: ``$cursor`` in the tool's arguments reads the value stored
+    after the last poll (``initial`` before the first)."""
+
+    initial: Any = Field(None, description="The cursor of the first poll.")
+    next: str = Field(
+        description="Where the next cursor is read once a poll's runs are created: "
+        "`$output.PATH` (the tool's output), `$last.PATH` (the last item of the page) or "
+        "`$max.PATH` (the greatest value over the page's items). A page with no value "
+        "there keeps the cursor."
     )
+
+    @field_validator("next")
+    @classmethod
+    def _next(cls, value: str) -> str:
+        head, _, rest = value.partition(".")
+        if head not in CURSOR_SOURCES or (head != "$output" and not rest):
+            raise ValueError(
+                f"{value!r} is not a cursor source: write `$output.PATH`, `$last.PATH` or "
+                "`$max.PATH`"
+            )
+        _path_check(rest or None)
+        return value
+
+
+class PollSpec(FrozenModel):
+    """An http tool called every ``every`` seconds; each item of its answer not seen
+    before, by ``dedup_key``, starts one run (``docs/triggers.md``)."""
+
+    tool: str = Field(pattern=TOOL_NAME_PATTERN, description="The http tool that is called.")
+    every: int = Field(
+        ge=MIN_POLL_SECONDS,
+        le=MAX_POLL_SECONDS,
+        description="Seconds between polls, or a duration: `30s`, `5m`, `1h`, `1d`.",
+    )
+    args: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The tool's arguments; `$cursor` (or `$cursor.PATH`) reads the cursor.",
+    )
+    items: str | None = Field(
+        None,
+        description="Dot path of the list of items in the tool's output; omitted: the "
+        "output is the list.",
+    )
+    dedup_key: str = Field(
+        description="Dot path, in each item, of what names it: an item whose key was seen "
+        "before starts nothing."
+    )
+    cursor: PollCursor | None = Field(None, description="Where the next poll resumes.")
+
+    @field_validator("every", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            unit = _DURATION_UNITS.get(text[-1:])
+            if unit is None or not text[:-1].isdigit():
+                raise ValueError(
+                    f"{value!r} is not a duration: write seconds, or `30s`, `5m`, `1h`"
+                )
+            return int(text[:-1]) * unit
+        return value
+
+    @field_validator("items", "dedup_key")
+    @classmethod
+    def _paths(cls, value: str | None) -> str | None:
+        return _path_check(value)
+
+
+class TriggerSpec(FrozenModel):
+    """One event that starts a run of this workflow's active version, once per event:
+    another workflow's run finished (``on_workflow``), or a poll found a new item
+    (``poll``)."""
+
+    on_workflow: OnWorkflow | None = Field(None, description="A run of another workflow finished.")
+    poll: PollSpec | None = Field(None, description="A poll of an http tool found a new item.")
     inputs: dict[str, Any] = Field(
         default_factory=dict,
-        description="The run's inputs: `$event.outputs.NAME` (an output of the finished "
-        "run, with a deeper path if needed), `$event.run_id`, `$event.status`, … or a "
-        "literal; checked against the declared inputs like any run's.",
+        description="The run's inputs: for `on_workflow`, `$event.outputs.NAME` (an output "
+        "of the finished run, with a deeper path if needed), `$event.run_id`, "
+        "`$event.status`, …; for `poll`, `$item` or `$item.PATH`; or a literal; checked "
+        "against the declared inputs like any run's.",
     )
+
+    @model_validator(mode="after")
+    def _one_event(self) -> TriggerSpec:
+        if (self.on_workflow is None) == (self.poll is None):
+            raise ValueError("a trigger names one event: `on_workflow` or `poll`")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return "poll" if self.poll is not None else "on_workflow"

@@ -152,6 +152,11 @@ ISSUE_CODES = frozenset(
         "trigger_input_missing",
         "trigger_reference_invalid",
         "trigger_workflow_unknown",  # warning
+        "trigger_tool_unknown",
+        "trigger_tool_not_http",
+        "trigger_tool_not_allowed",
+        "trigger_args_invalid",
+        "trigger_cursor_undeclared",
     }
 )
 

@@ -20,12 +20,13 @@ import httpx
 from django.conf import settings
 
 from runs.engine.context import CallTaps, Limits, RunContext
-from runs.engine.http import run_http_client
+from runs.engine.http import process_http_client, run_http_client
 from runs.engine.metrics import metrics_enabled, process_metrics
 from runs.engine.plan import CompiledPlan, compile_plan
 from runs.engine.spend import Spend
 from runs.engine.tracing import run_tracer, tracing_enabled
 from tools.breaker.setup import breakers_from_settings
+from tools.calls import ToolCallContext
 from tools.llm import LLMClient, LLMNotConfigured
 from tools.mcp.session import McpSessions
 from tools.ratelimit.setup import pacer_from_settings
@@ -128,6 +129,28 @@ def build_run_context(
     if rand is not None:
         context.rand = rand
     return context
+
+
+def outside_run_call_context(
+    *, tool: str, registry: ToolRegistry, env: Mapping[str, str] | None = None
+) -> ToolCallContext:
+    """The context of a call of ``tool`` that belongs to no run (a poll trigger's):
+    what a step's call would get, with the variables that tool declares, the
+    process's shared HTTP client, the circuit breakers and the rate limits every run
+    shares; no MCP sessions kept, no recording, no idempotency key."""
+    full_env = os.environ if env is None else env
+    limits = Limits.from_settings()
+    return ToolCallContext(
+        env=_readable_env(full_env, frozenset({tool}), registry),
+        redactor=redactor_for(registry, full_env),
+        http=process_http_client(),
+        max_response_bytes=limits.max_response_bytes,
+        max_output_bytes=limits.step_output_cap(None),
+        output_dir=Path(settings.FLOWPILOT_OUTPUT_DIR),
+        data_dirs=tuple(Path(p) for p in settings.FLOWPILOT_DATA_DIRS),
+        breakers=breakers_from_settings(),
+        pacer=pacer_from_settings(),
+    )
 
 
 def _readable_env(

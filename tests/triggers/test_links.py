@@ -53,3 +53,14 @@ def test_many_started_runs_end_in_a_link_to_the_events_list(admin_client):
 
 def test_a_run_nothing_triggered_and_that_started_nothing_has_no_links():
     assert links.run_links(run=RunFactory()) == []
+
+
+def test_a_run_a_polls_item_started_links_the_event_naming_the_item(admin_client):
+    child = RunFactory(trigger=RunTrigger.EVENT)
+    taken = event(None, child, key="item:<b>ord_42</b>")
+    (cause,) = links.run_links(run=child)
+    assert cause.label == "started by"
+    assert cause.url == f"/admin/triggers/triggerevent/{taken.pk}/change/"
+    assert cause.text == "item <b>ord_42</b> found by a poll trigger"
+    page = admin_client.get(f"/admin/runs/run/{child.pk}/change/").content.decode()
+    assert "item &lt;b&gt;ord_42&lt;/b&gt; found by a poll trigger" in page  # escaped

@@ -56,3 +56,28 @@ def test_the_sweep_task_takes_a_missed_event_and_starts_its_run():
     (event,) = TriggerEvent.objects.filter(source_run=source)
     event.run.refresh_from_db()
     assert (event.run.status, event.run.inputs["total"]) == (RunStatus.SUCCEEDED, 6)
+
+
+def test_the_beat_tick_polls_a_due_trigger_and_its_runs_finish_in_process(monkeypatch):
+    from django.conf import settings
+
+    from tests.fakes import FakeAPI
+    from tests.triggers.polls_support import TOKEN, Orders, activate, load_orders_tool, poll_flow
+
+    assert settings.CELERY_BEAT_SCHEDULE["flowpilot-poll-triggers"]["task"] == "triggers.polls_due"
+    monkeypatch.setenv("ORDERS_TOKEN", TOKEN)
+    fake = FakeAPI().start()
+    try:
+        Orders(fake).add(2)
+        load_orders_tool(fake.url)
+        activate(poll_flow())
+        tasks.polls_tick()  # due since activation: claimed, polled, its runs started
+        tasks.polls_tick()  # claimed already: no second poll
+    finally:
+        fake.stop()
+    assert len(fake.requests("orders")) == 1
+    runs = Run.objects.filter(trigger=RunTrigger.EVENT).order_by("pk")
+    assert [(r.status, r.inputs["order_id"]) for r in runs] == [
+        (RunStatus.SUCCEEDED, 1),
+        (RunStatus.SUCCEEDED, 2),
+    ]

@@ -5,11 +5,14 @@ from __future__ import annotations
 import pytest
 
 from workflows.event_refs import (
+    CURSOR,
+    ITEM,
     EventRef,
     EventRefError,
     parse_event_value,
     resolve_event_value,
 )
+from workflows.event_refs import EVENT as EVENT_ROOT
 
 EVENT = {
     "run_id": 7,
@@ -58,4 +61,45 @@ def test_a_dollar_string_that_is_no_event_reference_is_refused_saying_why(value,
 
 
 def test_a_reference_reads_as_written():
-    assert str(EventRef("outputs", ("x", "0"))) == "$event.outputs.x.0"
+    assert str(EventRef(EVENT_ROOT, ("outputs", "x", "0"))) == "$event.outputs.x.0"
+    assert str(EventRef(ITEM)) == "$item"
+
+
+ITEM_VALUE = {"id": 17, "customer": {"email": "a@example.com"}, "tags": ["x", "y"]}
+
+
+@pytest.mark.parametrize(
+    ("value", "resolved"),
+    [
+        ("$item", ITEM_VALUE),
+        ("$item.id", 17),
+        ("$item.customer.email", "a@example.com"),
+        ("$item.tags.-1", "y"),
+        ("$item.absent", None),
+        ({"ids": ["$item.id"], "n": 3}, {"ids": [17], "n": 3}),
+        ({"$literal": "$item"}, "$item"),
+    ],
+)
+def test_a_poll_input_reads_the_item(value, resolved):
+    assert resolve_event_value(parse_event_value(value, ITEM), ITEM_VALUE) == resolved
+
+
+def test_a_poll_argument_reads_the_cursor():
+    parsed = parse_event_value({"since": "$cursor", "page": "$cursor.page"}, CURSOR)
+    assert resolve_event_value(parsed, {"page": 2}) == {"since": {"page": 2}, "page": 2}
+    assert resolve_event_value(parsed, None) == {"since": None, "page": None}
+
+
+@pytest.mark.parametrize(
+    ("value", "root", "says"),
+    [
+        ("$event.run_id", ITEM, "is not a `\\$item` reference: a poll trigger's inputs read"),
+        ("$item.id", EVENT_ROOT, "is not an event reference"),
+        ("$item.id", CURSOR, "a poll's tool arguments read `\\$cursor`"),
+        ("$item..id", ITEM, "empty segment"),
+        ("$items", ITEM, "is not a `\\$item` reference"),
+    ],
+)
+def test_a_reference_of_another_place_is_refused_naming_what_is_read_there(value, root, says):
+    with pytest.raises(EventRefError, match=says):
+        parse_event_value(value, root)

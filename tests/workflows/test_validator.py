@@ -28,6 +28,7 @@ class FakeTool:
     secret: frozenset[str] = frozenset()  # its credentials (tools.secrets decides for real)
     slots: frozenset[str] = frozenset()  # the arguments its credentials read
     types: tuple[tuple[str, dict], ...] = ()  # output field -> JSON Schema
+    kind: str = "http"
 
     def output_type(self, name: str) -> dict | None:
         return dict(self.types).get(name)
@@ -143,6 +144,7 @@ REGISTRY = FakeRegistry(
                 replacement="geocode",
             ),
             FakeTool("fax", {"type": "object"}, deprecated=True),
+            FakeTool("clock", {"type": "object"}, ("now",), kind="builtin"),
             FakeTool(
                 "repo_issues",
                 {"type": "object", "properties": _props(repo="string")},

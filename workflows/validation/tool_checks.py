@@ -69,6 +69,7 @@ def _allowlist_unregistered(ctx: FlowContext) -> list[ValidationIssue]:
     """An allowlist entry no tool answers to: a typo, or a tool never loaded. Steps that
     use it draw their own ``unknown_tool``; the entry is reported where it is written."""
     used = {name for step in ctx.spec.steps for name in _step_tools(step)}
+    used |= {t.poll.tool for t in ctx.spec.triggers if t.poll is not None}  # triggers.py says
     issues = []
     for index, name in enumerate(ctx.spec.tools or ()):
         if ctx.tool(name) is not None or describe(name) or name in used:

@@ -76,3 +76,76 @@ def test_a_trigger_without_a_known_event_kind_or_status_is_a_schema_error():
     assert {c for c, _, _ in issues([{"on_poll": {}}])} == {"schema_invalid"}
     bad_status = [{"on_workflow": {"name": "x", "status": "cancelled"}, "inputs": {"rows": 1}}]
     assert {c for c, _, _ in issues(bad_status)} == {"schema_invalid"}
+
+
+POLL = {
+    "poll": {
+        "tool": "list_orders",
+        "every": "5m",
+        "args": {"since": "$cursor", "filter": {"status": "open", "after": "$cursor.at"}},
+        "items": "data",
+        "dedup_key": "id",
+        "cursor": {"initial": "1970-01-01", "next": "$max.updated_at"},
+    },
+    "inputs": {"rows": "$item.lines.0.qty", "note": ["$item", {"$literal": "$item"}]},
+}
+
+
+def test_a_well_formed_poll_passes_and_its_interval_reads_as_seconds():
+    assert issues([POLL]) == []
+    report = validate_workflow({**FLOW, "triggers": [POLL]}, registry=None)
+    assert report.spec.triggers[0].poll.every == 300
+    assert report.spec.allowed_tools() == ["list_orders"]  # the tool it polls is pinned too
+
+
+def test_a_poll_reads_only_the_item_and_its_arguments_only_the_cursor():
+    poll = {
+        "poll": {**POLL["poll"], "args": {"since": "$item.at"}},
+        "inputs": {"rows": "$event.outputs.rows", "note": "$cursor"},
+    }
+    assert sorted(issues([poll])) == [
+        ("trigger_reference_invalid", "triggers[0].inputs.note", "error"),
+        ("trigger_reference_invalid", "triggers[0].inputs.rows", "error"),
+        ("trigger_reference_invalid", "triggers[0].poll.args.since", "error"),
+    ]
+
+
+def test_a_poll_that_reads_a_cursor_it_does_not_declare_is_refused():
+    poll = {"poll": {**POLL["poll"], "cursor": None}, "inputs": {"rows": 1}}
+    assert issues([poll]) == [("trigger_cursor_undeclared", "triggers[0].poll.args", "error")]
+    unread = {"poll": {**POLL["poll"], "args": {}}, "inputs": {"rows": 1}}
+    assert issues([unread]) == []  # a cursor nothing sends is allowed: each poll reads one page
+
+
+def test_a_listed_allowlist_must_name_the_polled_tool():
+    flow = {**FLOW, "tools": ["other"], "triggers": [POLL]}
+    report = validate_workflow(flow, registry=None)
+    assert [(i.code, i.path) for i in report.issues] == [
+        ("trigger_tool_not_allowed", "triggers[0].poll.tool")
+    ]
+
+
+def test_a_missing_required_input_names_the_item_as_the_example():
+    [issue] = validate_workflow(
+        {**FLOW, "triggers": [{"poll": POLL["poll"], "inputs": {}}]}, registry=None
+    ).issues
+    assert issue.code == "trigger_input_missing"
+    assert "`rows: $item.rows`" in issue.message
+
+
+def bad_poll(**changes) -> set[str]:
+    return {c for c, _, _ in issues([{"poll": {**POLL["poll"], **changes}, "inputs": {"rows": 1}}])}
+
+
+def test_a_malformed_poll_is_a_schema_error():
+    assert bad_poll(every="5 minutes") == {"schema_invalid"}
+    assert bad_poll(every=5) == {"schema_invalid"}  # more often than every 10 s
+    assert bad_poll(every="9d") == {"schema_invalid"}  # less than once a week
+    assert bad_poll(dedup_key="a..b") == {"schema_invalid"}
+    assert bad_poll(items="data.") == {"schema_invalid"}
+    assert bad_poll(cursor={"next": "$first.at"}) == {"schema_invalid"}
+    assert bad_poll(cursor={"next": "$last"}) == {"schema_invalid"}
+    assert bad_poll(tool="not a name") == {"schema_invalid"}
+    both = [{"poll": POLL["poll"], "on_workflow": {"name": "x"}, "inputs": {"rows": 1}}]
+    assert {c for c, _, _ in issues(both)} == {"schema_invalid"}
+    assert {c for c, _, _ in issues([{"inputs": {"rows": 1}}])} == {"schema_invalid"}
