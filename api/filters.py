@@ -15,6 +15,7 @@ from drf_spectacular.utils import extend_schema_field
 from runs.models import Run, RunStatus, RunTrigger
 from schedules.models import Schedule
 from tools.models import Tool, ToolKind
+from triggers.models import EventOutcome, EventTrigger, TriggerEvent, TriggerKind
 from workflows.models import Workflow, WorkflowStatus
 
 
@@ -51,6 +52,21 @@ class VersionFilter(filters.NumberFilter):
     def __init__(self, *args: object, **kwargs: object) -> None:
         kwargs.setdefault("min_value", 1)
         kwargs.setdefault("max_value", MAX_VERSION)
+        super().__init__(*args, **kwargs)
+
+
+MAX_ID = 2**63 - 1  # the largest id a big integer column holds
+
+
+@extend_schema_field({"type": "integer", "minimum": 1, "maximum": MAX_ID})
+class IdFilter(filters.NumberFilter):
+    """A row's id: a whole number from 1 to ``MAX_ID``."""
+
+    field_class = forms.IntegerField
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("min_value", 1)
+        kwargs.setdefault("max_value", MAX_ID)
         super().__init__(*args, **kwargs)
 
 
@@ -121,3 +137,23 @@ class ScheduleFilter(filters.FilterSet):
     class Meta:
         model = Schedule
         fields = ["workflow", "paused"]
+
+
+class EventTriggerFilter(filters.FilterSet):
+    workflow = filters.CharFilter(field_name="workflow_name", help_text="The waiting workflow.")
+    kind = filters.ChoiceFilter(choices=TriggerKind.choices)
+
+    class Meta:
+        model = EventTrigger
+        fields = ["workflow", "kind"]
+
+
+class TriggerEventFilter(filters.FilterSet):
+    workflow = filters.CharFilter(field_name="workflow_name", help_text="The triggered workflow.")
+    outcome = filters.ChoiceFilter(choices=EventOutcome.choices)
+    source_run = IdFilter(field_name="source_run_id", help_text="The finished run's id.")
+    run = IdFilter(field_name="run_id", help_text="The id of the run it started.")
+
+    class Meta:
+        model = TriggerEvent
+        fields = ["workflow", "outcome", "source_run", "run"]

@@ -9,6 +9,7 @@ from api.views.design import PlanViewSet, VersionDesignViewSet
 from api.views.runs import RunViewSet
 from api.views.schedules import ScheduleViewSet
 from api.views.tools import ToolViewSet
+from api.views.triggers import EventTriggerViewSet, TriggerEventViewSet
 from api.views.webhooks import HookView, WebhookViewSet
 from api.views.workflows import WorkflowViewSet
 
@@ -133,6 +134,25 @@ urlpatterns = [
         CREDENTIAL + "disconnect/",
         CredentialViewSet.as_view({"post": "disconnect"}),
         name="credential-disconnect",
+    ),
+    path("triggers/", EventTriggerViewSet.as_view({"get": "list"}), name="trigger-list"),
+    path(
+        "triggers/<int:pk>/",
+        EventTriggerViewSet.as_view({"get": "retrieve"}),
+        name="trigger-detail",
+    ),
+    path(
+        "triggers/<int:pk>/poll/",
+        EventTriggerViewSet.as_view({"post": "poll"}),
+        name="trigger-poll",
+    ),
+    path(
+        "trigger-events/", TriggerEventViewSet.as_view({"get": "list"}), name="trigger-event-list"
+    ),
+    path(
+        "trigger-events/<int:pk>/",
+        TriggerEventViewSet.as_view({"get": "retrieve"}),
+        name="trigger-event-detail",
     ),
     path("hooks/<slug:public_id>/", HookView.as_view({"post": "deliver"}), name="webhook-deliver"),
 ]

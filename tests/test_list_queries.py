@@ -241,6 +241,8 @@ API_ROWS: dict[str, tuple[Callable[[int], object], dict[str, object]]] = {
     "schedule-list": (lambda i: ScheduleFactory(), {}),
     "schedule-fires": (_fire, {"workflow": "sales_report", "name": "listed"}),
     "credential-list": (lambda i: Credential.objects.create(name=f"cred{i}", type="bearer"), {}),
+    "trigger-list": (ADMIN_ROWS["triggers.EventTrigger"], {}),
+    "trigger-event-list": (_event, {}),
 }
 
 

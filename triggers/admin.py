@@ -10,9 +10,9 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
-from django.utils import timezone
 
-from triggers.models import EventTrigger, TriggerEvent, TriggerKind
+from triggers.models import EventTrigger, TriggerEvent
+from triggers.polls import polls_make_due
 
 
 class _ReadOnly(admin.ModelAdmin):
@@ -50,8 +50,9 @@ class EventTriggerAdmin(_ReadOnly):
 
     @admin.action(description="Poll now (at beat's next tick)", permissions=["poll"])
     def poll_now(self, request: HttpRequest, queryset: QuerySet[EventTrigger]) -> None:
-        count = queryset.filter(kind=TriggerKind.POLL).update(next_poll_at=timezone.now())
-        skipped = queryset.count() - count
+        selected = list(queryset.values_list("pk", flat=True))
+        count = polls_make_due(trigger_ids=selected)
+        skipped = len(selected) - count
         note = f"; {skipped} selected are no poll triggers" if skipped else ""
         self.message_user(request, f"{count} poll triggers due now{note}.", messages.SUCCESS)
 

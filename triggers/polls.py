@@ -110,6 +110,13 @@ def polls_due(*, now: datetime, send: Sender, limit: int = 200) -> list[int]:
     return sent
 
 
+def polls_make_due(*, trigger_ids: list[int], now: datetime | None = None) -> int:
+    """Make these poll triggers due now (**Poll now**: beat's next tick polls them); how
+    many were poll triggers."""
+    rows = EventTrigger.objects.filter(pk__in=trigger_ids, kind=TriggerKind.POLL)
+    return rows.update(next_poll_at=now or timezone.now())
+
+
 def poll_trigger(
     *, trigger_id: int, start: Starter, registry: ToolRegistry | None = None
 ) -> PollOutcome | None:
