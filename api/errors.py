@@ -21,6 +21,7 @@ from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from api.exceptions import ApiError
+from runs.approvals import ApprovalDecided, ApprovalRefused
 from runs.idempotency import IdempotencyKeyInvalid, IdempotencyKeyReused
 from runs.restart import (
     RestartNeedsConfirmation,
@@ -51,6 +52,8 @@ STATUS_BY_ERROR: tuple[tuple[type[FlowpilotError], int], ...] = (
     (WorkflowNotFound, status.HTTP_404_NOT_FOUND),
     (ApprovalForbidden, status.HTTP_403_FORBIDDEN),
     (PermissionRefused, status.HTTP_403_FORBIDDEN),
+    (ApprovalRefused, status.HTTP_403_FORBIDDEN),
+    (ApprovalDecided, status.HTTP_409_CONFLICT),
     (ApprovalStateError, status.HTTP_409_CONFLICT),
     (DefinitionUnchanged, status.HTTP_409_CONFLICT),
     (WorkflowTransitionError, status.HTTP_409_CONFLICT),

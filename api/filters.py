@@ -12,7 +12,8 @@ from django_filters import fields
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import extend_schema_field
 
-from runs.models import Run, RunStatus, RunTrigger
+from runs.approvals import approvals_pending_for
+from runs.models import ApprovalRequest, ApprovalStatus, Run, RunStatus, RunTrigger
 from schedules.models import Schedule
 from tools.models import Tool, ToolKind
 from triggers.models import EventOutcome, EventTrigger, TriggerEvent, TriggerKind
@@ -157,3 +158,24 @@ class TriggerEventFilter(filters.FilterSet):
     class Meta:
         model = TriggerEvent
         fields = ["workflow", "outcome", "source_run", "run"]
+
+
+class ApprovalFilter(filters.FilterSet):
+    status = filters.ChoiceFilter(choices=ApprovalStatus.choices)
+    workflow = filters.CharFilter(field_name="run__workflow__name", help_text="The workflow.")
+    run = IdFilter(field_name="run_id", help_text="The run's id.")
+    mine = StrictBooleanFilter(
+        method="filter_mine", help_text="true: pending, and yours to decide."
+    )
+
+    class Meta:
+        model = ApprovalRequest
+        fields = ["status", "workflow", "run", "mine"]
+
+    def filter_mine(
+        self, queryset: QuerySet[ApprovalRequest], name: str, value: bool | None
+    ) -> QuerySet[ApprovalRequest]:
+        if not value:
+            return queryset
+        yours = [r.pk for r in approvals_pending_for(self.request.user)]
+        return queryset.filter(pk__in=yours)

@@ -4,6 +4,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from api.schema_cache import CachedSchemaGenerator
+from api.views.approvals import ApprovalViewSet
 from api.views.credentials import CredentialViewSet
 from api.views.design import PlanViewSet, VersionDesignViewSet
 from api.views.runs import RunViewSet
@@ -134,6 +135,20 @@ urlpatterns = [
         CREDENTIAL + "disconnect/",
         CredentialViewSet.as_view({"post": "disconnect"}),
         name="credential-disconnect",
+    ),
+    path("approvals/", ApprovalViewSet.as_view({"get": "list"}), name="approval-list"),
+    path(
+        "approvals/<int:pk>/", ApprovalViewSet.as_view({"get": "retrieve"}), name="approval-detail"
+    ),
+    path(
+        "approvals/<int:pk>/approve/",
+        ApprovalViewSet.as_view({"post": "approve"}),
+        name="approval-approve",
+    ),
+    path(
+        "approvals/<int:pk>/reject/",
+        ApprovalViewSet.as_view({"post": "reject"}),
+        name="approval-reject",
     ),
     path("triggers/", EventTriggerViewSet.as_view({"get": "list"}), name="trigger-list"),
     path(

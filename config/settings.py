@@ -228,6 +228,12 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": FLOWPILOT_SWEEP_INTERVAL},
     },
     # Starts queued runs (concurrency limits) whose start message was lost (runs/concurrency.py).
+    # Decides the approval requests whose time is up (runs/approvals.py).
+    "flowpilot-expire-approvals": {
+        "task": "runs.expire_approvals",
+        "schedule": timedelta(seconds=FLOWPILOT_SWEEP_INTERVAL),
+        "options": {"expires": FLOWPILOT_SWEEP_INTERVAL},
+    },
     "flowpilot-sweep-queued-runs": {
         "task": "runs.sweep_queued_runs",
         "schedule": timedelta(seconds=FLOWPILOT_SWEEP_INTERVAL),

@@ -40,7 +40,7 @@ class Approval(models.Model):
     )
     sample_inputs = models.JSONField(default=dict, blank=True)
     validation_run = models.OneToOneField(
-        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="approval"
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="review_approval"
     )
     status = models.CharField(
         max_length=16, choices=ApprovalStatus.choices, default=ApprovalStatus.VALIDATING

@@ -41,6 +41,7 @@ from django.utils.http import urlencode
 from django.utils.safestring import mark_safe
 from django.utils.translation import ngettext
 
+from runs.admin_approvals import ApprovalRequestAdmin  # noqa: F401 - registers it
 from runs.admin_views import RunOperationViews, run_change_url
 from runs.costs import MonthCost, monthly_costs
 from runs.links import run_links
@@ -434,7 +435,8 @@ class RunAdmin(RunOperationViews):
             buttons.append(
                 post("resume", "Resume", "from the checkpoint: succeeded steps are kept")
             )
-        if run.status in {RunStatus.QUEUED, RunStatus.PENDING, RunStatus.RUNNING}:
+        active = {RunStatus.QUEUED, RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING}
+        if run.status in active:
             buttons.append(
                 post("cancel", "Cancel", "queued steps never start; steps in flight finish")
             )

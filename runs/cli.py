@@ -9,7 +9,7 @@ from datetime import datetime
 from django.conf import settings
 from django.core.management.base import CommandError, CommandParser, OutputWrapper
 
-from runs.models import Run, StepResult
+from runs.models import ApprovalStatus, Run, StepResult
 from runs.services import run_enqueue, run_execute
 from runs.state import RUN_TERMINAL, RunStatus, StepStatus
 from tools.errors import FlowpilotError
@@ -22,6 +22,7 @@ _MARKS = {
     StepStatus.SUCCEEDED: "ok",
     StepStatus.FAILED: "FAILED",
     StepStatus.SKIPPED: "skipped",
+    StepStatus.WAITING: "waiting",
 }
 
 
@@ -91,10 +92,19 @@ def execute_and_report(
 
 
 def report_end(out: OutputWrapper, run: Run, *, resumed_at: datetime | None = None) -> None:
-    """Print how a run ended; raise ``CommandError`` (exit 1) unless it succeeded."""
+    """Print how a run ended; raise ``CommandError`` (exit 1) unless it succeeded or
+    waits for an approval (which it prints how to give)."""
     out.write(summary_line(run, resumed_at=resumed_at))
     if run.status == RunStatus.SUCCEEDED:
         out.write("outputs: " + dumps(store_unescape(run.outputs)))
+        return
+    if run.status == RunStatus.WAITING:  # not a failure: it goes on once decided
+        for request in run.approval_requests.filter(status=ApprovalStatus.PENDING):
+            out.write(
+                f"waiting for approval of step `{request.step_id}`: decide it in the admin "
+                f"(/admin/runs/approvalrequest/{request.pk}/change/) or with POST "
+                f"/api/v1/approvals/{request.pk}/approve/ (or reject/)"
+            )
         return
     if run.error_summary:
         out.write(f"error: {run.error_summary}")

@@ -28,7 +28,8 @@ class RunLink:
 
 
 def run_links(*, run: Run) -> list[RunLink]:
-    """The run's version, then every provider's links, in the setting's order."""
+    """The run's version, its approval steps' requests (each time one waited), then
+    every provider's links, in the setting's order."""
     workflow = run.workflow
     links = [
         RunLink(
@@ -42,6 +43,14 @@ def run_links(*, run: Run) -> list[RunLink]:
             "all runs of this version",
         ),
     ]
+    for request in run.approval_requests.order_by("created_at", "id"):
+        links.append(
+            RunLink(
+                "approval",
+                reverse("admin:runs_approvalrequest_change", args=[request.pk]),
+                f"`{request.step_id}`: {request.get_status_display().lower()}",
+            )
+        )
     for path in getattr(settings, "FLOWPILOT_RUN_LINK_PROVIDERS", ()):
         links.extend(import_string(path)(run=run))
     return links

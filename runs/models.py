@@ -499,3 +499,95 @@ class ScenarioResult(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workflow} scenario {self.scenario}: {self.status}"
+
+
+class ApprovalStatus(models.TextChoices):
+    PENDING = "pending", "Waiting for a decision"
+    APPROVED = "approved", "Approved"
+    REJECTED = "rejected", "Rejected"
+    TIMED_OUT = "timed_out", "Timed out"
+    CANCELLED = "cancelled", "Cancelled (the run ended first)"
+
+
+class ApprovalRequest(models.Model):
+    """An ``approval`` step waiting for people (``runs.approvals``): who may decide
+    (``approvers`` as written, ``required`` distinct approvals, whether the run's
+    ``author`` may), the form of the values they give, and the **preview**: the
+    requests the next steps that change something will send, rendered with the data
+    the run held when the step started to wait (secrets masked), and its hash, which
+    each decision records as what its author saw. One request per time the step waits
+    (a step asked again after a restart or a resume is a new request)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approval_requests")
+    step_result = models.ForeignKey(
+        StepResult, on_delete=models.CASCADE, related_name="approval_requests"
+    )
+    step_id = models.CharField(max_length=64)
+    status = models.CharField(
+        max_length=16, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING
+    )
+    approvers = models.JSONField(default=list, blank=True, help_text="As the step names them.")
+    required = models.PositiveSmallIntegerField(default=1)
+    author_may_approve = models.BooleanField(default=True)
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Who started the run (none: a schedule, a trigger, a command).",
+    )
+    form = models.JSONField(null=True, blank=True, help_text="JSON Schema of the values.")
+    preview = models.JSONField(
+        default=list, blank=True, help_text="The requests the next steps will send (masked)."
+    )
+    preview_hash = models.CharField(max_length=64, blank=True, default="")
+    expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    on_timeout = models.CharField(max_length=10, default="fail")
+    output = models.JSONField(null=True, blank=True, help_text="The values it was approved with.")
+    message = models.TextField(blank=True, default="", help_text="Why it was rejected.")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        permissions = [("approve_run", "Can approve a run's approval steps that name nobody")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["step_result"],
+                condition=models.Q(status="pending"),
+                name="one_pending_approval_per_step",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"approval of `{self.step_id}` in run {self.run_id}"
+
+
+class ApprovalDecision(models.Model):
+    """One person's decision on an approval request: who, when, from where, what they
+    saw (the preview's hash), and the values they gave. Once per person."""
+
+    request = models.ForeignKey(ApprovalRequest, on_delete=models.CASCADE, related_name="decisions")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    username = models.CharField(max_length=150, help_text="Kept if the user is removed.")
+    approved = models.BooleanField()
+    values = models.JSONField(null=True, blank=True)
+    comment = models.TextField(blank=True, default="")
+    preview_hash = models.CharField(
+        max_length=64, blank=True, default="", help_text="The preview the person saw."
+    )
+    via = models.CharField(max_length=10, help_text="admin, api, mcp or link.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["request", "username"], name="one_decision_per_person")
+        ]
+
+    def __str__(self) -> str:
+        verb = "approved" if self.approved else "rejected"
+        return f"{self.username} {verb} {self.request}"

@@ -25,12 +25,12 @@ from runs.engine.celery.broker import in_process
 from runs.engine.celery.children import parent_step_settle
 from runs.engine.celery.run import run_start
 from runs.engine.context import RunContext
-from runs.engine.finish import MAX_SUMMARY_CHARS, run_finish, run_finished_announce
+from runs.engine.finish import MAX_SUMMARY_CHARS, run_finish, run_finished_announce, run_wait
 from runs.engine.http import process_http_client
 from runs.engine.local import Observer, drive_local
 from runs.engine.rows import run_rows_create
 from runs.engine.secrets import inputs_refuse_secrets
-from runs.models import Run, StepResult
+from runs.models import ApprovalRequest, ApprovalStatus, Run, StepResult
 from runs.replay.recorder import call_recorder_for
 from runs.state import (
     RUN_TERMINAL,
@@ -249,7 +249,15 @@ def _execute(
         if ctx.run_child is None:
             ctx.run_child = _execute_child
         driven = drive_local(ctx, run, observer=observer, results=created, start=start)
-        if driven is not None and driven.finished is None:
+        # An approval step decided while this run was still running: drive on from the
+        # checkpoint (``run_wait``, False), until the run finishes or waits.
+        waits = None
+        while driven is not None and driven.finished is None:
+            waits = run_wait(ctx, run, driven.results)
+            if waits is not False:
+                break
+            driven = drive_local(ctx, run, observer=observer)
+        if driven is not None and driven.finished is None and not waits:
             # A validation run's recorded calls are stored before the run is seen
             # finished: a replay started then must find every call (the context's
             # close, below, would store them only after the finish).
@@ -372,8 +380,9 @@ OPERATE_PERMISSION = "runs.operate_run"
 
 
 def run_cancel(*, run: Run, actor: Any = None) -> bool:
-    """Cancel a queued, pending or running run. Steps in flight finish; nothing new
-    starts. A limited run's slot (or place in the queue) goes to the next queued run.
+    """Cancel a queued, pending, running or waiting run. Steps in flight finish; nothing
+    new starts; approval steps waiting are skipped and their requests cancelled. A
+    limited run's slot (or place in the queue) goes to the next queued run.
 
     ``actor`` needs ``runs.operate_run`` (``tools.permissions``: None is an operator's
     command or the engine).
@@ -392,12 +401,18 @@ def run_cancel(*, run: Run, actor: Any = None) -> bool:
         if not run_transition(run, RunStatus.CANCELLED, finished_at=timezone.now()):
             return False
         step_transition(
-            StepResult.objects.filter(run=run, status__in=[StepStatus.PENDING, StepStatus.QUEUED]),
+            StepResult.objects.filter(
+                run=run, status__in=[StepStatus.PENDING, StepStatus.QUEUED, StepStatus.WAITING]
+            ),
             StepStatus.SKIPPED,
             finished_at=timezone.now(),
             lease_expires_at=None,
         )
         subruns.parked_steps_cancel(run=run, now=timezone.now())
+        # Its approval steps will never be decided (a resume asks again).
+        ApprovalRequest.objects.filter(run=run, status=ApprovalStatus.PENDING).update(
+            status=ApprovalStatus.CANCELLED, decided_at=timezone.now()
+        )
     for child in subruns.active_children(run=run):
         run_cancel(run=child, actor=actor)
     if run.parent_step_id is not None:

@@ -36,6 +36,9 @@ class RunStatus(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
     # Never started: its workflow's concurrency limit was reached (``on_limit: skip``).
     SKIPPED = "skipped", "Skipped (concurrency limit)"
+    # Nothing to do but wait for a person (an ``approval`` step, ``runs.approvals``): it
+    # holds no task, thread or connection, and goes on once the step is decided.
+    WAITING = "waiting", "Waiting for approval"
 
 
 class RunTrigger(models.TextChoices):
@@ -58,13 +61,15 @@ class StepStatus(models.TextChoices):
     SUCCEEDED = "succeeded", "Succeeded"
     FAILED = "failed", "Failed"
     SKIPPED = "skipped", "Skipped"
+    # An ``approval`` step waiting for its decision: neither in flight nor finished.
+    WAITING = "waiting", "Waiting for approval"
 
 
 RUN_TERMINAL = frozenset(
     {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.SKIPPED}
 )
 # Runs that hold a slot of their workflow's concurrency limit (``runs.concurrency``).
-RUN_HOLDING_SLOT = frozenset({RunStatus.PENDING, RunStatus.RUNNING})
+RUN_HOLDING_SLOT = frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING})
 STEP_TERMINAL = frozenset({StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.SKIPPED})
 # Handed to a worker (queued) or executing (running): a Celery run's steps hold a lease then.
 STEP_IN_FLIGHT = frozenset({StepStatus.QUEUED, StepStatus.RUNNING})
@@ -75,9 +80,18 @@ RUN_TRANSITIONS: Mapping[str, frozenset[str]] = {
     RunStatus.QUEUED: frozenset({RunStatus.PENDING, RunStatus.CANCELLED}),
     RunStatus.PENDING: frozenset({RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.FAILED}),
     # Back to pending: resuming a run whose process died (operator --force).
+    # Waiting: nothing left to do but an approval step's decision.
     RunStatus.RUNNING: frozenset(
-        {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.PENDING}
+        {
+            RunStatus.SUCCEEDED,
+            RunStatus.FAILED,
+            RunStatus.CANCELLED,
+            RunStatus.PENDING,
+            RunStatus.WAITING,
+        }
     ),
+    # Decided: on the workers it runs on (running), in process it starts again (pending).
+    RunStatus.WAITING: frozenset({RunStatus.RUNNING, RunStatus.PENDING, RunStatus.CANCELLED}),
     # Resume takes a failed or cancelled run back to pending, then running.
     # Resume takes it back to queued instead when its concurrency limit is reached.
     RunStatus.FAILED: frozenset({RunStatus.PENDING, RunStatus.QUEUED}),
@@ -106,7 +120,13 @@ STEP_TRANSITIONS: Mapping[str, frozenset[str]] = {
             StepStatus.QUEUED,
             StepStatus.SKIPPED,
             StepStatus.PENDING,
+            StepStatus.WAITING,
         }
+    ),
+    # An approval step decided (approved, rejected, timed out), or skipped when its run
+    # is cancelled.
+    StepStatus.WAITING: frozenset(
+        {StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.SKIPPED, StepStatus.PENDING}
     ),
     # Resume runs failed and skipped steps again; a succeeded step never runs again.
     StepStatus.FAILED: frozenset({StepStatus.PENDING}),

@@ -14,7 +14,7 @@ from __future__ import annotations
 from celery import Task, shared_task
 from django.db import InterfaceError, OperationalError
 
-from runs import concurrency, hooks
+from runs import approvals, concurrency, hooks
 from runs.engine.celery import children, step, sweep
 from runs.engine.celery.broker import STEP_TASK
 from runs.models import Run
@@ -119,3 +119,16 @@ def sweep_queued_runs() -> int:
     """Start queued runs whose pool has a free slot (scheduled by Celery beat): recovers
     a ``fill_slots`` message lost with its worker. Returns how many started."""
     return len(concurrency.queued_sweep(start=concurrency.start_on_workers))
+
+
+@shared_task(
+    name="runs.expire_approvals",
+    acks_late=True,
+    autoretry_for=INFRASTRUCTURE_ERRORS,
+    retry_backoff=True,
+    max_retries=3,
+)
+def expire_approvals() -> int:
+    """Decide the approval requests whose time is up, as each step's ``on_timeout`` says
+    (scheduled by Celery beat). Returns how many."""
+    return approvals.approvals_expire()

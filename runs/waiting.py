@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from runs.models import RUN_TERMINAL, Run
+from runs.models import RUN_TERMINAL, Run, RunStatus
 
 
 def run_wait(
@@ -16,7 +16,8 @@ def run_wait(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> tuple[Run, bool]:
-    """Read run ``run_id`` until it is finished or ``timeout`` seconds have passed.
+    """Read run ``run_id`` until it is finished, waits for a person (an approval step:
+    nothing happens until someone decides), or ``timeout`` seconds have passed.
 
     Returns ``(run, finished)``; the run as last read. Raises ``Run.DoesNotExist``.
     The caller bounds ``timeout``: a request thread is held for as long as it lasts.
@@ -24,8 +25,8 @@ def run_wait(
     deadline = clock() + max(0.0, timeout)
     while True:
         run = Run.objects.select_related("workflow").get(pk=run_id)
-        if run.status in RUN_TERMINAL:
-            return run, True
+        if run.status in RUN_TERMINAL or run.status == RunStatus.WAITING:
+            return run, run.status in RUN_TERMINAL
         left = deadline - clock()
         if left <= 0:
             return run, False

@@ -29,7 +29,8 @@ from workflows.models import Workflow, WorkflowStatus
 
 logger = logging.getLogger("flowpilot.schedules")
 
-IN_FLIGHT = (RunStatus.QUEUED, RunStatus.PENDING, RunStatus.RUNNING)  # queued: a concurrency limit
+# queued: a concurrency limit; waiting: an approval step's decision
+IN_FLIGHT = (RunStatus.QUEUED, RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING)
 # Starts a fire's run after ``delay`` seconds (the Celery task, or a test's stand-in).
 Starter = Callable[[int, float], None]
 

@@ -276,7 +276,7 @@ def test_the_accessor_names_come_from_the_models():
 
     assert {"runs", "approvals"} <= forbidden["workflows"]  # Run.workflow, Approval.workflow
     assert {"runs", "approvals"} <= forbidden["tools"]
-    assert "approval" in forbidden["runs"]  # Approval.validation_run
+    assert "review_approval" in forbidden["runs"]  # Approval.validation_run
     assert "step_results" not in forbidden["runs"]  # StepResult is runs' own
     assert forbidden["review"] == set()
 
@@ -286,7 +286,7 @@ def test_the_accessor_check_sees_attributes_lookups_and_names(tmp_path):
     module.write_text(
         "def f(workflow, Run, Count):\n"
         "    workflow.runs.count()\n"
-        "    Run.objects.filter(approval__isnull=True)\n"
+        "    Run.objects.filter(review_approval__isnull=True)\n"
         "    return workflow.annotate(n=Count('approvals'))\n",
         encoding="utf-8",
     )
@@ -295,6 +295,6 @@ def test_the_accessor_check_sees_attributes_lookups_and_names(tmp_path):
 
     assert uses == [
         "planted.py:2 .runs",
-        "planted.py:3 approval__isnull=",
+        "planted.py:3 review_approval__isnull=",
         "planted.py:4 'approvals'",
     ]

@@ -81,6 +81,19 @@ def _event(i: int) -> None:
     )  # fmt: skip
 
 
+def _approval(i: int) -> None:
+    """A request of an approval step, decided by one person, its run started by another."""
+    from runs.models import ApprovalDecision, ApprovalRequest, StepResult
+
+    run = RunFactory(started_by=UserFactory(username=f"author{i}"))
+    step = StepResult.objects.create(run=run, step_id="confirm", status="waiting")
+    request = ApprovalRequest.objects.create(
+        run=run, step_result=step, step_id="confirm", approvers=["alice"], required=2,
+        author=run.started_by,
+    )  # fmt: skip
+    ApprovalDecision.objects.create(request=request, username=f"d{i}", approved=True, via="api")
+
+
 def _workflow(i: int) -> None:
     """A version in review with an approval, and an approved one with its approver."""
     ApprovalFactory(workflow=pending_version(name=f"flow_{i}"), status=ApprovalStatus.PENDING)
@@ -95,6 +108,7 @@ ADMIN_ROWS: dict[str, Callable[[int], object]] = {
     "authtoken.TokenProxy": lambda i: Token.objects.create(user=UserFactory(username=f"t{i}")),
     "notifications.Delivery": lambda i: DeliveryFactory(),
     "review.ApprovalPolicy": lambda i: ApprovalPolicyFactory(),
+    "runs.ApprovalRequest": lambda i: _approval(i),
     "runs.LLMCall": lambda i: LLMCallFactory(endpoint=f"endpoint{i}"),
     "runs.Run": _run,
     "schedules.RetentionSweep": lambda i: RetentionSweep.objects.create(
@@ -242,6 +256,7 @@ API_ROWS: dict[str, tuple[Callable[[int], object], dict[str, object]]] = {
     "schedule-fires": (_fire, {"workflow": "sales_report", "name": "listed"}),
     "credential-list": (lambda i: Credential.objects.create(name=f"cred{i}", type="bearer"), {}),
     "trigger-list": (ADMIN_ROWS["triggers.EventTrigger"], {}),
+    "approval-list": (_approval, {}),
     "trigger-event-list": (_event, {}),
 }
 

@@ -25,6 +25,8 @@ import re
 from functools import cached_property
 from typing import Annotated, Any, ClassVar, Literal, get_args
 
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tools.policy import RetryPolicy
@@ -426,7 +428,110 @@ class LoopStep(_StepBase):
         return {"type": kinds[field]} if field in kinds else None
 
 
-AnyStep = ToolStep | LLMStep | DecisionStep | TransformStep | ForeachStep | WorkflowStep | LoopStep
+# How long an approval step may wait for its decision, at most (its ``timeout``).
+MAX_APPROVAL_SECONDS = 90 * 86400
+APPROVER_PATTERN = r"^(group:)?[\w.@+-]{1,150}$"
+
+
+class ApprovalStep(_StepBase):
+    """The run waits for a person: ``required`` approvals of its ``approvers`` (after a
+    look at the requests the next steps will send), or one rejection; the values the
+    approver gives (``form``) are the step's output (docs/steps.md)."""
+
+    kind: Literal["approval"] = "approval"
+    approvers: list[str] = Field(
+        default_factory=list,
+        max_length=100,
+        description="User names, or `group:NAME` for a group's members; empty: any user "
+        "holding the permission to approve runs.",
+    )
+    required: int = Field(1, ge=1, le=20, description="Distinct approvals needed.")
+    author_may_approve: bool = Field(
+        True, description="Whether the person who started the run may approve it."
+    )
+    form: dict[str, Any] | None = Field(
+        None,
+        description="JSON Schema (an object) of the values the approver gives; they are "
+        "checked against it and become the step's output. Omitted: the output is `{}`.",
+    )
+    # A wait, not one attempt: longer than a step's try may be.
+    timeout: float | None = Field(
+        None,
+        gt=0,
+        le=MAX_APPROVAL_SECONDS,
+        description="Seconds the step waits for its decision; omitted: no limit.",
+    )
+    on_timeout: Literal["fail", "skip", "continue"] = Field(
+        "fail",
+        description="When the time is up: fail the step, skip it (and what only it leads "
+        "to), or continue with the form's defaults as its output.",
+    )
+    planner_hint: ClassVar[str] = (
+        '{"id": "confirm", "kind": "approval", "approvers": ["group:finance"], "required": 1, '
+        '"form": {"type": "object", "properties": {"note": {"type": "string"}}}}: the run '
+        "waits until a person approves (the next steps' requests are shown to them first); "
+        "put it before a step that sends money, emails or writes. It outputs the form's "
+        "values."
+    )
+
+    def step_time_limit(self) -> float | None:
+        return None  # it waits without a task: ``timeout`` is the wait's limit
+
+    def output_fields(self) -> tuple[str, ...] | None:
+        properties = (self.form or {}).get("properties")
+        return tuple(properties) if isinstance(properties, dict) else ()
+
+    def output_field_schema(self, field: str) -> dict[str, Any] | None:
+        found = ((self.form or {}).get("properties") or {}).get(field)
+        return found if isinstance(found, dict) else None
+
+    def form_defaults(self) -> dict[str, Any]:
+        """The form's defaults: the output of a step continued when its time is up."""
+        properties = (self.form or {}).get("properties") or {}
+        return {k: v["default"] for k, v in properties.items() if "default" in v}
+
+    @field_validator("approvers")
+    @classmethod
+    def _approvers(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not re.match(APPROVER_PATTERN, name):
+                raise ValueError(f"{name!r} is no user name or `group:NAME`")
+        return value
+
+    @field_validator("form")
+    @classmethod
+    def _form(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        if value.get("type", "object") != "object":
+            raise ValueError("the form is a JSON Schema of an object (`type: object`)")
+        try:
+            Draft202012Validator.check_schema(value)
+        except SchemaError as exc:
+            raise ValueError(f"the form is no JSON Schema: {exc.message}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _enough_approvers(self) -> ApprovalStep:
+        users = [a for a in self.approvers if not a.startswith("group:")]
+        if self.approvers and len(users) == len(self.approvers) and len(set(users)) < self.required:
+            raise ValueError(
+                f"`required` is {self.required}, but only {len(set(users))} approvers are "
+                "named: the step could never be approved"
+            )
+        return self
+
+
+AnyStep = (
+    ToolStep
+    | LLMStep
+    | DecisionStep
+    | TransformStep
+    | ForeachStep
+    | WorkflowStep
+    | LoopStep
+    | ApprovalStep
+)
 Step = Annotated[AnyStep, Field(discriminator="kind")]
 
 

@@ -45,20 +45,15 @@ class FrozenModel(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
 
-class Notifications(FrozenModel):
-    """Who hears about this workflow's runs (``docs/notifications.md``)."""
+class Channels(FrozenModel):
+    """Who is told (an approval step's ``notify``): email recipients and a webhook."""
 
-    email: list[str] = Field(default_factory=list, description="Recipients of the reports.")
+    email: list[str] = Field(default_factory=list, description="Email recipients.")
     webhook: str | None = Field(None, description="http(s) URL that receives a signed JSON POST.")
     webhook_secret_env: str | None = Field(
         None,
         pattern=r"^[A-Z_][A-Z0-9_]*$",
         description="Environment variable holding the HMAC key. Omitted: FLOWPILOT_WEBHOOK_SECRET.",
-    )
-    on: list[RunOutcome] = Field(
-        default_factory=lambda: list[RunOutcome](["failed"]),
-        description="failed: every failed run; recovered: the first success after a "
-        "failure; succeeded: every successful run.",
     )
 
     def has_channels(self) -> bool:
@@ -84,6 +79,16 @@ class Notifications(FrozenModel):
             except DjangoValidationError:
                 raise ValueError(f"{value!r} is not an http(s) URL") from None
         return value
+
+
+class Notifications(Channels):
+    """Who hears about this workflow's runs (``docs/notifications.md``)."""
+
+    on: list[RunOutcome] = Field(
+        default_factory=lambda: list[RunOutcome](["failed"]),
+        description="failed: every failed run; recovered: the first success after a "
+        "failure; succeeded: every successful run.",
+    )
 
 
 class ScheduleSpec(FrozenModel):

@@ -24,17 +24,21 @@ from api.exceptions import ApiError
 from api.filters import ToolFilter, WorkflowFilter
 from api.parsers import unstorable_text
 from api.selectors import plan_request_wait, run_detail_list, tool_list, workflow_versions
+from api.serializers.approvals import ApprovalSerializer, ApproveSerializer, RejectSerializer
 from api.serializers.plans import PlanCreateSerializer, PlanRequestSerializer
 from api.serializers.runs import RunCreateSerializer, RunDetailSerializer
 from api.serializers.tools import ToolDetailSerializer
 from api.serializers.workflows import DefinitionSerializer, WorkflowSerializer
 from api.services.runs import run_start
+from api.views.approvals import ApprovalViewSet
 from api.views.design import PlanViewSet
 from api.views.runs import RunViewSet
 from api.views.tools import ToolViewSet
 from api.views.workflows import WorkflowViewSet, definition_of
 from review.models import PlanKind
 from review.plans import plan_request_create
+from runs.approvals import approval_decide, approvals_pending_for
+from runs.models import ApprovalRequest
 from runs.state import RunTrigger
 from runs.waiting import run_wait
 from workflows.versions import workflow_check
@@ -52,6 +56,8 @@ PERMISSIONS: dict[str, tuple[str, ...]] = {
     "plan_workflow": tuple(PlanViewSet.required_perms["create"]),
     "run_workflow": tuple(RunViewSet.required_perms["create"]),
     "get_run": tuple(RunViewSet.required_perms["retrieve"]),
+    "list_approvals": tuple(ApprovalViewSet.required_perms["list"]),
+    "decide_approval": tuple(ApprovalViewSet.required_perms["approve"]),
 }
 MAX_LIST = 200  # rows one list call answers at most (the API pages by 50)
 
@@ -190,3 +196,48 @@ def get_run(*, user: User, run_id: int, wait: float) -> dict[str, Any]:
         run_wait(run_id=run.pk, timeout=seconds)
         run = run_detail_list().get(pk=run.pk)
     return dict(RunDetailSerializer(run).data)
+
+
+def _approvals() -> QuerySet[ApprovalRequest]:
+    return ApprovalViewSet().get_queryset()
+
+
+def list_approvals(*, user: User, mine: bool, limit: int) -> dict[str, Any]:
+    """Approval requests, newest first: with ``mine``, only the pending ones ``user`` may
+    decide now (with the preview of what the run will send)."""
+    check_permission(user=user, tool="list_approvals")
+    rows = _approvals()
+    if mine:
+        rows = rows.filter(pk__in=[r.pk for r in approvals_pending_for(user)])
+    found = list(rows[: _limit(limit) + 1])
+    data = ApprovalSerializer(found[:limit], many=True, context={"request": _As(user)}).data
+    return {"approvals": list(data), "truncated": len(found) > limit}
+
+
+def decide_approval(
+    *,
+    user: User,
+    approval_id: int,
+    approve: bool,
+    values: dict[str, Any] | None,
+    comment: str,
+    preview_hash: str,
+) -> dict[str, Any]:
+    """Approve (with the form's values) or reject an approval request, as ``user``."""
+    check_permission(user=user, tool="decide_approval")
+    if not _approvals().filter(pk=approval_id).exists():
+        raise exceptions.NotFound(f"no approval request {approval_id}")
+    given: dict[str, Any] = {"comment": comment, "preview_hash": preview_hash}
+    if approve:
+        given["values"] = values or {}
+    data = _checked(ApproveSerializer if approve else RejectSerializer, given).validated_data
+    approval_decide(request_id=approval_id, user=user, approve=approve, via="mcp", **data)
+    answer = _approvals().get(pk=approval_id)
+    return dict(ApprovalSerializer(answer, context={"request": _As(user)}).data)
+
+
+class _As:
+    """What a serializer reads of a request: its user."""
+
+    def __init__(self, user: User) -> None:
+        self.user = user

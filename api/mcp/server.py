@@ -1,14 +1,16 @@
 """flowpilot served as an MCP server (the official ``mcp`` SDK's ``MCPServer``).
 
-Six tools — ``list_tools``, ``list_workflows``, ``validate_workflow``,
-``plan_workflow`` (never approves), ``run_workflow`` (active versions only),
-``get_run`` — each a thin wrapper over ``api.mcp.handlers``, which does what the REST
-API's view does. Every call authenticates (``api.mcp.auth``) and checks the API's
-permissions; a refusal is answered as an ``isError`` result whose structured
-content is the API's error body ``{code, message, details, status}``; an
-unexpected failure is logged here and answered as ``internal_error`` without its
-text. Two transports: stdio (``serve_stdio``) and streamable HTTP (``http_app``),
-where a request without a valid token is refused with 401 before MCP sees it.
+Eight tools — ``list_tools``, ``list_workflows``, ``validate_workflow``,
+``plan_workflow`` (never approves a plan), ``run_workflow`` (active versions only),
+``get_run``, ``list_approvals`` and ``decide_approval`` (a running workflow's approval
+step, as the person the token names) — each a thin wrapper over ``api.mcp.handlers``,
+which does what the REST API's view does. Every call authenticates
+(``api.mcp.auth``) and checks the API's permissions; a refusal is answered as an
+``isError`` result whose structured content is the API's error body ``{code,
+message, details, status}``; an unexpected failure is logged here and answered as
+``internal_error`` without its text. Two transports: stdio (``serve_stdio``) and
+streamable HTTP (``http_app``), where a request without a valid token is refused with
+401 before MCP sees it.
 """
 
 from __future__ import annotations
@@ -46,7 +48,9 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 INSTRUCTIONS = (
     "flowpilot plans, validates and runs API workflows. Design with list_tools, "
     "validate_workflow and plan_workflow: a plan is stored pending review and a person "
-    "approves it in flowpilot; only then does run_workflow run it. Read results with get_run."
+    "approves it in flowpilot; only then does run_workflow run it. Read results with get_run. "
+    "A run waiting at an approval step is decided with list_approvals and decide_approval, "
+    "by the person the token names."
 )
 
 
@@ -93,7 +97,7 @@ def call(
 
 
 def build_server(*, caller: Caller) -> MCPServer:
-    """The MCP server with flowpilot's six tools, calling as ``caller`` says."""
+    """The MCP server with flowpilot's eight tools, calling as ``caller`` says."""
     server = MCPServer("flowpilot", instructions=INSTRUCTIONS, version="1")
     read = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
 
@@ -150,12 +154,40 @@ def build_server(*, caller: Caller) -> MCPServer:
         """A run: status, outputs, error summary and every step's result (secrets masked)."""
         return call(caller, ctx, handlers.get_run, run_id=run_id, wait=wait)
 
+    def list_approvals(ctx: Context, mine: bool = True, limit: Limit = 100) -> Result:
+        """Approval requests of running workflows, newest first (`mine`: only the pending
+        ones you may decide), each with the exact requests the run will send next."""
+        return call(caller, ctx, handlers.list_approvals, mine=mine, limit=limit)
+
+    def decide_approval(
+        ctx: Context,
+        approval_id: Annotated[int, Field(ge=1)],
+        approve: bool,
+        values: dict[str, Any] | None = None,
+        comment: Annotated[str, Field(max_length=2000)] = "",
+        preview_hash: Annotated[str, Field(max_length=64)] = "",
+    ) -> Result:
+        """Approve (with the form's `values`) or reject an approval request; give the
+        `preview_hash` you were shown. The run goes on once enough people approved."""
+        return call(
+            caller,
+            ctx,
+            handlers.decide_approval,
+            approval_id=approval_id,
+            approve=approve,
+            values=values,
+            comment=comment,
+            preview_hash=preview_hash,
+        )
+
     server.add_tool(list_tools, annotations=read)
     server.add_tool(list_workflows, annotations=read)
     server.add_tool(validate_workflow, annotations=read)
     server.add_tool(plan_workflow, annotations=ToolAnnotations(destructiveHint=False))
     server.add_tool(run_workflow, annotations=ToolAnnotations(openWorldHint=True))
     server.add_tool(get_run, annotations=read)
+    server.add_tool(list_approvals, annotations=read)
+    server.add_tool(decide_approval, annotations=ToolAnnotations(destructiveHint=False))
     return server
 
 

@@ -53,7 +53,7 @@ __all__ = [
 class StepOutcome:
     """How a step ended on its driver: its status, output or error, and its tries."""
 
-    status: str  # succeeded | failed
+    status: str  # succeeded | failed | waiting (an approval step)
     output: Any = None
     error: dict | None = None
     truncated: bool = False
@@ -149,6 +149,8 @@ def outcome_of(last: Tried[Attempt], records: tuple[AttemptRecord, ...]) -> Step
         return StepOutcome(
             StepStatus.FAILED, output=progress, error=last.record.error, attempts=records
         )
+    if last.value.waiting:
+        return StepOutcome(StepStatus.WAITING, attempts=records)
     return StepOutcome(
         StepStatus.SUCCEEDED,
         output=last.value.output,

@@ -204,7 +204,7 @@ def _finished_write(ctx: RunContext, result: StepResult, outcome: StepOutcome) -
         error=storable(outcome.error),
         attempts=(result.attempts or 0) + len(outcome.attempts),
         attempt_log=[*(result.attempt_log or []), *stored_entries(outcome.attempts)],
-        finished_at=now,
+        finished_at=None if outcome.status == StepStatus.WAITING else now,
         updated_at=now,
     )
 

@@ -28,8 +28,16 @@ from runs.engine.tracing import (
     sampled,
     tracing_enabled,
 )
-from runs.models import Run, StepResult
-from runs.state import RowWrite, RunStatus, RunTrigger, StepStatus, run_transition, run_write
+from runs.models import ApprovalRequest, ApprovalStatus, Run, StepResult
+from runs.state import (
+    RowWrite,
+    RunStatus,
+    RunTrigger,
+    StepStatus,
+    run_transition,
+    run_write,
+    step_transition,
+)
 from tools.hooks import hooks_announce
 from workflows.references import parse_value
 from workflows.schema import WorkflowSpec
@@ -50,9 +58,57 @@ def run_finish(
     step rows as the driver wrote them (else they are read)."""
     if results is None:
         results = checkpoint.load_results(run)
+    if run_wait(ctx, run, results) is not None:
+        return  # it waits for a person (or was decided meanwhile: the decision goes on)
     to, fields = _ending(ctx, run, views, results)
     if run_transition(run, to, **fields):
         run_finished_announce(run, ctx.spec)
+
+
+def run_wait(ctx: RunContext, run: Run, results: Mapping[str, StepResult]) -> bool | None:
+    """A run with nothing to start and nothing in flight whose approval steps wait: it
+    waits too (running → waiting), holding nothing. None when no step waits
+    (``results`` as the driver wrote them), or when a step failed the run: it fails,
+    and its waiting steps are skipped (their requests cancelled). False when every step
+    that waited was decided meanwhile (read again under the run's row lock, which a
+    decision takes too): the caller drives the run on.
+    """
+    if not any(r.status == StepStatus.WAITING for r in results.values()):
+        return None
+    with transaction.atomic():
+        Run.objects.select_for_update().filter(pk=run.pk).first()
+        waiting = list(
+            StepResult.objects.filter(run=run, status=StepStatus.WAITING).values_list(
+                "pk", "step_id"
+            )
+        )
+        if not waiting:
+            return False
+        if any(
+            r.status == StepStatus.FAILED and ctx.spec.step(sid).on_error == "fail"
+            for sid, r in results.items()
+        ):
+            _waiting_skipped(run, [pk for pk, _ in waiting], ctx.now())
+            for _, step_id in waiting:  # as written: the finish reads them next
+                results[step_id].status = StepStatus.SKIPPED
+            return None
+        parked = run_transition(run, RunStatus.WAITING)
+    if parked:
+        logger.info(
+            "run %s waits for approval of %s", run.pk, ", ".join(sorted(s for _, s in waiting)),
+            extra={"run_id": run.pk},
+        )  # fmt: skip
+    return True
+
+
+def _waiting_skipped(run: Run, pks: list[int], now: Any) -> None:
+    """The run failed while approval steps waited: they never will be decided."""
+    step_transition(
+        StepResult.objects.filter(pk__in=pks), StepStatus.SKIPPED, finished_at=now, updated_at=now
+    )
+    ApprovalRequest.objects.filter(step_result_id__in=pks, status=ApprovalStatus.PENDING).update(
+        status=ApprovalStatus.CANCELLED, decided_at=now
+    )
 
 
 def run_finish_write(

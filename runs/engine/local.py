@@ -375,6 +375,8 @@ class _Turn:
         resolve): ``run_finish`` after the turn then fails the run as it always has."""
         if not decided.actions.done or decided.claims or decided.failed:
             return None
+        if decided.actions.waiting:  # the run waits for a person: ``run_wait`` decides
+            return None
         if self.start is not None or self.ctx.taps is not None:
             return None
         try:

@@ -16,7 +16,9 @@ Rules:
   keep a step running: otherwise every branch step reading upstream data would run
   on every branch, and a skip could never cascade;
 - once a step has failed under ``on_error: fail``, nothing new starts; the run
-  is finished when nothing is still in flight.
+  is finished when nothing is still in flight;
+- an approval step waiting for its decision (``waiting``) keeps its children
+  waiting; it is not in flight, so with nothing else to do the run waits.
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ class Actions:
     in_flight: tuple[str, ...]
     fatal: tuple[str, ...]  # steps that failed the run
     done: bool  # nothing is in flight and nothing more will start
+    # Approval steps waiting for their decision: with nothing in flight and nothing to
+    # start, the run waits (``runs.engine.finish``) instead of finishing.
+    waiting: tuple[str, ...] = ()
 
     @property
     def succeeded(self) -> bool:
@@ -130,6 +135,7 @@ class Readiness:
         self._flying_at = flying
         self._flying = [graph.order[p] for p in flying]
         self._fatal = {s for s, st in self._states.items() if _fatal(st)}
+        self._parked = {s for s, st in self._states.items() if st.status == StepStatus.WAITING}
         self._held: list[str] = []  # ready to run, but a fatal failure stops new starts
 
     def state(self, step_id: str) -> StepState:
@@ -145,6 +151,10 @@ class Readiness:
         self._flight(step_id, flying=state.status in STEP_IN_FLIGHT)
         if _fatal(state):
             self._fatal.add(step_id)
+        if state.status == StepStatus.WAITING:
+            self._parked.add(step_id)
+        else:
+            self._parked.discard(step_id)
         if state.status in STEP_TERMINAL and before.status not in STEP_TERMINAL:
             self._free_children(step_id)
 
@@ -190,7 +200,8 @@ class Readiness:
         in_flight = tuple(self._flying)
         fatal = tuple(sorted(self._fatal, key=position.__getitem__))
         done = not in_flight and not start
-        return Actions(tuple(start), tuple(skip), in_flight, fatal, done)
+        waiting = tuple(sorted(self._parked, key=position.__getitem__)) if self._parked else ()
+        return Actions(tuple(start), tuple(skip), in_flight, fatal, done, waiting)
 
 
 def _fatal(state: StepState) -> bool:

@@ -22,7 +22,7 @@ def active_children(*, run: Run) -> list[Run]:
     """The child runs of ``run`` that are not finished, oldest first."""
     return list(
         Run.objects.filter(
-            parent_run=run, status__in=[RunStatus.PENDING, RunStatus.RUNNING]
+            parent_run=run, status__in=[RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING]
         ).order_by("pk")
     )
 

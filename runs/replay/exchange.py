@@ -21,9 +21,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
-from urllib.parse import urlencode
 
-from tools.http.bodies import Body
+from tools.http.bodies import body_text
 from tools.http.request import PreparedRequest
 from tools.llm import LLMReply, ToolCall, Usage
 from tools.redaction import Redactor, redact_headers
@@ -42,20 +41,6 @@ class RequestKey:
     def describe(self) -> str:
         body = f" {self.body[:200]}" if self.body else ""
         return f"{self.method} {self.url}{body}"
-
-
-def body_text(body: Body) -> str:
-    """The body as comparable text (JSON with sorted keys; form data as sent)."""
-    if body.files:
-        files = [(name, part[0], len(part[1])) for name, part in body.files]
-        return json.dumps({"data": body.data, "files": files}, ensure_ascii=False)
-    if body.data:
-        return urlencode(body.data)
-    if body.content is not None:
-        return body.content.decode("utf-8", errors="replace")
-    if body.json is None:
-        return ""
-    return json.dumps(body.json, ensure_ascii=False, sort_keys=True, default=str)
 
 
 def request_key(prepared: PreparedRequest, redactor: Redactor) -> RequestKey:

@@ -50,5 +50,5 @@ def test_migrating_forward_keeps_the_approvals_stored_in_runs():
         stored.pk, workflow.pk, run.pk,
     )  # fmt: skip
     assert (moved.status, moved.sample_inputs) == ("passed", {"city": "Lisbon"})
-    assert moved.validation_run.approval == moved
+    assert moved.validation_run.review_approval == moved
     assert Approval._meta.db_table == "runs_approval"

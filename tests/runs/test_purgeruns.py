@@ -44,7 +44,7 @@ def test_purge_respects_default_and_per_workflow_retention(capsys):
     remaining = set(Run.objects.values_list("pk", flat=True))
     assert remaining == {young_default.pk, running_short.pk, old_forever.pk, approved.pk}
     assert not Run.objects.filter(pk__in=[old_default.pk, old_short.pk]).exists()
-    assert approved.approval.validation_run_id == approved.pk  # the approval keeps its run
+    assert approved.review_approval.validation_run_id == approved.pk  # the approval keeps its run
 
 
 def test_the_child_runs_under_a_validation_run_stay_with_it(capsys):

@@ -31,6 +31,7 @@ def test_the_kinds_are_the_union_in_its_order():
         "foreach",
         "workflow",
         "loop",
+        "approval",
     )
     assert [m.__name__ for m in step_models()][:2] == ["ToolStep", "LLMStep"]
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from tools.policy import RetryPolicy
 from workflows.schema import (
+    ApprovalStep,
     DecisionStep,
     Edge,
     ForeachStep,
@@ -157,8 +158,24 @@ def _kind_fields(kind: str) -> st.SearchStrategy[dict[str, Any]]:
                 "kind": st.just("loop"),
             },
         )
+    if kind == "approval":
+        return st.fixed_dictionaries(
+            {},
+            optional={
+                "approvers": st.lists(
+                    st.sampled_from(["alice", "bob", "group:finance"]), max_size=3, unique=True
+                ),
+                "author_may_approve": st.booleans(),
+                "form": st.none() | st.just(FORM),
+                "on_timeout": st.sampled_from(["fail", "skip", "continue"]),
+                "kind": st.just("approval"),
+            },
+        )
     return st.fixed_dictionaries({"workflow": NAME})
 
+
+# An approval step's form (the values an approver gives).
+FORM = {"type": "object", "properties": {"note": {"type": "string", "default": ""}}}
 
 MODELS = {
     "tool": ToolStep,
@@ -168,6 +185,7 @@ MODELS = {
     "foreach": ForeachStep,
     "workflow": WorkflowStep,
     "loop": LoopStep,
+    "approval": ApprovalStep,
 }
 
 

@@ -333,10 +333,10 @@ def test_schema_messages_are_readable():
         "`description`, `edges`, `goal`, `inputs`, `max_parallel`, `name`, `notifications`, "
         "`outputs`, `queue`, "
         "`retention_days`, `schedule`, `steps`, `tests`, `tools`, `triggers`",
-        "steps[0]": "`steps[0]` needs a `kind`: one of `decision`, `foreach`, `llm`, `loop`, "
-        "`tool`, `transform`, `workflow`",
-        "steps[1]": "`steps[1]`: unknown step kind `repeat`; use one of `decision`, `foreach`, "
-        "`llm`, `loop`, `tool`, `transform`, `workflow`",
+        "steps[0]": "`steps[0]` needs a `kind`: one of `approval`, `decision`, `foreach`, `llm`, "
+        "`loop`, `tool`, `transform`, `workflow`",
+        "steps[1]": "`steps[1]`: unknown step kind `repeat`; use one of `approval`, `decision`, "
+        "`foreach`, `llm`, `loop`, `tool`, `transform`, `workflow`",
     }
 
 

@@ -12,9 +12,11 @@
 
 from __future__ import annotations
 
+import json
 import mimetypes
 from dataclasses import dataclass, field, replace
 from typing import Any
+from urllib.parse import urlencode
 
 from tools.calls import ToolCallContext
 from tools.data_paths import resolve_read_path
@@ -43,6 +45,21 @@ class Body:
         if self.content is not None:
             return {"content": self.content}
         return {"json": self.json}
+
+
+def body_text(body: Body) -> str:
+    """The body as comparable text (JSON with sorted keys; form data as sent): what a
+    recording compares and an approval's preview shows."""
+    if body.files:
+        files = [(name, part[0], len(part[1])) for name, part in body.files]
+        return json.dumps({"data": body.data, "files": files}, ensure_ascii=False)
+    if body.data:
+        return urlencode(body.data)
+    if body.content is not None:
+        return body.content.decode("utf-8", errors="replace")
+    if body.json is None:
+        return ""
+    return json.dumps(body.json, ensure_ascii=False, sort_keys=True, default=str)
 
 
 def _as_mapping(pairs: list[tuple[str, str]]) -> dict[str, str | list[str]]:

@@ -320,4 +320,6 @@ KIND_CHECKS: dict[str, Callable[[Any, str, FlowContext], list[ValidationIssue]]]
     "foreach": _foreach,
     "workflow": _workflow,
     "loop": _loop,
+    # Its own rules (approvers, required, form) are the schema's: nothing more here.
+    "approval": lambda step, path, ctx: [],
 }

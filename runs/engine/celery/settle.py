@@ -179,7 +179,7 @@ def _write_outcome(
                 *(result.attempt_log or []),
                 *checkpoint.stored_entries(outcome.attempts),
             ],
-            "finished_at": now,
+            "finished_at": None if outcome.status == StepStatus.WAITING else now,
             "updated_at": now,
             **_inputs_fields(inputs),
         },

@@ -56,6 +56,9 @@ class Attempt:
     branch: str | None = None  # set by decision steps
     request: dict[str, Any] | None = None  # set by tool steps calling an http tool
     size: int | None = None  # the output's size as JSON, measured by ``execute_attempt``
+    # The step now waits for a person (an ``approval`` step): no output yet; the step's
+    # outcome is ``waiting`` and its decision settles it later (``runs.approvals``).
+    waiting: bool = False
 
 
 class Describe(Protocol):

@@ -180,6 +180,12 @@ def child_failure(workflow: str, child: Run) -> str:
     """What a failed or cancelled child run reports to its parent step."""
     if child.status == RunStatus.CANCELLED:
         return f"workflow `{workflow}` (child run {child.pk}) was cancelled"
+    if child.status == RunStatus.WAITING:  # only in process: on Celery the step parks
+        return (
+            f"workflow `{workflow}` (child run {child.pk}) waits for an approval: in process "
+            "(no broker) a step cannot wait for its child's approval; run it on the Celery "
+            "workers, where the step waits for the child without holding a worker"
+        )
     return f"workflow `{workflow}` (child run {child.pk}) failed: {child.error_summary}"
 
 

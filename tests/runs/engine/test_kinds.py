@@ -33,6 +33,7 @@ EXAMPLES = {
     "foreach": {"tool": "t", "input_mapping": {"items": [1]}, "timeout": 5},
     "workflow": {"workflow": "child", "input_mapping": {"x": 1}, "timeout": 5},
     "loop": {"workflow": "child", "max_iterations": 2, "until": "output.ok", "timeout": 5},
+    "approval": {"approvers": ["alice"], "timeout": 5},
 }
 
 
@@ -66,7 +67,7 @@ def test_every_kind_answers_the_engines_questions(name):
 
 
 def test_the_facts_of_each_kind():
-    tool, llm, decision, transform, foreach, workflow, _ = (example(k) for k in EXAMPLES)
+    tool, llm, decision, transform, foreach, workflow, _, approval = (example(k) for k in EXAMPLES)
 
     assert [s.needs_llm() for s in (tool, llm, decision, transform, foreach, workflow)] == [
         False, True, False, False, False, False,
@@ -97,6 +98,12 @@ def test_the_facts_of_each_kind():
     assert loop.direct_tools() == loop.model_tools() == ()
     assert loop.step_time_limit() is None
     assert loop.output_fields() == ("last", "count", "condition_held", "iterations")
+    # an approval step waits without a task: no tools, no time limit of one try; its
+    # output is its form's values (none declared here)
+    assert approval.direct_tools() == approval.model_tools() == ()
+    assert approval.step_time_limit() is None
+    assert approval.timeout == 5  # how long it waits
+    assert approval.output_fields() == ()
     assert set(KINDS["loop"].compile(loop)) == {"until"}
 
 

@@ -24,7 +24,7 @@ def test_every_kind_of_the_union_is_known():
     message = found({"id": "s", "kind": "shell"})["steps[0]"]
     assert message.endswith(
         "unknown step kind `shell`; use one of "
-        "`decision`, `foreach`, `llm`, `loop`, `tool`, `transform`, `workflow`"
+        "`approval`, `decision`, `foreach`, `llm`, `loop`, `tool`, `transform`, `workflow`"
     )
 
 
