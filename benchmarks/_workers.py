@@ -9,6 +9,8 @@ database this process uses, for the workers. Used by the Celery section of
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import signal
 import socket
@@ -125,3 +127,50 @@ def database_url() -> str:
     if s["PASSWORD"]:
         auth += f":{s['PASSWORD']}"
     return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+
+
+# --- what the worker benchmarks share (triggers.py, approvals.py) -----------------
+
+
+def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--concurrency``, ``--database-url`` (a PostgreSQL server: a throwaway database
+    is made on it) and ``--redis-url`` (the broker)."""
+    parser.add_argument("--concurrency", type=int, default=4, help="worker pool processes (4)")
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get(
+            "FLOWPILOT_BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"
+        ),
+        help="a PostgreSQL server (a throwaway database is made on it)",
+    )
+    parser.add_argument(
+        "--redis-url",
+        default=os.environ.get("FLOWPILOT_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14"),
+        help="the broker",
+    )
+
+
+def percentile(values: list[float], share: float) -> float:
+    """The value at ``share`` (0.95: the 95th percentile) of ``values``, nearest rank."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(share * len(ordered)) - 1))]
+
+
+def broker_messages(redis_url: str, queue: str) -> int:
+    """Messages the broker holds for ``queue``: waiting in its lists (every priority) or
+    delivered and not yet acknowledged (a task a worker holds)."""
+    client = redis.Redis.from_url(redis_url)
+    try:
+        waiting = sum(
+            client.llen(key) for key in client.scan_iter(match=f"{queue}*")
+            if client.type(key) == b"list"
+        )  # fmt: skip
+        held = 0
+        for raw in client.hgetall("unacked").values():
+            try:
+                held += json.loads(raw)[2] == queue
+            except (ValueError, IndexError, TypeError):
+                continue
+        return waiting + held
+    finally:
+        client.close()

@@ -15,8 +15,6 @@ Asserts nothing; exits 0. See docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import sys
 import time
@@ -28,7 +26,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script
 
 from benchmarks._support import throwaway_database  # noqa: E402
-from benchmarks._workers import Workers, database_url, point_celery_at  # noqa: E402
+from benchmarks._workers import (  # noqa: E402
+    Workers,
+    add_worker_arguments,
+    broker_messages,
+    database_url,
+    percentile,
+    point_celery_at,
+)
 
 TARGET_SECONDS = 1.0
 DEADLINE_SECONDS = 300
@@ -52,38 +57,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[1])
     parser.add_argument("--runs", type=int, default=50, help="waiting runs (50)")
     parser.add_argument("--every", type=float, default=0.2, help="seconds between decisions")
-    parser.add_argument("--concurrency", type=int, default=4, help="worker pool processes (4)")
-    parser.add_argument(
-        "--database-url",
-        default=os.environ.get("FLOWPILOT_BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
-        help="a PostgreSQL server (a throwaway database is made on it)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--redis-url",
-        default=os.environ.get("FLOWPILOT_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14"),
-        help="the broker",
-    )
+    add_worker_arguments(parser)
     parser.add_argument("--quick", action="store_true", help="5 runs: a smoke run")
     args = parser.parse_args(argv)
     if args.quick:
         args.runs = 5
     return args
-
-
-def broker_messages(redis_url: str, queue: str) -> int:
-    """Messages the broker holds for ``queue``: queued, or delivered and unacknowledged."""
-    import redis
-
-    client = redis.Redis.from_url(redis_url)
-    try:
-        queued = sum(
-            client.llen(key) for key in client.scan_iter(match=f"{queue}*")
-            if client.type(key) == b"list"
-        )  # fmt: skip
-        held = sum(1 for raw in client.hgetall("unacked").values() if json.loads(raw)[2] == queue)
-        return queued + held
-    finally:
-        client.close()
 
 
 def _wait_for(predicate: Callable[[], bool], what: str) -> None:
@@ -132,13 +111,8 @@ def measure(args: argparse.Namespace) -> tuple[str, int, list[float]]:
     return where, held, went_on
 
 
-def _percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(share * len(ordered)) - 1))]
-
-
 def table(runs: int, held: int, went_on: list[float]) -> str:
-    p95 = _percentile(went_on, 0.95)
+    p95 = percentile(went_on, 0.95)
     met = "met" if p95 <= TARGET_SECONDS else "NOT MET"
     return "\n".join(
         [

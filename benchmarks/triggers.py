@@ -14,7 +14,6 @@ at the 95th percentile. Asserts nothing; exits 0. See docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -24,7 +23,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script
 
 from benchmarks._support import throwaway_database  # noqa: E402
-from benchmarks._workers import Workers, database_url, point_celery_at  # noqa: E402
+from benchmarks._workers import (  # noqa: E402
+    Workers,
+    add_worker_arguments,
+    database_url,
+    percentile,
+    point_celery_at,
+)
 
 TARGET_SECONDS = 1.0
 DEADLINE_SECONDS = 300
@@ -54,17 +59,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[1])
     parser.add_argument("--parents", type=int, default=50, help="parent runs (50)")
     parser.add_argument("--every", type=float, default=0.2, help="seconds between parents (0.2)")
-    parser.add_argument("--concurrency", type=int, default=4, help="worker pool processes (4)")
-    parser.add_argument(
-        "--database-url",
-        default=os.environ.get("FLOWPILOT_BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
-        help="a PostgreSQL server (a throwaway database is made on it)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--redis-url",
-        default=os.environ.get("FLOWPILOT_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14"),
-        help="the broker",
-    )
+    add_worker_arguments(parser)
     parser.add_argument("--quick", action="store_true", help="5 parents: a smoke run")
     args = parser.parse_args(argv)
     if args.quick:
@@ -111,11 +106,6 @@ def measure(args: argparse.Namespace) -> tuple[str, dict[str, list[float]]]:
     return where, {"taken": taken, "started": started}
 
 
-def _percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(share * len(ordered)) - 1))]
-
-
 def table(parents: int, figures: dict[str, list[float]]) -> str:
     rows = {
         "parent finished → child created (the event taken)": figures["taken"],
@@ -128,9 +118,9 @@ def table(parents: int, figures: dict[str, list[float]]) -> str:
     for name, values in rows.items():
         lines.append(
             f"| {name} | {statistics.median(values) * 1000:.0f} ms | "
-            f"{_percentile(values, 0.95) * 1000:.0f} ms | {max(values) * 1000:.0f} ms |"
+            f"{percentile(values, 0.95) * 1000:.0f} ms | {max(values) * 1000:.0f} ms |"
         )
-    p95 = _percentile(figures["started"], 0.95)
+    p95 = percentile(figures["started"], 0.95)
     met = "met" if p95 <= TARGET_SECONDS else "NOT MET"
     lines += [
         "",

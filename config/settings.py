@@ -404,6 +404,11 @@ FLOWPILOT_REPORT_REPLAY = env.bool("FLOWPILOT_REPORT_REPLAY", default=True)
 # The site's public address (https://flowpilot.example.com): reports link the run, its
 # failing steps and the workflow under it. Unset, a report says so and links nothing.
 FLOWPILOT_PUBLIC_URL = env("FLOWPILOT_PUBLIC_URL", default="")
+# How long a signed approval link works at most (runs/approval_links.py); never past the
+# approval step's own timeout.
+FLOWPILOT_APPROVAL_LINK_HOURS = env.int("FLOWPILOT_APPROVAL_LINK_HOURS", default=72)
+# Told when an approval step starts to wait (its `notify`): each queues one task.
+FLOWPILOT_APPROVAL_REQUESTED_HOOKS = ["notifications.hooks.approval_requested"]
 
 # Circuit breaker per external host (tools/breaker/): shared by every worker, in Redis
 # when the broker is Redis, else in the database. auto | redis | database | off.

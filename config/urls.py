@@ -3,6 +3,7 @@ from django.urls import include, path
 
 from health.metrics import metrics
 from health.views import health_details, healthz
+from runs.approval_views import approval_link_view
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
@@ -10,6 +11,7 @@ urlpatterns = [
     path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("api.urls")),
+    path("approvals/<str:token>/", approval_link_view, name="approval-link"),
 ]
 
 handler400 = "api.handlers.bad_request"

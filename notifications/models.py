@@ -1,8 +1,9 @@
-"""Every report sent about a run: one row per (run, channel, event), with each try."""
+"""Every report sent about a run: one row per (run, channel, event), with each try; and
+every notice that an approval step waits: one row per (request, channel)."""
 
 from django.db import models
 
-from runs.models import Run
+from runs.models import ApprovalRequest, Run
 
 
 class Channel(models.TextChoices):
@@ -14,6 +15,7 @@ class Event(models.TextChoices):
     FAILED = "failed", "Run failed"
     RECOVERED = "recovered", "Run recovered"
     SUCCEEDED = "succeeded", "Run succeeded"
+    APPROVAL = "approval", "An approval step waits"
 
 
 class DeliveryStatus(models.TextChoices):
@@ -24,9 +26,13 @@ class DeliveryStatus(models.TextChoices):
 
 class Delivery(models.Model):
     """One report on one channel. Unique per (run, channel, event): a hook that fires
-    twice for the same run never sends a second report."""
+    twice for the same run never sends a second report. An approval notice is unique
+    per (approval request, channel) instead: a run may wait several times."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="deliveries")
+    approval_request = models.ForeignKey(
+        ApprovalRequest, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
     channel = models.CharField(max_length=8, choices=Channel.choices)
     event = models.CharField(max_length=10, choices=Event.choices)
     target = models.TextField(help_text="Recipients, or the webhook URL.")
@@ -44,7 +50,14 @@ class Delivery(models.Model):
         verbose_name_plural = "deliveries"
         constraints = [
             models.UniqueConstraint(
-                fields=["run", "channel", "event"], name="one_delivery_per_run_channel_event"
+                fields=["run", "channel", "event"],
+                condition=models.Q(approval_request__isnull=True),
+                name="one_delivery_per_run_channel_event",
+            ),
+            models.UniqueConstraint(
+                fields=["approval_request", "channel"],
+                condition=models.Q(approval_request__isnull=False),
+                name="one_notice_per_approval_channel",
             ),
         ]
 

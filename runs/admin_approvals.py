@@ -169,20 +169,31 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
-            "title": f"Approve `{approval.step_id}` of run {approval.run_id}",
-            "approval": approval,
-            "pending": approval.status == ApprovalStatus.PENDING,
-            "refusal": approval_refusal(approval, request.user),
-            "values": values,
-            "problem": problem,
-            "step_inputs": _pretty(store_unescape(approval.step_result.inputs)),
-            "preview": [_shown(entry) for entry in approval.preview or []],
-            "decisions": approval.decisions.all(),
-            "given": sum(1 for d in approval.decisions.all() if d.approved),
+            **approval_context(approval, user=request.user, values=values, problem=problem),
             "run_url": reverse("admin:runs_run_change", args=[approval.run_id]),
             **(extra_context or {}),
         }
         return TemplateResponse(request, DECIDE_TEMPLATE, context)
+
+
+def approval_context(
+    approval: ApprovalRequest, *, user: Any, values: forms.Form, problem: str | None
+) -> dict[str, Any]:
+    """What the approval page shows of ``approval`` to ``user`` (the admin's page and a
+    signed link's page share it)."""
+    decisions = list(approval.decisions.all())
+    return {
+        "title": f"Approve `{approval.step_id}` of run {approval.run_id}",
+        "approval": approval,
+        "pending": approval.status == ApprovalStatus.PENDING,
+        "refusal": approval_refusal(approval, user),
+        "values": values,
+        "problem": problem,
+        "step_inputs": _pretty(store_unescape(approval.step_result.inputs)),
+        "preview": [_shown(entry) for entry in approval.preview or []],
+        "decisions": decisions,
+        "given": sum(1 for d in decisions if d.approved),
+    }
 
 
 def _pretty(value: Any) -> str:

@@ -591,3 +591,22 @@ class ApprovalDecision(models.Model):
     def __str__(self) -> str:
         verb = "approved" if self.approved else "rejected"
         return f"{self.username} {verb} {self.request}"
+
+
+class ApprovalLink(models.Model):
+    """A signed, single-use, expiring link that decides an approval request as one of
+    its approvers (``runs.approval_links``), sent by the step's ``notify``. Only the
+    hash of its secret part is kept: the link itself exists only in the message."""
+
+    request = models.ForeignKey(ApprovalRequest, on_delete=models.CASCADE, related_name="links")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    nonce_hash = models.CharField(max_length=64, unique=True)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"link of {self.request} for user {self.user_id}"

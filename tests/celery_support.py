@@ -565,28 +565,6 @@ def purge_queue(url: str, queue: str) -> None:
     client.close()
 
 
-def broker_messages(url: str, queue: str) -> int:
-    """Messages the broker holds for ``queue``: waiting in its lists (every priority) or
-    delivered and not yet acknowledged (a task a worker holds)."""
-    import redis
-
-    client = redis.Redis.from_url(url)
-    try:
-        waiting = sum(
-            client.llen(key) for key in client.scan_iter(match=f"{queue}*")
-            if client.type(key) == b"list"
-        )  # fmt: skip
-        held = 0
-        for raw in client.hgetall("unacked").values():
-            try:
-                held += json.loads(raw)[2] == queue
-            except (ValueError, IndexError, TypeError):
-                continue
-        return waiting + held
-    finally:
-        client.close()
-
-
 def new_queue_name() -> str:
     return f"flowpilot-test-{uuid.uuid4().hex[:10]}"
 

@@ -33,7 +33,7 @@ from tools.policy import RetryPolicy
 from tools.queues import check_queue_name
 from workflows.schema_concurrency import Concurrency
 from workflows.schema_llm import DecisionBudget, LLMBudget, LLMSettings, MoneyBudget
-from workflows.schema_triggers import Notifications, ScheduleSpec, TriggerSpec
+from workflows.schema_triggers import Channels, Notifications, ScheduleSpec, TriggerSpec
 from workflows.transform import multiselect_keys, output_field_schemas
 
 STEP_ID_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
@@ -466,6 +466,13 @@ class ApprovalStep(_StepBase):
         description="When the time is up: fail the step, skip it (and what only it leads "
         "to), or continue with the form's defaults as its output.",
     )
+    notify: Channels = Field(
+        default_factory=Channels,
+        description="Who is told that the step waits: `email` recipients (one who may decide "
+        "it gets a signed, single-use link that decides as them) and a `webhook` (a signed "
+        "JSON POST with such a link per approver).",
+    )
+
     planner_hint: ClassVar[str] = (
         '{"id": "confirm", "kind": "approval", "approvers": ["group:finance"], "required": 1, '
         '"form": {"type": "object", "properties": {"note": {"type": "string"}}}}: the run '

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks._workers import broker_messages
 from runs.approvals import approval_decide
 from runs.models import ApprovalRequest, Run
 from runs.services import run_create, run_enqueue
-from tests.celery_support import broker_messages, redis_url, wait_until
+from tests.celery_support import redis_url, wait_until
 from tests.factories import UserFactory
 from tests.runs.approval_support import activate, refund_flow, refunds_api
 

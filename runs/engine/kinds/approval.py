@@ -2,10 +2,11 @@
 
 A try of the step records an ``ApprovalRequest`` — who may decide, the form, the
 deadline, and the preview of the requests the next steps that change something will
-send (``runs.engine.preview``) — and returns a waiting ``Attempt``: the step's outcome
-is ``waiting``, neither in flight nor finished. With nothing else to do the run waits
-too (``runs.engine.finish.run_wait``), holding no task, thread or connection. The
-decision (``runs.approvals``) settles the step — approved: the form's values are its
+send (``runs.engine.preview``) — has its ``notify`` recipients told once that has
+committed (``FLOWPILOT_APPROVAL_REQUESTED_HOOKS``), and returns a waiting ``Attempt``:
+the step's outcome is ``waiting``, neither in flight nor finished. With nothing else
+to do the run waits too (``runs.engine.finish.run_wait``), holding no task, thread or
+connection. The decision (``runs.approvals``) settles the step — approved: the form's values are its
 output; rejected or timed out: failed, skipped or continued as ``on_timeout`` says —
 and the run goes on. A step tried again (a pending request already recorded: its
 process died after the write) takes up that request instead of asking twice.
@@ -25,6 +26,7 @@ from runs.engine.kinds.base import Attempt, Describe, StepKind
 from runs.engine.preview import preview_hash, side_effect_preview
 from runs.models import ApprovalRequest, ApprovalStatus, Run, StepResult
 from tools.errors import FlowpilotError
+from tools.hooks import hooks_announce
 from workflows.graph import FlowGraph
 from workflows.schema import ApprovalStep
 
@@ -59,7 +61,7 @@ def _request(ctx: RunContext, step: ApprovalStep, run: Run, result: StepResult) 
     now = ctx.now()
     try:
         with transaction.atomic():
-            ApprovalRequest.objects.create(
+            request = ApprovalRequest.objects.create(
                 run=run,
                 step_result=result,
                 step_id=step.id,
@@ -74,7 +76,9 @@ def _request(ctx: RunContext, step: ApprovalStep, run: Run, result: StepResult) 
                 on_timeout=step.on_timeout,
             )
     except IntegrityError:
-        pass  # another try of the same step recorded it first: one request waits
+        return  # another try of the same step recorded it first: one request waits
+    if step.notify.has_channels():  # told once its row has committed (``notify``)
+        hooks_announce(setting="FLOWPILOT_APPROVAL_REQUESTED_HOOKS", request_id=request.pk)
 
 
 def _recorded(step: ApprovalStep, validation_run_id: int) -> Attempt:
