@@ -21,7 +21,7 @@ from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from api.exceptions import ApiError
-from runs.approvals import ApprovalDecided, ApprovalRefused
+from runs.approvals import ApprovalDecided, ApprovalNotReady, ApprovalRefused
 from runs.idempotency import IdempotencyKeyInvalid, IdempotencyKeyReused
 from runs.restart import (
     RestartNeedsConfirmation,
@@ -54,6 +54,7 @@ STATUS_BY_ERROR: tuple[tuple[type[FlowpilotError], int], ...] = (
     (PermissionRefused, status.HTTP_403_FORBIDDEN),
     (ApprovalRefused, status.HTTP_403_FORBIDDEN),
     (ApprovalDecided, status.HTTP_409_CONFLICT),
+    (ApprovalNotReady, status.HTTP_409_CONFLICT),
     (ApprovalStateError, status.HTTP_409_CONFLICT),
     (DefinitionUnchanged, status.HTTP_409_CONFLICT),
     (WorkflowTransitionError, status.HTTP_409_CONFLICT),

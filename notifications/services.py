@@ -188,8 +188,9 @@ def notification_approval_requested(
     (an approver of the step, by the address of their account) gets a signed,
     single-use link that decides as them; anyone else the approval page's address. The
     webhook gets a signed JSON POST with a link per approver (``links``: user and URL),
-    for the receiving system to hand each to its person. The links are never stored:
-    the delivery keeps the notice without them."""
+    for the receiving system to hand each to its person: each decides as its approver,
+    so the receiver must treat them as secrets. No link without ``FLOWPILOT_PUBLIC_URL``.
+    The links are never stored: the delivery keeps the notice without them."""
     request = ApprovalRequest.objects.select_related("run__workflow").get(pk=request_id)
     if request.status != ApprovalStatus.PENDING:
         return []
@@ -197,7 +198,9 @@ def notification_approval_requested(
     step = spec.step(request.step_id)
     if not isinstance(step, ApprovalStep) or not step.notify.has_channels():
         return []
-    notify, deciders, notice = step.notify, approval_deciders(request), approval_notice(request)
+    notify, notice = step.notify, approval_notice(request)
+    # A link is only worth sending with the site's address (a path in an inbox is none).
+    deciders = approval_deciders(request) if settings.FLOWPILOT_PUBLIC_URL else []
     made = []
     if notify.email:
         target = ", ".join(notify.email)
@@ -294,7 +297,7 @@ def approval_email_text(
     ]
     if link is not None and user is not None:
         lines.append(
-            f"Decide as {user.get_username()}: {link} (works once; nobody else may use it)"
+            f"Decide as {user.get_username()}: {link} (it decides as you, once: do not pass it on)"
         )
     elif notice["page"]:
         lines.append(f"Approval page: {notice['page']}")

@@ -11,6 +11,7 @@ from django.template.response import TemplateResponse
 
 from runs.admin_approvals import approval_context, form_values, values_form
 from runs.approval_links import ApprovalLinkInvalid, approval_link_decide, approval_link_read
+from runs.approvals import approval_refusal
 from tools.errors import FlowpilotError
 
 LINK_TEMPLATE = "runs/approvalrequest/link.html"
@@ -22,6 +23,9 @@ def approval_link_view(request: HttpRequest, token: str) -> HttpResponse:
     except ApprovalLinkInvalid as exc:
         return _page(request, {"title": "Approval link", "invalid": str(exc)}, status=404)
     approval = link.request
+    refusal = approval_refusal(approval, link.user)
+    if refusal is not None:  # no longer an approver, or decided elsewhere: show nothing
+        return _page(request, {"title": "Approval link", "invalid": refusal}, status=403)
     values = values_form(approval.form, request.POST if request.method == "POST" else None)
     problem = None
     if request.method == "POST":

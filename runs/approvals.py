@@ -75,6 +75,12 @@ class ApprovalInvalid(FlowpilotError):
     code = "approval_invalid"
 
 
+class ApprovalNotReady(FlowpilotError):
+    """The request's step has not finished starting to wait: decide it a moment later."""
+
+    code = "approval_not_ready"
+
+
 class ApprovalDecided(FlowpilotError):
     """The request is decided already (approved, rejected, timed out or cancelled)."""
 
@@ -128,9 +134,10 @@ def approval_decide(
         raise ValueError(f"via must be one of {', '.join(VIA)}")
     given = dict(values or {})
     with transaction.atomic():
-        request = ApprovalRequest.objects.select_for_update().get(pk=request_id)
+        request = _locked(request_id)
         if request.status != ApprovalStatus.PENDING:
             raise ApprovalDecided(f"{request} is {request.get_status_display().lower()} already")
+        _require_waiting(request)
         refusal = approval_refusal(request, user)
         if refusal is not None:
             raise ApprovalRefused(refusal)
@@ -188,19 +195,37 @@ def approvals_expire(*, now: datetime | None = None, limit: int = 200) -> int:
     count = 0
     for pk in list(due.order_by("expires_at").values_list("pk", flat=True)[:limit]):
         with transaction.atomic():
-            request = (
-                ApprovalRequest.objects.select_for_update()
-                .filter(pk=pk, status=ApprovalStatus.PENDING)
-                .first()
-            )
-            if request is None:
-                continue  # decided meanwhile
+            request = _locked(pk)
+            if request.status != ApprovalStatus.PENDING or not _waiting(request):
+                continue  # decided meanwhile, or its step not waiting yet: the next sweep
             waited = (now - request.created_at).total_seconds()
             message = f"no decision within {waited:.0f} s ({request.on_timeout} on timeout)"
             _settle(request, ApprovalStatus.TIMED_OUT, message=message, output=_defaults(request))
             count += 1
         logger.warning("run %s step %s: %s", request.run_id, request.step_id, message)
     return count
+
+
+def _locked(request_id: int) -> ApprovalRequest:
+    """The request under its run's row lock, then its own: the order ``run_cancel`` and
+    ``run_wait`` take them in (the run first), so no two writers wait on each other."""
+    run_id = ApprovalRequest.objects.values_list("run_id", flat=True).get(pk=request_id)
+    Run.objects.select_for_update().filter(pk=run_id).first()
+    return ApprovalRequest.objects.select_for_update().get(pk=request_id)
+
+
+def _waiting(request: ApprovalRequest) -> bool:
+    return StepResult.objects.filter(pk=request.step_result_id, status=StepStatus.WAITING).exists()
+
+
+def _require_waiting(request: ApprovalRequest) -> None:
+    """A request is decided once its step waits: until its try has ended, the step's
+    outcome is not written yet, and a decision then would be lost with it."""
+    if not _waiting(request):
+        raise ApprovalNotReady(
+            f"{request} is not waiting yet (its step is still starting to wait): try again "
+            "in a moment"
+        )
 
 
 def _defaults(request: ApprovalRequest) -> dict[str, Any]:

@@ -76,8 +76,11 @@ def triggers_sync_declared(*, workflow: Workflow) -> None:
             kept.add(key)
             poll = declared[key].poll
             if poll is not None and row.every_seconds != poll.every:
-                row.every_seconds = poll.every
-                row.save(update_fields=["every_seconds"])
+                row.every_seconds = poll.every  # and due no later than one new interval
+                soon = timezone.now() + timedelta(seconds=poll.every)
+                if row.next_poll_at is None or row.next_poll_at > soon:
+                    row.next_poll_at = soon
+                row.save(update_fields=["every_seconds", "next_poll_at"])
         EventTrigger.objects.bulk_create(
             (
                 EventTrigger(

@@ -13,14 +13,20 @@ has committed. So:
 - a process killed before the commit leaves nothing: the next poll reads the same
   page again, from the same cursor, and starts each item once;
 - a page that overlaps the one before starts only the items not seen (the event
-  rows' unique key; an item already taken is never sent to ``run_create``);
+  rows' unique key; an item already taken is never sent to ``run_create``); an item is
+  named by the tool and its dedup key (``item:TOOL:KEY``), looked up over all the
+  workflow's events, so a version that moves the poll or changes its arguments starts
+  no item twice;
 - two polls of one trigger at once (a lost claim's lease, an operator's ``pollnow``)
   start each item once, and only a poll that read the cursor still stored moves it;
 - a run whose start was lost after the commit is started by the trigger sweep
   (``triggers.events.triggers_sweep``), as an ``on_workflow`` event's is.
 
 A failed call (the API down, an answer that is not a list where ``items`` says) keeps
-the cursor and records the error on the trigger, masked; the next poll tries again.
+the cursor and records the error on the trigger, masked; the next poll tries again. So
+does a workflow that refuses runs for a reason of its own (a tool changed since
+approval): the poll takes no item, so none is lost. An item whose own inputs are
+refused is recorded as refused, once.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ from tools.registry import ToolRegistry
 from triggers.events import Starter, declared_fingerprint, start_logged
 from triggers.models import EventOutcome, EventTrigger, TriggerEvent, TriggerKind
 from workflows.event_refs import CURSOR, ITEM, EventRefError, parse_event_value, resolve_event_value
+from workflows.inputs import InputsInvalid
 from workflows.models import Workflow
 from workflows.schema_triggers import PollSpec, TriggerSpec
 from workflows.selectors import workflow_get_runnable
@@ -56,8 +63,9 @@ from workflows.services import workflow_spec
 
 logger = logging.getLogger("flowpilot.triggers")
 
-# An event key is at most this long; a longer dedup key is kept as its sha256.
-MAX_KEY_CHARS = 190
+# An event key is at most this long (its column's size); a longer one keeps the dedup
+# key's sha256 instead.
+MAX_KEY_CHARS = 200
 # Keys looked up per query (under SQLite's bound on a statement's parameters).
 KEYS_PER_QUERY = 500
 # Sends the poll of a claimed trigger to the workers.
@@ -169,6 +177,21 @@ class _Poll:
         taken = self._taken([key for key, _ in keyed])
         new = [(key, item) for key, item in keyed if key not in taken]
         self.outcome.seen = len(keyed) - len(new)
+        try:
+            return self._store(start, version, output, items, new)
+        except PollAborted as exc:  # rolled back: the cursor stays, the items wait
+            self.outcome.started, self.outcome.refused = [], 0
+            return self._failed(str(exc))
+
+    def _store(
+        self,
+        start: Starter,
+        version: int,
+        output: Any,
+        items: list[Any],
+        new: list[tuple[str, Any]],
+    ) -> PollOutcome:
+        """One transaction: an event and a run per new item, then the next cursor."""
         with transaction.atomic():
             stored = (
                 EventTrigger.objects.select_for_update()
@@ -236,7 +259,7 @@ class _Poll:
             if value is None:
                 self.outcome.unkeyed += 1
                 continue
-            keyed.setdefault(event_key(value), item)
+            keyed.setdefault(event_key(self.poll.tool, value), item)
         if self.outcome.unkeyed:
             logger.warning(
                 "poll trigger %s: %d items have no `%s`; they start nothing",
@@ -246,9 +269,7 @@ class _Poll:
 
     def _taken(self, keys: list[str]) -> set[str]:
         taken: set[str] = set()
-        events = TriggerEvent.objects.filter(
-            workflow_name=self.row.workflow_name, position=self.row.position
-        )
+        events = TriggerEvent.objects.filter(workflow_name=self.row.workflow_name)
         for at in range(0, len(keys), KEYS_PER_QUERY):
             chunk = keys[at : at + KEYS_PER_QUERY]
             taken.update(events.filter(event_key__in=chunk).values_list("event_key", flat=True))
@@ -275,9 +296,11 @@ class _Poll:
                 event.run = run_create(
                     workflow=self.workflow, trigger=RunTrigger.EVENT, inputs=inputs
                 )
-        except (FlowpilotError, EventRefError) as exc:
+        except (InputsInvalid, EventRefError) as exc:  # this item's inputs: refused alone
             event.outcome, event.message = EventOutcome.REFUSED, self._masked(str(exc))
             self.outcome.refused += 1
+        except FlowpilotError as exc:  # the workflow cannot run now: no item is taken
+            raise PollAborted(str(exc)) from exc
         event.save(update_fields=["run", "outcome", "message"])
         return event
 
@@ -321,18 +344,29 @@ class PollError(FlowpilotError):
     code = "poll_failed"
 
 
+class PollAborted(FlowpilotError):
+    """The workflow refused a run for a reason of its own (not the item's inputs): a
+    tool changed since approval, the version no longer runnable. The poll takes no item
+    and keeps its cursor, so the items start runs once it can run again."""
+
+    code = "poll_aborted"
+
+
 def _start_all(start: Starter, run_ids: list[int]) -> None:
     for run_id in run_ids:
         start_logged(start, run_id)
 
 
-def event_key(value: Any) -> str:
-    """The event key of an item whose dedup key is ``value``: ``item:`` and the value as
-    text (JSON for an object or a list), or its sha256 when that is long."""
+def event_key(tool: str, value: Any) -> str:
+    """The event key of an item of ``tool`` whose dedup key is ``value``:
+    ``item:TOOL:`` and the value as text (JSON for an object or a list), or its sha256
+    when that is long. The key names the item, not the trigger's place in the file: a
+    version that moves the poll, or changes its arguments, starts no item twice."""
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
-    if len(text) > MAX_KEY_CHARS:
-        return "item:sha256:" + hashlib.sha256(text.encode()).hexdigest()
-    return f"item:{text}"
+    key = f"item:{tool}:{text}"
+    if len(key) > MAX_KEY_CHARS:
+        return f"item:{tool}:sha256:" + hashlib.sha256(text.encode()).hexdigest()
+    return key
 
 
 def _kind(value: Any) -> str:

@@ -59,3 +59,16 @@ def test_a_rejection_through_the_link(client, link):
     client.post(f"/approvals/{token}/", {"_reject": "1", "comment": "no"})
     request.refresh_from_db()
     assert (request.status, request.message) == ("rejected", "rejected by alice: no")
+
+
+def test_a_link_whose_approver_may_no_longer_decide_shows_nothing(client, link):
+    request, token, _ = link
+    from runs.approvals import approval_decide
+
+    alice = request.links.get().user
+    approval_decide(request_id=request.pk, user=alice, approve=False, via="admin")
+    page = client.get(f"/approvals/{token}/")
+    assert page.status_code == 404  # decided: the link's request is no longer pending
+    text = page.content.decode()
+    assert "rejected already" in text
+    assert "amount" not in text

@@ -314,3 +314,30 @@ def test_in_process_a_parent_step_cannot_wait_for_its_childs_approval(api, peopl
     assert "waits for an approval: in process (no broker)" in run.error_summary
     child = Run.objects.get(parent_run=run)
     assert child.status == "waiting"  # still decidable on its own
+
+
+def test_a_request_whose_step_has_not_finished_starting_to_wait_is_not_decided_yet(api, people):
+    from runs.approvals import ApprovalNotReady
+
+    run = waiting_run()
+    request = request_of(run)
+    StepResult.objects.filter(run=run, step_id="confirm").update(status="running")
+    with pytest.raises(ApprovalNotReady, match="try again in a moment"):
+        approval_decide(request_id=request.pk, user=people["bob"], approve=True,
+                        values={"note": "early"}, via="api")  # fmt: skip
+    assert approvals_expire(now=timezone.now() + timedelta(days=1)) == 0  # nor expired
+    StepResult.objects.filter(run=run, step_id="confirm").update(status="waiting")
+    approval_decide(request_id=request.pk, user=people["bob"], approve=True,
+                    values={"note": "now"}, via="api")  # fmt: skip
+    assert Run.objects.get(pk=run.pk).status == "succeeded"
+
+
+def test_in_a_child_run_the_author_is_who_started_the_top_level_run(api, people):
+    from runs.engine.kinds.approval import _author
+
+    parent = Run.objects.get(pk=waiting_run(started_by=people["alice"]).pk)
+    child = run_create(workflow=parent.workflow, trigger="workflow", inputs={})
+    Run.objects.filter(pk=child.pk).update(parent_run=parent)
+    child.refresh_from_db()
+    assert child.started_by_id is None
+    assert _author(child) == people["alice"].pk

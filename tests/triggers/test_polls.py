@@ -85,7 +85,7 @@ def test_each_new_item_starts_one_run_and_an_overlapping_page_starts_only_the_ne
         f"Bearer {TOKEN}"
     }
     keys = sorted(TriggerEvent.objects.values_list("event_key", flat=True))
-    assert keys == [f"item:{n}" for n in range(1, 6)]
+    assert keys == [f"item:list_orders:{n}" for n in range(1, 6)]
     assert set(TriggerEvent.objects.values_list("outcome", flat=True)) == {EventOutcome.STARTED}
 
 
@@ -216,7 +216,7 @@ def test_an_item_without_a_key_starts_nothing_and_one_the_workflow_refuses_is_re
     orders.fake.respond("orders", lambda request, match: FakeResponse.json({"data": page}))
     outcome, _ = polled()
     assert (outcome.unkeyed, outcome.refused, len(outcome.started)) == (1, 1, 1)
-    refused = TriggerEvent.objects.get(event_key="item:7")
+    refused = TriggerEvent.objects.get(event_key="item:list_orders:7")
     assert refused.outcome == EventOutcome.REFUSED
     assert refused.run is None
     assert "total" in refused.message
@@ -225,27 +225,35 @@ def test_an_item_without_a_key_starts_nothing_and_one_the_workflow_refuses_is_re
 
 
 def test_a_dedup_key_of_any_shape_is_a_stable_key_a_long_one_hashed():
-    assert event_key("A-1") == "item:A-1"
-    assert event_key(12) == "item:12"
-    assert event_key({"b": 1, "a": 2}) == event_key({"a": 2, "b": 1}) == 'item:{"a": 2, "b": 1}'
-    long = event_key("x" * 500)
-    assert long.startswith("item:sha256:")
-    assert len(long) == len("item:sha256:") + 64
-    assert event_key("x" * 500) == long
+    assert event_key("t", "A-1") == "item:t:A-1"
+    assert event_key("t", 12) == "item:t:12"
+    assert event_key("t", {"b": 1, "a": 2}) == event_key("t", {"a": 2, "b": 1})
+    assert event_key("t", {"a": 2}) == 'item:t:{"a": 2}'
+    long = event_key("t" * 64, "x" * 500)
+    assert long.startswith("item:" + "t" * 64 + ":sha256:")
+    assert len(long) <= 200
+    assert event_key("t" * 64, "x" * 500) == long
 
 
-def test_a_new_interval_keeps_the_cursor_and_a_changed_poll_starts_again(orders):
-    activate(poll_flow(every=60))
+def test_a_new_interval_keeps_the_cursor_and_a_changed_poll_starts_no_item_twice(orders):
+    activate(poll_flow(every=3600))
     orders.add(2)
     polled()
     pk = trigger_row().pk
-    activate(poll_flow(every=120))
+    EventTrigger.objects.filter(pk=pk).update(next_poll_at=timezone.now() + timedelta(hours=1))
+    activate(poll_flow(every=60))
     row = trigger_row()
-    assert (row.pk, row.every_seconds, row.cursor) == (pk, 120, 2)
-    activate(poll_flow(every=120, dedup_key="customer"))
+    assert (row.pk, row.every_seconds, row.cursor) == (pk, 60, 2)
+    assert row.next_poll_at <= timezone.now() + timedelta(seconds=60)  # not an hour on
+    flow = poll_flow(every=60, cursor={"initial": 1, "next": "$max.id"})
+    flow["triggers"].insert(0, {"on_workflow": {"name": "other"}, "inputs": {"order_id": 1}})
+    activate(flow)  # the poll moved and its cursor changed: a new row, a fresh cursor
     row = trigger_row()
     assert row.pk != pk
-    assert (row.cursor, row.cursor_version) == (None, 0)
+    assert (row.position, row.cursor, row.cursor_version) == (1, None, 0)
+    assert EventTrigger.objects.filter(kind=TriggerKind.POLL).count() == 1
+    again, _ = polled()  # since=1: orders 1 and 2 again, both taken already
+    assert (again.started, again.seen) == ([], 2)
 
 
 def test_a_poll_of_a_row_the_active_version_no_longer_declares_does_nothing(orders):
@@ -318,3 +326,22 @@ def test_a_tool_changed_since_approval_is_not_called(orders):
     assert "re-approve the version" in outcome.error
     assert orders.fake.requests("orders") == []
     assert Run.objects.count() == 0
+
+
+def test_a_workflow_that_cannot_run_takes_no_item_and_keeps_the_cursor(orders, monkeypatch):
+    from tools.errors import FlowpilotError
+
+    activate(poll_flow())
+    orders.add(2)
+
+    def refuse(**kwargs):
+        raise FlowpilotError("tool `send_mail` changed since `order_intake v1` was approved")
+
+    monkeypatch.setattr(polls, "run_create", refuse)
+    outcome, _ = polled()
+    assert outcome.started == []
+    assert "changed since" in outcome.error
+    assert (TriggerEvent.objects.count(), trigger_row().cursor_version) == (0, 0)
+    monkeypatch.undo()
+    monkeypatch.setenv("ORDERS_TOKEN", TOKEN)
+    assert len(polled()[0].started) == 2  # once it can run, the items start

@@ -80,6 +80,6 @@ def test_a_poll_killed_with_every_worker_then_two_beats_start_one_run_per_item(w
         workers.stop("beat1")
         workers.stop("beat2")
     assert [r.arg("since") for r in orders.fake.requests("orders")] == ["3"], workers.logs()
-    assert events() == [f"item:{n}" for n in range(1, 6)]
+    assert events() == [f"item:list_orders:{n}" for n in range(1, 6)]
     assert finished_order_ids() == [1, 2, 3, 4, 5]
     assert Run.objects.count() == 5

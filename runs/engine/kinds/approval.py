@@ -24,7 +24,7 @@ from django.db import IntegrityError, connection, transaction
 from runs.engine.context import RunContext
 from runs.engine.kinds.base import Attempt, Describe, StepKind
 from runs.engine.preview import preview_hash, side_effect_preview
-from runs.models import ApprovalRequest, ApprovalStatus, Run, StepResult
+from runs.models import ApprovalRequest, ApprovalStatus, Run, RunStatus, StepResult
 from tools.errors import FlowpilotError
 from tools.hooks import hooks_announce
 from workflows.graph import FlowGraph
@@ -45,6 +45,8 @@ def execute_approval_step(ctx: RunContext, step: ApprovalStep, args: dict[str, A
         run = Run.objects.get(pk=ctx.run_id)
         if run.replay_of_id is not None:
             return _recorded(step, run.replay_of_id)
+        if run.status != RunStatus.RUNNING:  # cancelled or failed meanwhile: nobody to ask
+            raise ApprovalRejected(f"step `{step.id}`: the run is {run.status}; nothing waits")
         result = StepResult.objects.get(run_id=ctx.run_id, step_id=step.id)
         if not ApprovalRequest.objects.filter(
             step_result=result, status=ApprovalStatus.PENDING
@@ -68,7 +70,7 @@ def _request(ctx: RunContext, step: ApprovalStep, run: Run, result: StepResult) 
                 approvers=list(step.approvers),
                 required=step.required,
                 author_may_approve=step.author_may_approve,
-                author_id=run.started_by_id,
+                author_id=_author(run),
                 form=step.form,
                 preview=preview,
                 preview_hash=preview_hash(preview),
@@ -79,6 +81,24 @@ def _request(ctx: RunContext, step: ApprovalStep, run: Run, result: StepResult) 
         return  # another try of the same step recorded it first: one request waits
     if step.notify.has_channels():  # told once its row has committed (``notify``)
         hooks_announce(setting="FLOWPILOT_APPROVAL_REQUESTED_HOOKS", request_id=request.pk)
+
+
+# Sub-workflow levels followed up to a run's top-level run (far above any valid nesting).
+MAX_PARENTS = 100
+
+
+def _author(run: Run) -> int | None:
+    """Who started the run — for a child run of a `workflow` step, who started its
+    top-level run: the author rule holds through sub-workflows."""
+    top = run
+    for _ in range(MAX_PARENTS):
+        if top.parent_run_id is None:
+            break
+        parent = Run.objects.filter(pk=top.parent_run_id).only("started_by", "parent_run").first()
+        if parent is None:
+            break
+        top = parent
+    return top.started_by_id
 
 
 def _recorded(step: ApprovalStep, validation_run_id: int) -> Attempt:
