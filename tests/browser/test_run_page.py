@@ -72,7 +72,7 @@ def test_a_failed_run_reads_at_a_glance(live_server, page, fake_api, monkeypatch
     fills = {status: n["fill"] for n in nodes.values() for status in [n["status"]]}
     assert len(set(fills.values())) == 3  # succeeded, failed and pending look different
     assert fills["failed"] == "rgb(253, 226, 225)"
-    assert page.locator("#fp-status-legend .fp-swatch").count() == 6
+    assert page.locator("#fp-status-legend .fp-swatch").count() == 7  # waiting: an approval
 
     # The timeline: two tries of `repo` with the wait between them, one failed try of `langs`.
     repo = bars(page, "repo")
