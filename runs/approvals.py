@@ -31,9 +31,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
-from django.db.models import QuerySet
 from django.utils import timezone
 from jsonschema import Draft202012Validator
 
@@ -58,7 +56,6 @@ logger = logging.getLogger("flowpilot.runs")
 
 APPROVE_PERMISSION = "runs.approve_run"
 VIA = ("admin", "api", "mcp", "link")
-User = AbstractBaseUser | AnonymousUser
 
 
 class ApprovalRefused(FlowpilotError):
@@ -104,15 +101,18 @@ def approval_refusal(request: ApprovalRequest, user: Any) -> str | None:
         return f"{user.get_username()} may not approve runs (the `{APPROVE_PERMISSION}` permission)"
     if not request.author_may_approve and request.author_id == user.pk:
         return f"{user.get_username()} started this run, and its author may not decide it"
-    if request.decisions.filter(username=user.get_username()).exists():
+    # Read through ``decisions.all()``: a list that prefetched them asks nothing more.
+    if any(d.username == user.get_username() for d in request.decisions.all()):
         return f"{user.get_username()} has decided this request already"
     return None
 
 
 def approvals_pending_for(user: Any) -> list[ApprovalRequest]:
     """The pending requests ``user`` may decide now, oldest first."""
-    pending = ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING).select_related(
-        "run__workflow"
+    pending = (
+        ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING)
+        .select_related("run__workflow")
+        .prefetch_related("decisions")
     )
     return [r for r in pending.order_by("created_at", "id") if approval_refusal(r, user) is None]
 
@@ -300,8 +300,3 @@ def _execute_here(run_id: int) -> None:
     run = Run.objects.get(pk=run_id)
     if run.status == RunStatus.PENDING:
         run_execute(run=run)
-
-
-def approval_requests_of(run: Run) -> QuerySet[ApprovalRequest]:
-    """A run's approval requests with their decisions, oldest first."""
-    return run.approval_requests.order_by("created_at", "id").prefetch_related("decisions")

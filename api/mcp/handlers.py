@@ -210,7 +210,7 @@ def list_approvals(*, user: User, mine: bool, limit: int) -> dict[str, Any]:
     if mine:
         rows = rows.filter(pk__in=[r.pk for r in approvals_pending_for(user)])
     found = list(rows[: _limit(limit) + 1])
-    data = ApprovalSerializer(found[:limit], many=True, context={"request": _As(user)}).data
+    data = ApprovalSerializer(found[:limit], many=True, context={"user": user}).data
     return {"approvals": list(data), "truncated": len(found) > limit}
 
 
@@ -233,11 +233,4 @@ def decide_approval(
     data = _checked(ApproveSerializer if approve else RejectSerializer, given).validated_data
     approval_decide(request_id=approval_id, user=user, approve=approve, via="mcp", **data)
     answer = _approvals().get(pk=approval_id)
-    return dict(ApprovalSerializer(answer, context={"request": _As(user)}).data)
-
-
-class _As:
-    """What a serializer reads of a request: its user."""
-
-    def __init__(self, user: User) -> None:
-        self.user = user
+    return dict(ApprovalSerializer(answer, context={"user": user}).data)

@@ -37,10 +37,10 @@ class ApprovalSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_refusal(self, obj: ApprovalRequest) -> str | None:
-        request = self.context.get("request")
         if obj.status != "pending":
             return f"it is {obj.status}"
-        return approval_refusal(obj, getattr(request, "user", None))
+        user = self.context.get("user") or getattr(self.context.get("request"), "user", None)
+        return approval_refusal(obj, user)
 
 
 class ApproveSerializer(serializers.Serializer):
